@@ -1,0 +1,19 @@
+# Shared by scripts/quickstart and scripts/test: create .venv and install once per pyproject change.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$root/.venv"
+python="${PYTHON:-python3}"
+if [ ! -x "$venv/bin/python" ]; then
+  "$python" -m venv "$venv"
+fi
+stamp="$venv/.lessonbank-installed"
+want="$(cat "$root/pyproject.toml" | sha256sum | cut -c1-16)-$1"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  "$venv/bin/python" -m pip install --quiet --upgrade "pip>=25.1"
+  if [ "$1" = dev ]; then
+    "$venv/bin/python" -m pip install --quiet -e "$root" --group "$root/pyproject.toml:dev"
+  else
+    "$venv/bin/python" -m pip install --quiet -e "$root"
+  fi
+  echo "$want" > "$stamp"
+fi

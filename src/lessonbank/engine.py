@@ -1,0 +1,438 @@
+"""The engine both bank facades share: settings, store, LLMs, reflectors, and every operation.
+
+It is synchronous and thread-safe through the store; LessonBank calls it directly and
+AsyncLessonBank from a thread, so the two can never drift apart in behaviour.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from lessonbank.config import Settings
+from lessonbank.context import LONG_TERM_HEADER, LONG_TERM_MEMORY, empty_block, pack_section, render_lesson
+from lessonbank.errors import ConfigError, InputError, NotFoundError
+from lessonbank.jobs import NO_LLM_DETAIL, JobResult, Worker
+from lessonbank.llm import LLM, get_llm
+from lessonbank.llm.pricing import cost_of
+from lessonbank.models import (
+    LESSON_KINDS,
+    LESSON_STATUSES,
+    ContextBlock,
+    Decision,
+    Episode,
+    Hit,
+    Job,
+    Lesson,
+    LessonKind,
+    Reflection,
+)
+from lessonbank.policy import decide, dedupe_key, manual_decision
+from lessonbank.redact import redact, redact_value
+from lessonbank.reflectors.base import Reflector, reflect
+from lessonbank.reflectors.lesson import LessonReflector
+from lessonbank.retrieval import recall_lexical
+from lessonbank.stores import open_store
+from lessonbank.stores.base import LessonQuery, Store
+from lessonbank.text import TokenCounter, estimate_tokens
+
+log = logging.getLogger("lessonbank")
+
+FORMATS = (LONG_TERM_MEMORY,)
+CONTEXT_CANDIDATES = 12
+MANUAL_TAGS = ("reflexion", "trigger:manual", "user-supplied")
+ExportFormat = Literal["json", "jsonl", "markdown"]
+
+
+class Engine:
+    """Everything both facades share; synchronous, thread-safe through the store."""
+
+    def __init__(
+        self,
+        db: str | None = None,
+        *,
+        llm: str | LLM | None = None,
+        namespace: str | None = None,
+        reflection_llm: str | LLM | None = None,
+        settings: Settings | None = None,
+        token_counter: TokenCounter | None = None,
+        clock: Callable[[], float] | None = None,
+        worker: bool | None = None,
+    ) -> None:
+        base = settings or Settings.from_env()
+        self.settings = base.with_overrides(
+            db=db,
+            namespace=namespace,
+            worker=worker,
+            llm=llm if isinstance(llm, str) else None,
+            reflection_llm=reflection_llm if isinstance(reflection_llm, str) else None,
+        )
+        if not self.settings.namespace.strip():
+            raise ConfigError("namespace is empty; pass a name such as 'default' or 'team-a'")
+        self.namespace = self.settings.namespace
+        self.clock = clock or time.time
+        self.count_tokens = token_counter or estimate_tokens
+        self.llm = get_llm(llm if llm is not None and not isinstance(llm, str) else self.settings.llm)
+        chosen = (
+            reflection_llm
+            if reflection_llm is not None and not isinstance(reflection_llm, str)
+            else self.settings.reflection_llm
+        )
+        self.reflection_llm = get_llm(chosen) or self.llm
+        self.reflectors: dict[str, Reflector] = {"lesson": LessonReflector()}
+        self.store: Store = open_store(self.settings.db_url, clock=self.clock)
+
+    # --------------------------------------------------------------- write path
+
+    def _record(
+        self, episode: Episode | dict[str, Any], context_ids: Sequence[str] | None
+    ) -> tuple[Episode, Job | None]:
+        episode = self._prepare_episode(episode, context_ids)
+        decision = decide(episode, self.settings)
+        return self._store_episode(episode, decision)
+
+    def _prepare_episode(
+        self, episode: Episode | dict[str, Any], context_ids: Sequence[str] | None
+    ) -> Episode:
+        if isinstance(episode, dict):
+            episode = Episode.model_validate(episode)
+        elif not isinstance(episode, Episode):
+            raise InputError(f"record() takes an Episode or a dict, got {type(episode).__name__}")
+        if episode.namespace not in (None, self.namespace):
+            raise InputError(
+                f"episode belongs to namespace {episode.namespace!r} but this bank serves "
+                f"{self.namespace!r}; open LessonBank(namespace={episode.namespace!r}) for it",
+                field="namespace",
+            )
+        # Redaction only replaces text inside strings, so the redacted copy stays valid: no second validation.
+        updates: dict[str, Any] = {"namespace": self.namespace}
+        for name in ("task", "error", "attempt", "output", "goal_title", "agent", "task_type"):
+            value = getattr(episode, name)
+            cleaned = redact(value) if value else value
+            if cleaned != value:
+                updates[name] = cleaned
+        for name in ("actions", "metadata", "tags"):
+            value = getattr(episode, name)
+            if value:
+                updates[name] = redact_value(value)
+        if episode.verification:
+            updates["verification"] = [
+                check.model_copy(
+                    update={
+                        "stderr": redact(check.stderr or "") or None,
+                        "errors": redact_value(check.errors),
+                    }
+                )
+                for check in episode.verification
+            ]
+        if context_ids is not None:
+            updates["context_ids"] = list(context_ids)
+        return episode.model_copy(update=updates)
+
+    def _store_episode(self, episode: Episode, decision: Decision) -> tuple[Episode, Job | None]:
+        job = None
+        if decision.reflect:
+            assert decision.trigger is not None and decision.reflector is not None
+            job = self._new_job(
+                episode, dedupe_key(episode, decision.trigger), decision.trigger, decision.reflector
+            )
+            decision = decision.model_copy(update={"job_id": job.id})
+        final = self.store.record_episode(episode, decision, job)
+        return episode, job if final.reflect else None
+
+    def _now(self) -> datetime:
+        """The bank's clock as a datetime: every record the bank stamps uses it, so tests can move time."""
+        return datetime.fromtimestamp(self.clock(), UTC)
+
+    def _new_job(self, episode: Episode, key: str, trigger: str, reflector: str) -> Job:
+        """A reflection job stamped with the bank's clock, waiting if no LLM is set."""
+        now = self._now()
+        return Job(
+            namespace=episode.namespace or self.namespace,
+            episode_id=episode.id,
+            dedupe_key=key,
+            status="queued" if self.reflection_llm else "waiting",
+            detail=None if self.reflection_llm else NO_LLM_DETAIL,
+            max_attempts=self.settings.job_max_attempts,
+            payload={"trigger": trigger, "reflector": reflector},
+            run_after=now,
+            created_at=now,
+            updated_at=now,
+        )
+
+    def _reflect(self, episode_id: str) -> tuple[Decision, Job | None]:
+        episode, _ = self.store.get_episode(episode_id)
+        job = self._new_job(episode, f"{dedupe_key(episode, 'manual')}:{self.clock()}", "manual", "lesson")
+        self.store.enqueue_job(job)
+        return manual_decision().model_copy(update={"job_id": job.id}), job
+
+    def _add_lesson(
+        self,
+        text: str,
+        *,
+        tags: Iterable[str],
+        kind: LessonKind,
+        task_type: str | None,
+        agent: str | None,
+        goal_id: str | None,
+        importance: float,
+        pinned: bool,
+    ) -> Lesson:
+        if not isinstance(text, str) or not text.strip():
+            raise InputError(
+                "lesson text is empty; write the lesson, e.g. "
+                "'when editing large Go files use Edit, not full rewrite'",
+                field="text",
+            )
+        if isinstance(tags, str):
+            raise InputError("tags must be a list of strings, not one string", field="tags")
+        tags = [redact(tag) for tag in tags]
+        lesson = Lesson(
+            namespace=self.namespace,
+            kind=kind,
+            content=redact(text),
+            trigger="manual",
+            tags=[*MANUAL_TAGS, *tags],
+            task_type=task_type,
+            agent=agent,
+            goal_id=goal_id,
+            importance=importance,
+            confidence=0.8,
+            source="manual",
+            pinned=pinned,
+            created_at=self._now(),
+            updated_at=self._now(),
+        )
+        return self.store.write_lesson(lesson).lesson
+
+    def _import(self, records: Iterable[Lesson | dict[str, Any]]) -> dict[str, int]:
+        lessons, skipped = [], 0
+        for index, record in enumerate(records):
+            try:
+                lessons.append(self._imported(record))
+            except (ValueError, TypeError) as exc:
+                skipped += 1
+                log.warning("import: record %d skipped: %s", index + 1, " ".join(str(exc).split())[:300])
+        added, reinforced = self.store.import_lessons(lessons)
+        return {"added": added, "reinforced": reinforced, "skipped": skipped}
+
+    def _imported(self, record: Lesson | dict[str, Any]) -> Lesson:
+        """A record to import, validated once, moved into this namespace, secrets redacted."""
+        if isinstance(record, Lesson):
+            return record.model_copy(update={"namespace": self.namespace, "content": redact(record.content)})
+        if not isinstance(record, dict):
+            raise TypeError(f"a lesson to import is a dict or a Lesson, not {type(record).__name__}")
+        data = {key: value for key, value in record.items() if value is not None and key != "content_hash"}
+        data["namespace"] = self.namespace
+        if isinstance(data.get("content"), str):
+            data["content"] = redact(data["content"])
+        data.setdefault("source", "import")
+        return Lesson.model_validate(data)
+
+    # --------------------------------------------------------------- read path
+
+    def _query(
+        self,
+        *,
+        kind: str | Sequence[str] | None = None,
+        tags: Sequence[str] = (),
+        task_type: str | None = None,
+        agent: str | None = None,
+        goal_id: str | None = None,
+        status: str | Sequence[str] = "active",
+    ) -> LessonQuery:
+        kinds = [kind] if isinstance(kind, str) else kind
+        statuses = [status] if isinstance(status, str) else list(status)
+        for value, name, allowed in ((kinds, "kind", LESSON_KINDS), (statuses, "status", LESSON_STATUSES)):
+            unknown = sorted(set(value or ()) - set(allowed))
+            if unknown:
+                raise InputError(f"unknown {name} {unknown}; use one of {', '.join(allowed)}", field=name)
+        if isinstance(tags, str):
+            tags = [tags]
+        return LessonQuery(
+            self.namespace,
+            kinds=kinds,
+            tags=[t.strip().lower() for t in tags],
+            task_type=task_type,
+            agent=agent,
+            goal_id=goal_id,
+            statuses=statuses,
+        )
+
+    def _recall(self, query: str, k: int, filters: LessonQuery) -> list[Hit]:
+        _check_text_arg(query, "query")
+        if not query.strip():
+            raise InputError("recall query is empty; pass the task you are about to do", field="query")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise InputError(f"k must be a whole number ≥ 0, got {k!r}", field="k")
+        return recall_lexical(self.store, query, filters, k=k, now=self.clock())
+
+    def _context(
+        self, task: str | None, budget_tokens: int, formats: Sequence[str] | None, filters: LessonQuery
+    ) -> ContextBlock:
+        chosen = list(formats) if formats is not None else [LONG_TERM_MEMORY]
+        unknown = [name for name in chosen if name not in FORMATS]
+        if unknown:
+            raise InputError(
+                f"unknown context format(s) {unknown}; known: {', '.join(FORMATS)}", field="formats"
+            )
+        if task is not None:
+            _check_text_arg(task, "task")
+        if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) or budget_tokens < 0:
+            raise InputError(
+                f"budget_tokens must be a whole number ≥ 0, got {budget_tokens!r}", field="budget_tokens"
+            )
+        if not task or not task.strip() or budget_tokens == 0:
+            return empty_block(budget_tokens, chosen)
+        hits = self._recall(task, CONTEXT_CANDIDATES, filters)
+        text, ids = pack_section(
+            LONG_TERM_HEADER, [hit.lesson for hit in hits], budget_tokens, self.count_tokens
+        )
+        self.store.touch_lessons(ids)
+        return ContextBlock(
+            text=text,
+            lesson_ids=ids,
+            tokens=self.count_tokens(text),
+            budget_tokens=budget_tokens,
+            formats=chosen,
+        )
+
+    def _export(self, fmt: str) -> str:
+        lessons = self._all_lessons()
+        if fmt == "json":
+            return json.dumps(
+                [lesson.model_dump(mode="json") for lesson in lessons], indent=2, ensure_ascii=False
+            )
+        if fmt == "jsonl":
+            return "".join(lesson.model_dump_json() + "\n" for lesson in lessons)
+        if fmt == "markdown":
+            parts = [f"# Lessons — namespace `{self.namespace}`", ""]
+            for lesson in lessons:
+                parts += [
+                    f"## {lesson.id} · {lesson.kind} · confidence {lesson.confidence:.2f}",
+                    "",
+                    render_lesson(lesson),
+                    "",
+                    f"tags: {', '.join(lesson.tags)}",
+                    "",
+                ]
+            return "\n".join(parts)
+        raise InputError(f"unknown export format {fmt!r}; use json, jsonl or markdown", field="format")
+
+    def _all_lessons(self) -> list[Lesson]:
+        query = self._query(status=("active", "pending", "archived", "quarantined"))
+        out: list[Lesson] = []
+        while batch := self.store.list_lessons(query, limit=1000, offset=len(out)):
+            out.extend(batch)
+        return out
+
+    def _stats(self) -> dict[str, Any]:
+        stats = self.store.stats(self.namespace).as_dict()
+        stats["llm"] = self.reflection_llm.model if self.reflection_llm else None
+        return stats
+
+    def _pending(self) -> dict[str, int]:
+        return self.store.count_jobs([self.namespace])
+
+    # --------------------------------------------------------------- worker side
+
+    def _new_worker(self, namespaces: Sequence[str] | None) -> Worker:
+        return Worker(self.store, self._handle, self.settings, namespaces=namespaces)
+
+    async def _handle(self, job: Job) -> JobResult:
+        if self.reflection_llm is None:
+            raise ConfigError("no LLM configured, set LESSONBANK_LLM")
+        episode, _ = await asyncio.to_thread(self.store.get_episode, job.episode_id or "")
+        trigger = str(job.payload.get("trigger", "manual"))
+        reflector = self.reflectors[str(job.payload.get("reflector", "lesson"))]
+        run = await reflect(reflector, self.reflection_llm, episode, trigger)
+        skip = run.parsed.skip_reason
+        reflection = Reflection(
+            namespace=job.namespace,
+            episode_id=episode.id,
+            job_id=job.id,
+            reflector=reflector.name,
+            trigger=trigger,
+            status="skipped" if skip else "ok",
+            skip_reason=skip,
+            raw_output=run.raw_output,
+            parsed=run.parsed.fields,
+            model=run.model,
+            llm_calls=run.llm_calls,
+            tokens_in=run.usage.input_tokens,
+            tokens_out=run.usage.output_tokens,
+            cost_usd=cost_of(run.model, run.usage),
+            created_at=self._now(),
+        )
+        lessons = (
+            []
+            if skip
+            else [
+                lesson.model_copy(
+                    update={
+                        "reflection_id": reflection.id,
+                        "content": redact(lesson.content),
+                        "created_at": reflection.created_at,
+                        "updated_at": reflection.created_at,
+                    }
+                )
+                for lesson in reflector.lessons(run.parsed, episode, trigger)
+            ]
+        )
+        if not self.settings.persist:
+            for lesson in lessons:
+                log.info(
+                    "reflection (not persisted, LESSONBANK_REFLEXION_PERSIST=false) for %s:\n%s",
+                    episode.id,
+                    lesson.content,
+                )
+            summary = "; ".join(lesson.content.replace("\n", " | ") for lesson in lessons) or f"skip: {skip}"
+            return JobResult(reflection=None, lessons=[], detail=f"persist off, logged only: {summary}")
+        detail = f"skipped: {skip}" if skip else f"reflected: {len(lessons)} lesson(s)"
+        return JobResult(reflection=reflection, lessons=lessons, detail=detail)
+
+    def _show(self, record_id: str) -> dict[str, Any]:
+        """Any record by id, with what belongs to it (an episode's decision and reflections)."""
+        if not isinstance(record_id, str) or not record_id.strip():
+            raise InputError("give the id of a lesson, episode, job or reflection", field="id")
+        lookups: list[tuple[str, Callable[[str], dict[str, Any]]]] = [
+            ("les_", lambda i: {"lesson": self.store.get_lesson(i).model_dump(mode="json")}),
+            ("ep_", self._show_episode),
+            ("job_", lambda i: {"job": self.store.get_job(i).model_dump(mode="json")}),
+            ("ref_", lambda i: {"reflection": self.store.get_reflection(i).model_dump(mode="json")}),
+        ]
+        # The id's prefix says where to look first; ids chosen by the caller have none.
+        lookups.sort(key=lambda item: not record_id.startswith(item[0]))
+        for _, lookup in lookups:
+            try:
+                return lookup(record_id)
+            except NotFoundError:
+                continue
+        raise NotFoundError("record", record_id)
+
+    def _show_episode(self, episode_id: str) -> dict[str, Any]:
+        episode, decision = self.store.get_episode(episode_id)
+        return {
+            "episode": episode.model_dump(mode="json"),
+            "decision": decision.model_dump(mode="json") if decision else None,
+            "reflections": [
+                r.model_dump(mode="json") for r in self.store.reflections_for_episode(episode_id)
+            ],
+        }
+
+
+def _check_text_arg(value: object, name: str) -> None:
+    """Refuse a non-string or a string that is not valid UTF-8, naming the argument."""
+    if not isinstance(value, str):
+        raise InputError(f"{name} must be a string, got {type(value).__name__}", field=name)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(
+            f"{name} is not valid UTF-8 (undecodable byte at position {exc.start})", field=name
+        ) from None

@@ -1,0 +1,76 @@
+"""Errors raised by lessonbank.
+
+Every error the library raises on purpose derives from :class:`LessonbankError` and says
+how to fix the problem::
+
+    LessonbankError
+    ├── ConfigError          the caller's setup is wrong (unknown URL scheme, missing extra, bad env var)
+    ├── InputError           a value passed in is invalid (also a ValueError): empty task, 2 MB field, bad UTF-8
+    ├── NotFoundError        no record with that id (also a LookupError)
+    ├── StoreError           the database failed or is in an unexpected state
+    ├── LLMError             the model provider failed
+    │   └── LLMTransientError    429, 5xx, timeouts, dropped connections: worth retrying
+    ├── ParseError           model output could not be parsed (carries the raw text)
+    └── BudgetExceededError  a token or cost budget would be exceeded
+"""
+
+from __future__ import annotations
+
+
+class LessonbankError(Exception):
+    """Base class of every error lessonbank raises on purpose."""
+
+
+class ConfigError(LessonbankError):
+    """The caller's configuration is wrong; the message says what to change."""
+
+
+class InputError(LessonbankError, ValueError):
+    """A value passed to lessonbank is invalid; ``field`` names the culprit when known."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class NotFoundError(LessonbankError, LookupError):
+    """No record with the given id exists in this namespace."""
+
+    def __init__(self, kind: str, record_id: str) -> None:
+        super().__init__(f"no {kind} with id {record_id!r}")
+        self.kind = kind
+        self.record_id = record_id
+
+
+class StoreError(LessonbankError):
+    """The store failed (locked, corrupted, unreachable) or holds something unexpected."""
+
+
+class LLMError(LessonbankError):
+    """The LLM provider failed in a way retrying will not fix (bad key, unknown model, 400)."""
+
+    def __init__(self, message: str, *, provider: str = "", status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.status_code = status_code
+
+
+class LLMTransientError(LLMError):
+    """The provider failed in a way that may pass: rate limit, server error, timeout, dropped connection."""
+
+
+class ParseError(LessonbankError):
+    """Model output did not match the expected format; ``raw`` keeps what the model said."""
+
+    def __init__(self, message: str, *, raw: str = "") -> None:
+        super().__init__(message)
+        self.raw = raw
+
+
+class BudgetExceededError(LessonbankError):
+    """A token or cost budget would be exceeded."""
+
+    def __init__(self, message: str, *, budget: float, needed: float) -> None:
+        super().__init__(message)
+        self.budget = budget
+        self.needed = needed

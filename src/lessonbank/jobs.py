@@ -1,0 +1,199 @@
+"""Durable job semantics and the worker that drains them.
+
+A job is leased before it runs; the lease outlives the per-job timeout, so a live worker
+never loses it, and a dead worker's jobs are picked up once their lease expires (at once
+when the dead process was on this host). A job that fails is retried with exponential
+backoff and jitter, then dead-lettered with its last error. The result of a job (its
+reflection and lessons) is written in the same transaction that marks it done, so a job
+is never done twice and never half done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from lessonbank.config import Settings
+from lessonbank.errors import ConfigError, LLMError, LLMTransientError, StoreError
+from lessonbank.models import Job, Lesson, Reflection
+from lessonbank.stores.base import LeaseLostError, Store, worker_owner
+
+log = logging.getLogger("lessonbank.jobs")
+
+NO_LLM_DETAIL = "waiting: no LLM configured, set LESSONBANK_LLM"
+
+
+@dataclass
+class JobResult:
+    """What running a job produced: written atomically with the job's completion."""
+
+    reflection: Reflection | None
+    lessons: list[Lesson] = field(default_factory=list)
+    detail: str = "done"
+
+
+Handler = Callable[[Job], Awaitable[JobResult]]
+
+
+def backoff_delay(attempt: int, settings: Settings, rng: random.Random | None = None) -> float:
+    """Delay before retry number ``attempt`` (1-based): base × factor^(attempt−1), capped, ± jitter."""
+    delay = min(settings.backoff_max_s, settings.backoff_base_s * settings.backoff_factor ** (attempt - 1))
+    jitter = settings.backoff_jitter
+    return delay * (rng or random).uniform(1.0 - jitter, 1.0 + jitter)
+
+
+class Worker:
+    """Leases and runs jobs until stopped; up to ``settings.worker_concurrency`` at once.
+
+    ``namespaces=None`` serves every namespace in the store.
+    """
+
+    def __init__(
+        self, store: Store, handler: Handler, settings: Settings, *, namespaces: Sequence[str] | None = None
+    ) -> None:
+        self.store = store
+        self.handler = handler
+        self.settings = settings
+        self.namespaces = list(namespaces) if namespaces is not None else None
+        self.owner = worker_owner()
+        self.processed = 0
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._running: set[asyncio.Task[None]] = set()
+
+    @property
+    def has_capacity(self) -> bool:
+        """Whether a new job could start now (callers skip waking a busy worker)."""
+        return len(self._running) < self.settings.worker_concurrency
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+
+    async def run(self, *, until_idle: bool = False) -> None:
+        """Work until :meth:`stop` (or, with ``until_idle``, until nothing is runnable or in flight)."""
+        try:
+            await asyncio.to_thread(self.store.release_waiting, self.namespaces)
+            while not self._stopping:
+                try:
+                    started = await self._fill()
+                    idle = until_idle and not started and not self._running
+                    if idle and await asyncio.to_thread(self._nothing_left):
+                        return
+                    if started:
+                        continue
+                    await self._sleep()
+                except StoreError as exc:  # a locked or unreachable store: wait, then try again
+                    log.warning(
+                        "worker %s: store unavailable (%s); retrying in %.1fs",
+                        self.owner,
+                        exc,
+                        self.settings.poll_interval_s,
+                    )
+                    await asyncio.sleep(self.settings.poll_interval_s)
+        finally:
+            await self._shutdown()
+
+    async def _fill(self) -> bool:
+        """Lease jobs while there is capacity; True when at least one was started."""
+        started = False
+        while len(self._running) < self.settings.worker_concurrency and not self._stopping:
+            job = await asyncio.to_thread(
+                self.store.lease_job, self.owner, self.namespaces, self.settings.lease_seconds
+            )
+            if job is None:
+                break
+            task = asyncio.create_task(self._run_job(job))
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+            task.add_done_callback(lambda _: self._wake.set())
+            started = True
+        return started
+
+    async def _sleep(self) -> None:
+        timeout = self.settings.poll_interval_s
+        next_due = await asyncio.to_thread(self.store.next_run_after, self.namespaces)
+        if next_due is not None:
+            timeout = min(timeout, max(0.01, next_due - self.store.clock()))
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout)
+
+    def _nothing_left(self) -> bool:
+        counts = self.store.count_jobs(self.namespaces)
+        return not counts.get("queued") and not counts.get("leased")
+
+    async def _run_job(self, job: Job) -> None:
+        try:
+            result = await asyncio.wait_for(self.handler(job), self.settings.job_timeout_s)
+        except asyncio.CancelledError:
+            await asyncio.to_thread(self._release, job)
+            raise
+        except Exception as exc:  # every failure is recorded on the job, none escapes the worker
+            await asyncio.to_thread(self._fail, job, exc)
+            return
+        try:
+            await asyncio.to_thread(
+                self.store.finish_job,
+                job.id,
+                self.owner,
+                reflection=result.reflection,
+                lessons=result.lessons,
+                detail=result.detail,
+            )
+            self.processed += 1
+        except LeaseLostError:
+            log.warning("job %s finished after its lease was taken over; result dropped", job.id)
+        except Exception as exc:  # the result could not be written: a failed attempt like any other
+            await asyncio.to_thread(self._fail, job, exc)
+
+    def _fail(self, job: Job, exc: BaseException) -> None:
+        try:
+            if isinstance(exc, ConfigError):  # e.g. no API key: the job waits until the setup is fixed
+                log.error("job %s waits: %s", job.id, exc)
+                self.store.park_job(job.id, self.owner, detail=f"waiting: {exc}")
+            else:
+                self._retry_or_bury(job, exc)
+        except LeaseLostError:
+            log.warning("job %s failed after its lease was taken over", job.id)
+        except StoreError as exc_store:  # the lease will expire and another attempt will come
+            log.error("job %s: could not record its failure (%s)", job.id, exc_store)
+
+    def _retry_or_bury(self, job: Job, exc: BaseException) -> None:
+        if isinstance(exc, TimeoutError):
+            error = f"timed out after {self.settings.job_timeout_s:g}s"
+        else:
+            error = f"{type(exc).__name__}: {exc}"
+        permanent = isinstance(exc, LLMError) and not isinstance(exc, LLMTransientError)
+        retry_at = None
+        if not permanent and job.attempts < job.max_attempts:
+            retry_at = self.store.clock() + backoff_delay(job.attempts, self.settings)
+        level = logging.WARNING if retry_at is not None else logging.ERROR
+        log.log(
+            level,
+            "job %s attempt %d/%d failed: %s%s",
+            job.id,
+            job.attempts,
+            job.max_attempts,
+            error,
+            "" if retry_at is not None else " (dead-lettered)",
+        )
+        self.store.fail_job(job.id, self.owner, error=error, retry_at=retry_at)
+
+    def _release(self, job: Job) -> None:
+        """Hand a job back untouched (worker shutting down mid-job): no attempt is spent."""
+        with contextlib.suppress(LeaseLostError, StoreError):
+            self.store.release_job(job.id, self.owner)
+
+    async def _shutdown(self) -> None:
+        for task in list(self._running):
+            task.cancel()
+        if self._running:
+            await asyncio.gather(*self._running, return_exceptions=True)

@@ -1,0 +1,96 @@
+"""LLM providers behind one protocol, resolved from a model string in one place.
+
+``get_llm("openai:gpt-4o-mini")``, ``get_llm("ollama:llama3.2")``, ``get_llm("anthropic:claude-haiku-4-5")``,
+``get_llm("fake")``; an LLM instance passes through unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from lessonbank.errors import ConfigError
+from lessonbank.llm.base import LLM, Completion, Message, Usage
+from lessonbank.llm.fake import FakeCall, FakeLLM
+from lessonbank.llm.retry import RetryingLLM
+
+__all__ = ["LLM", "Completion", "FakeCall", "FakeLLM", "Message", "RetryingLLM", "Usage", "get_llm"]
+
+DEFAULT_OLLAMA_URL = "http://localhost:11434/v1"
+
+
+def get_llm(
+    spec: str | LLM | None,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    timeout_s: float = 60.0,
+    retries: int = 3,
+) -> LLM | None:
+    """Resolve ``provider:model`` to an LLM, wrapped to retry transient errors.
+
+    Providers: ``openai`` (any OpenAI-compatible endpoint; ``base_url`` or ``OPENAI_BASE_URL``
+    points it elsewhere), ``ollama`` (local Ollama, ``OLLAMA_HOST`` to move it), ``anthropic``
+    (needs ``lessonbank[anthropic]``), ``fake`` (scripted replies from ``LESSONBANK_FAKE_REPLIES``,
+    a JSON list, for demos and CLI tests). ``None`` or ``""`` means no LLM.
+    """
+    if spec is None or spec == "":
+        return None
+    if not isinstance(spec, str):
+        if isinstance(spec, LLM):
+            return spec
+        raise ConfigError(
+            f"llm must be a 'provider:model' string or an LLM object, got {type(spec).__name__}"
+        )
+    provider, _, model = spec.partition(":")
+    provider = provider.strip().lower()
+    model = model.strip()
+    if provider == "fake":
+        return FakeLLM(_fake_replies(), model=f"fake:{model or 'scripted'}")
+    if not model:
+        raise ConfigError(
+            f"llm {spec!r} names no model; write it as 'provider:model', e.g. 'openai:gpt-4o-mini'"
+        )
+    inner: LLM
+    if provider == "openai":
+        from lessonbank.llm.openai import OpenAIChat
+
+        inner = OpenAIChat(model, base_url=base_url, api_key=api_key, timeout_s=timeout_s)
+    elif provider == "ollama":
+        from lessonbank.llm.openai import OpenAIChat
+
+        url = base_url or _ollama_url()
+        inner = OpenAIChat(
+            model, base_url=url, api_key=api_key or "ollama", timeout_s=timeout_s, provider="ollama"
+        )
+    elif provider == "anthropic":
+        from lessonbank.llm.anthropic import AnthropicChat
+
+        inner = AnthropicChat(model, base_url=base_url, api_key=api_key, timeout_s=timeout_s)
+    else:
+        raise ConfigError(
+            f"unknown LLM provider {provider!r} in {spec!r}; use openai:, ollama:, anthropic: or fake"
+        )
+    return RetryingLLM(inner, attempts=retries)
+
+
+def _ollama_url() -> str:
+    host = os.environ.get("OLLAMA_HOST", "").strip()
+    if not host:
+        return DEFAULT_OLLAMA_URL
+    if not host.startswith(("http://", "https://")):
+        host = f"http://{host}"
+    return host.rstrip("/") + "/v1"
+
+
+def _fake_replies() -> list[str]:
+    raw = os.environ.get("LESSONBANK_FAKE_REPLIES", "").strip()
+    if not raw:
+        return []
+    try:
+        replies = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"LESSONBANK_FAKE_REPLIES is not JSON: {exc}") from None
+    if not isinstance(replies, list) or not all(isinstance(r, str) for r in replies):
+        raise ConfigError("LESSONBANK_FAKE_REPLIES must be a JSON list of strings")
+    return replies

@@ -1,0 +1,73 @@
+"""The LLM protocol: messages in, text and token usage out.
+
+Built-in implementations:
+
+- :class:`lessonbank.llm.openai.OpenAIChat` — any OpenAI-compatible endpoint (OpenAI, Ollama,
+  vLLM, llama.cpp server, LM Studio, OpenRouter) through the official ``openai`` SDK.
+- :class:`lessonbank.llm.anthropic.AnthropicChat` — Anthropic's Messages API (``lessonbank[anthropic]``).
+- :class:`lessonbank.llm.fake.FakeLLM` — scripted replies for tests and demos.
+
+Cross-cutting behaviour wraps the same protocol: :class:`lessonbank.llm.retry.RetryingLLM`
+retries transient provider errors.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, TypedDict, runtime_checkable
+
+from lessonbank.errors import ConfigError
+
+
+class Message(TypedDict):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens)
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    usage: Usage
+    model: str
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """A chat model. Implementations raise LLMTransientError for failures worth retrying."""
+
+    @property
+    def model(self) -> str:
+        """Name of the model, as recorded on each reflection (e.g. ``openai:gpt-4o-mini``)."""
+        ...
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> Completion:
+        """Send the conversation and return the reply text with its token usage."""
+        ...
+
+
+def resolve_api_key(given: str | None, env_var: str, *, provider: str, model: str) -> str:
+    """The API key passed in, else ``env_var``; looked up at call time so a bank can be opened
+    (and record episodes, whose reflections wait in the queue) before the key is set."""
+    key = given or os.environ.get(env_var, "").strip()
+    if not key:
+        raise ConfigError(
+            f"no {provider} API key for model {model!r}: set the {env_var} environment variable or pass api_key=..."
+        )
+    return key

@@ -1,0 +1,336 @@
+"""The records lessonbank works with: pure data, validated by pydantic, no I/O.
+
+An :class:`Episode` is what an agent reports; a :class:`Reflection` is what a reflector made of
+it; a :class:`Lesson` is the retrievable unit; a :class:`Job` is durable background work;
+:class:`Hit` and :class:`ContextBlock` are what recall and context hand back.
+
+Limits are enforced here so every entry point (library, CLI, import) refuses the same bad
+input with the same message: an episode over 1 MiB is refused naming its largest field, a
+string holding invalid UTF-8 (lone surrogates, as a shell passes undecodable bytes) is refused
+naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import UTC, datetime
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+EPISODE_MAX_BYTES = 1024 * 1024
+LESSON_MAX_CHARS = 10_000
+TAG_MAX_CHARS = 64
+MAX_TAGS = 32
+
+Status = Literal["success", "failure", "partial"]
+Importance = Literal["low", "normal", "high"]
+Signal = Literal["hallucination", "low_quality"]
+LessonKind = Literal["insight", "lesson", "principle", "procedure"]
+LessonSource = Literal["llm", "manual", "consolidation", "import"]
+LessonStatus = Literal["active", "pending", "archived", "quarantined"]
+LESSON_KINDS: tuple[str, ...] = get_args(LessonKind)
+LESSON_STATUSES: tuple[str, ...] = get_args(LessonStatus)
+ReflectionStatus = Literal["ok", "skipped", "failed"]
+JobStatus = Literal["queued", "waiting", "leased", "done", "dead"]
+TriggerName = Literal[
+    "terminal",
+    "failure",
+    "error",
+    "hallucination",
+    "low_quality",
+    "high_importance",
+    "long_duration",
+    "failure_streak",
+    "manual",
+]
+
+_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+
+
+def new_id(prefix: str) -> str:
+    """A sortable unique id: ``prefix_`` + 48-bit millisecond time + 80 random bits, base32."""
+    value = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
+    chars = []
+    for _ in range(26):
+        chars.append(_CROCKFORD[value & 31])
+        value >>= 5
+    return f"{prefix}_{''.join(reversed(chars))}"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def from_timestamp(ts: float | None) -> datetime | None:
+    return None if ts is None else datetime.fromtimestamp(ts, UTC)
+
+
+def _check_text(value: Any, field: str) -> Any:
+    """Refuse strings that cannot be stored as UTF-8, naming the field."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"{field} is not valid UTF-8 (undecodable byte at position {exc.start}); "
+                "send text encoded as UTF-8"
+            ) from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key, field)
+            _check_text(item, f"{field}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_text(item, f"{field}[{index}]")
+    return value
+
+
+def _clean_tags(tags: list[str]) -> list[str]:
+    """Lowercase, trim, drop empties and duplicates, keep order; refuse oversized tags."""
+    seen: dict[str, None] = {}
+    for tag in tags:
+        if not isinstance(tag, str):
+            raise ValueError(f"tags must be strings, got {type(tag).__name__}")
+        cleaned = " ".join(tag.strip().lower().split())
+        if not cleaned:
+            continue
+        if len(cleaned) > TAG_MAX_CHARS:
+            raise ValueError(f"tag {cleaned[:20]!r}… is {len(cleaned)} chars; the limit is {TAG_MAX_CHARS}")
+        seen.setdefault(cleaned, None)
+    if len(seen) > MAX_TAGS:
+        raise ValueError(f"{len(seen)} tags given; the limit is {MAX_TAGS}")
+    return list(seen)
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _utf8(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key, value in data.items():
+                _check_text(value, str(key))
+        return data
+
+
+class VerificationResult(Record):
+    """One check the agent's work went through (a test run, a type check, a human review)."""
+
+    tool: str
+    status: Literal["passed", "failed", "error", "skipped"] = "failed"
+    exit_code: int | None = None
+    stderr: str | None = None
+    errors: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class Episode(Record):
+    """One attempt at a task, as the agent reports it.
+
+    ``attempt`` is what the agent tried and ``output`` what came out; with ``error`` they are
+    what a reflector sees. ``status`` defaults to failure when an error is given, else success.
+    """
+
+    id: str = Field(default_factory=lambda: new_id("ep"))
+    task: str
+    task_type: str | None = None
+    agent: str | None = None
+    goal_id: str | None = None
+    goal_title: str | None = None
+    loop_id: str | None = None
+    iteration: int | None = Field(default=None, ge=0)
+    status: Status = "success"
+    error: str | None = None
+    attempt: str | None = None
+    output: str | None = None
+    actions: list[str | dict[str, Any]] = Field(default_factory=list)
+    verification: list[VerificationResult] = Field(default_factory=list)
+    reward: float | None = Field(default=None, ge=0.0, le=1.0)
+    duration_s: float | None = Field(default=None, ge=0.0)
+    importance: Importance = "normal"
+    signals: list[Signal] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    namespace: str | None = None
+    context_ids: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime = Field(default_factory=utcnow)
+
+    @field_validator("task")
+    @classmethod
+    def _task_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("task is empty; describe what the agent was asked to do")
+        return value
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, value: list[str]) -> list[str]:
+        return _clean_tags(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _size_limit(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        sizes = {key: _json_size(value) for key, value in data.items()}
+        total = sum(sizes.values())
+        if total > EPISODE_MAX_BYTES:
+            largest = max(sizes, key=lambda key: sizes[key])
+            raise ValueError(
+                f"episode is {total / 1e6:.1f} MB, over the {EPISODE_MAX_BYTES // 1024} KiB limit; "
+                f"field {largest!r} alone is {sizes[largest] / 1e6:.1f} MB: summarise it before recording"
+            )
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _infer_status(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("status") is None:
+            data = {**data, "status": "failure" if data.get("error") else "success"}
+        return data
+
+
+def _json_size(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value.encode("utf-8", "surrogatepass"))
+    if isinstance(value, BaseModel):
+        return len(value.model_dump_json())
+    try:
+        return len(json.dumps(value, default=str))
+    except (TypeError, ValueError):
+        return 0
+
+
+class Decision(Record):
+    """What the policy decided for an episode: reflect (with which trigger and reflector) or skip, and why."""
+
+    reflect: bool
+    trigger: str | None = None
+    reflector: str | None = None
+    reason: str
+    job_id: str | None = None
+
+
+class Lesson(Record):
+    """The retrievable unit of learned knowledge.
+
+    For ``kind="lesson"`` the structured fields come from seed 004: ``situation`` (when it
+    applies), ``mistake`` and ``correction``; ``content`` is the text that is indexed, hashed
+    and rendered. ``content_hash`` identifies a lesson within its namespace and kind.
+    """
+
+    id: str = Field(default_factory=lambda: new_id("les"))
+    namespace: str = "default"
+    kind: LessonKind = "lesson"
+    content: str
+    situation: str | None = None
+    mistake: str | None = None
+    correction: str | None = None
+    trigger: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    task_type: str | None = None
+    agent: str | None = None
+    goal_id: str | None = None
+    importance: float = Field(default=0.5, ge=0.0, le=1.0)
+    confidence: float = Field(default=0.5, ge=0.0, le=1.0)
+    source: LessonSource = "llm"
+    episode_id: str | None = None
+    reflection_id: str | None = None
+    status: LessonStatus = "active"
+    access_count: int = Field(default=0, ge=0)
+    last_accessed: datetime | None = None
+    helpful: int = Field(default=0, ge=0)
+    harmful: int = Field(default=0, ge=0)
+    pinned: bool = False
+    expires_at: datetime | None = None
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    content_hash: str = ""
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+    @field_validator("content")
+    @classmethod
+    def _content(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("content is empty; a lesson needs text")
+        if len(value) > LESSON_MAX_CHARS:
+            raise ValueError(
+                f"content is {len(value)} chars; the limit is {LESSON_MAX_CHARS}: a lesson should be short"
+            )
+        return value
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, value: list[str]) -> list[str]:
+        return _clean_tags(value)
+
+
+class Reflection(Record):
+    """What one reflector made of one episode: parsed output and lessons, or a skip with its reason."""
+
+    id: str = Field(default_factory=lambda: new_id("ref"))
+    namespace: str = "default"
+    episode_id: str
+    job_id: str | None = None
+    reflector: str
+    trigger: str | None = None
+    status: ReflectionStatus
+    skip_reason: str | None = None
+    raw_output: str = ""
+    parsed: dict[str, Any] = Field(default_factory=dict)
+    lesson_ids: list[str] = Field(default_factory=list)
+    model: str | None = None
+    llm_calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Job(Record):
+    """Durable background work. ``waiting`` jobs need something (an LLM) before they can run."""
+
+    id: str = Field(default_factory=lambda: new_id("job"))
+    namespace: str = "default"
+    kind: Literal["reflect"] = "reflect"
+    episode_id: str | None = None
+    dedupe_key: str
+    status: JobStatus = "queued"
+    attempts: int = 0
+    max_attempts: int = 5
+    run_after: datetime = Field(default_factory=utcnow)
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+    last_error: str | None = None
+    detail: str | None = None
+    payload: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+
+
+class Hit(BaseModel):
+    """One recalled lesson with its blended score and the parts it was made of."""
+
+    lesson: Lesson
+    score: float
+    lexical: float = 0.0
+    temporal: float = 0.0
+
+
+class ContextBlock(BaseModel):
+    """Text to put in a prompt, the lessons it holds, and its size in tokens (never over the budget)."""
+
+    text: str
+    lesson_ids: list[str] = Field(default_factory=list)
+    tokens: int = 0
+    budget_tokens: int = 0
+    formats: list[str] = Field(default_factory=list)
+
+    def __str__(self) -> str:
+        return self.text

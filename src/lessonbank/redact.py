@@ -1,0 +1,108 @@
+"""Secret redaction, applied before any LLM call and before anything is stored.
+
+Episodes come from agents that read logs, configs and stack traces; a key that reaches a
+lesson would be replayed into every future prompt. Patterns are deliberately broad: a
+redacted non-secret costs a little context, a leaked secret costs a rotation.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    (
+        "private-key",
+        re.compile(
+            r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+            re.DOTALL,
+        ),
+    ),
+    ("bearer", re.compile(r"(?i)\b(bearer|token)\s+[A-Za-z0-9\-._~+/]{16,}=*")),
+    (
+        "auth-header",
+        re.compile(
+            r"(?i)\b((?:proxy-)?authorization|x-api-key|api-key)\s*:\s*((?:basic|bearer|token|digest)\s+)?"
+            r"(?!\[REDACTED)[^\s\"',;]{8,}"
+        ),
+    ),
+    ("anthropic-key", re.compile(r"\bsk-ant-[A-Za-z0-9\-_]{16,}")),
+    ("openai-key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9\-_]{20,}")),
+    ("aws-key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("github-token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})")),
+    ("slack-token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("google-key", re.compile(r"\bAIza[0-9A-Za-z\-_]{35}\b")),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
+    ("url-credentials", re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)")),
+]
+
+# `password=hunter2`, `"api_key": "abc"`, `SECRET_TOKEN: xyz`: keep the name, drop the value.
+_ASSIGNMENT = re.compile(
+    r"(?i)(\b[\w-]*(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?key|token"
+    r"|client[_-]?secret)[\w-]*\b[\"']?\s*[:=]\s*)(?!\[REDACTED)(\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&\"']+)"
+)
+
+
+# Every pattern above needs one of these fragments (lowercased); text without any is returned
+# untouched, which keeps redaction off the profile for the common case: most text holds no secret.
+_FRAGMENTS = (
+    "private key",
+    "bearer",
+    "token",
+    "authorization",
+    "api-key",
+    "api_key",
+    "apikey",
+    "sk-",
+    "akia",
+    "asia",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "xox",
+    "aiza",
+    "eyj",
+    "://",
+    "password",
+    "passwd",
+    "pwd",
+    "secret",
+    "access_key",
+    "access-key",
+    "accesskey",
+    "auth",
+)
+
+
+def _may_hold_secret(text: str) -> bool:
+    lowered = text.lower()
+    return any(fragment in lowered for fragment in _FRAGMENTS)
+
+
+def redact(text: str) -> str:
+    """Replace secrets in ``text`` with ``[REDACTED:<kind>]`` markers."""
+    if not text or not _may_hold_secret(text):
+        return text
+    for kind, pattern in _PATTERNS:
+        marker = f"[REDACTED:{kind}]"
+        if kind == "bearer":  # keep the scheme, drop the credential
+            text = pattern.sub(lambda m, marker=marker: f"{m.group(1)} {marker}", text)  # type: ignore[misc]
+        elif kind == "auth-header":  # keep the header name and scheme, drop the credential
+            text = pattern.sub(lambda m, marker=marker: f"{m.group(1)}: {m.group(2) or ''}{marker}", text)  # type: ignore[misc]
+        else:
+            text = pattern.sub(marker, text)
+    return _ASSIGNMENT.sub(lambda m: f"{m.group(1)}[REDACTED:secret]", text)
+
+
+def redact_value(value: Any) -> Any:
+    """Redact every string inside a JSON-like value (dicts, lists, nested)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [redact_value(item) for item in value]
+    if isinstance(value, dict):
+        return {key: redact_value(item) for key, item in value.items()}
+    return value

@@ -1,0 +1,107 @@
+"""Reflectors: one episode in, one LLM call, one parsed reflection out.
+
+A reflector is a prompt builder plus a tolerant parser. :func:`reflect` runs one: it redacts
+the prompt, calls the model once, parses, and on malformed output makes exactly one repair
+call; if that fails too the result is a skip that keeps the raw output for inspection.
+
+Built-in reflectors: :class:`lessonbank.reflectors.lesson.LessonReflector` (seed 004).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, Protocol
+
+from lessonbank.errors import ParseError
+from lessonbank.llm.base import LLM, Message, Usage
+from lessonbank.models import Episode, Lesson
+from lessonbank.redact import redact
+
+
+@dataclass
+class Parsed:
+    """A reflector's parsed answer: either ``skip_reason`` or structured ``fields``."""
+
+    fields: dict[str, Any] = field(default_factory=dict)
+    skip_reason: str | None = None
+
+
+@dataclass
+class ReflectorRun:
+    """Everything one reflection produced, ready to be written by the store."""
+
+    parsed: Parsed
+    raw_output: str
+    model: str
+    usage: Usage
+    llm_calls: int
+    error: str | None = None  # set when the output stayed unparseable after the repair call
+
+
+class Reflector(Protocol):
+    name: str
+    max_output_tokens: int
+
+    def messages(self, episode: Episode, trigger: str) -> list[Message]:
+        """The conversation to send for ``episode``."""
+        ...
+
+    def parse(self, text: str) -> Parsed:
+        """Parse model output; raise :class:`ParseError` when it is malformed."""
+        ...
+
+    def lessons(self, parsed: Parsed, episode: Episode, trigger: str) -> list[Lesson]:
+        """The lessons to store for a parsed, non-skip answer."""
+        ...
+
+
+def load_prompt(name: str) -> str:
+    return (
+        resources.files("lessonbank.reflectors")
+        .joinpath("prompts")
+        .joinpath(f"{name}.md")
+        .read_text("utf-8")
+        .strip()
+    )
+
+
+async def reflect(reflector: Reflector, llm: LLM, episode: Episode, trigger: str) -> ReflectorRun:
+    """One LLM call (plus one repair call on malformed output), parsed.
+
+    Secrets are redacted both ways: out of the prompt, and out of the reply (a model may echo
+    or invent one), so nothing derived from the reply can store a secret.
+    """
+    messages = [
+        Message(role=m["role"], content=redact(m["content"])) for m in reflector.messages(episode, trigger)
+    ]
+    completion = await llm.complete(messages, max_tokens=reflector.max_output_tokens, temperature=0.0)
+    first_text = redact(completion.text)
+    usage = completion.usage
+    try:
+        return ReflectorRun(reflector.parse(first_text), first_text, completion.model, usage, 1)
+    except ParseError as first:
+        repair = [
+            *messages,
+            Message(role="assistant", content=first_text),
+            Message(
+                role="user", content=f"Your reply could not be read: {first}. {REPAIR_HINTS[reflector.name]}"
+            ),
+        ]
+        second = await llm.complete(repair, max_tokens=reflector.max_output_tokens, temperature=0.0)
+        second_text = redact(second.text)
+        usage = usage + second.usage
+        raw = f"{first_text}\n\n--- repair ---\n\n{second_text}"
+        try:
+            return ReflectorRun(reflector.parse(second_text), raw, second.model, usage, 2)
+        except ParseError as again:
+            reason = f"unparseable output after one repair: {again}"
+            return ReflectorRun(Parsed(skip_reason=reason), raw, second.model, usage, 2, error=reason)
+
+
+REPAIR_HINTS: dict[str, str] = {
+    "lesson": (
+        "Answer again with exactly these blocks, one line each: <situation>…</situation> <mistake>…</mistake> "
+        "<correction>…</correction> <tags>tag1, tag2</tags> — or exactly <skip>nothing actionable</skip>."
+    ),
+}

@@ -1,0 +1,44 @@
+"""Stores, resolved from a database URL in one place (SQLAlchemy's URL convention).
+
+``sqlite:///relative.db``, ``sqlite:////absolute/path.db``, ``sqlite://`` (a throwaway database,
+removed on close), or a plain file path.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from lessonbank.errors import ConfigError
+from lessonbank.stores.base import LessonQuery, Store, StoreStats, WriteResult
+from lessonbank.stores.sqlite import SQLiteStore
+
+__all__ = ["LessonQuery", "SQLiteStore", "Store", "StoreStats", "WriteResult", "open_store", "sqlite_path"]
+
+
+def sqlite_path(url: str) -> str:
+    """The file path in a ``sqlite:`` URL (``:memory:`` for an in-memory database)."""
+    rest = url[len("sqlite:") :]
+    if rest in ("", "//", "///:memory:", "//:memory:"):
+        return ":memory:"
+    if not rest.startswith("///"):
+        raise ConfigError(
+            f"bad SQLite URL {url!r}: write sqlite:///relative.db or sqlite:////absolute/path.db"
+        )
+    path = rest[3:]
+    if not path:
+        raise ConfigError(f"SQLite URL {url!r} names no file")
+    return path
+
+
+def open_store(url: str, *, clock: Callable[[], float] = time.time) -> Store:
+    scheme = url.split(":", 1)[0].lower() if "://" in url or url.startswith("sqlite:") else ""
+    if scheme == "sqlite":
+        return SQLiteStore(sqlite_path(url), clock=clock)
+    if scheme == "":
+        return SQLiteStore(url, clock=clock)
+    if scheme in ("redis", "rediss", "postgresql", "postgres"):
+        raise ConfigError(
+            f"the {scheme} backend is not available in this version of lessonbank; use a sqlite:/// URL"
+        )
+    raise ConfigError(f"unknown database URL scheme {scheme!r} in {url!r}; use sqlite:///path.db")

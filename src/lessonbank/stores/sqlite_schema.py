@@ -1,0 +1,135 @@
+"""Numbered SQLite migrations. Append only: a released migration never changes.
+
+``PRAGMA user_version`` holds the number of migrations applied; opening a store applies the
+rest inside one exclusive transaction, so concurrent openers never apply one twice.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[str] = [
+    # 1: episodes, reflections, lessons (+ FTS5 and tag index kept in step by triggers), jobs.
+    # Episodes and jobs sit on the caller's write path, where every page a commit touches is a
+    # 4 KiB WAL frame: few indexes; jobs (small rows) clustered on their id (WITHOUT ROWID);
+    # episodes (rows up to a few KiB) in a rowid table, which keeps such a row on one page.
+    """
+    CREATE TABLE episodes (
+        id TEXT PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        status TEXT NOT NULL,
+        task TEXT NOT NULL,
+        task_type TEXT,
+        agent TEXT,
+        goal_id TEXT,
+        loop_id TEXT,
+        data TEXT NOT NULL,
+        decision TEXT
+    );
+    CREATE INDEX episodes_ns_agent ON episodes (namespace, agent, created_at);
+
+    CREATE TABLE reflections (
+        id TEXT PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        episode_id TEXT NOT NULL,
+        job_id TEXT,
+        reflector TEXT NOT NULL,
+        trigger TEXT,
+        status TEXT NOT NULL,
+        model TEXT,
+        tokens_in INTEGER NOT NULL DEFAULT 0,
+        tokens_out INTEGER NOT NULL DEFAULT 0,
+        cost_usd REAL,
+        created_at REAL NOT NULL,
+        data TEXT NOT NULL
+    );
+    CREATE INDEX reflections_episode ON reflections (episode_id);
+    CREATE INDEX reflections_ns_created ON reflections (namespace, created_at);
+
+    CREATE TABLE lessons (
+        rowid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        namespace TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        content TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        tags TEXT NOT NULL DEFAULT '[]',
+        task_type TEXT,
+        agent TEXT,
+        goal_id TEXT,
+        trigger TEXT,
+        importance REAL NOT NULL,
+        confidence REAL NOT NULL,
+        source TEXT NOT NULL,
+        status TEXT NOT NULL,
+        access_count INTEGER NOT NULL DEFAULT 0,
+        last_accessed REAL,
+        helpful INTEGER NOT NULL DEFAULT 0,
+        harmful INTEGER NOT NULL DEFAULT 0,
+        pinned INTEGER NOT NULL DEFAULT 0,
+        expires_at REAL,
+        supersedes TEXT,
+        superseded_by TEXT,
+        episode_id TEXT,
+        reflection_id TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        extra TEXT NOT NULL DEFAULT '{}',
+        UNIQUE (namespace, content_hash)
+    );
+    CREATE INDEX lessons_ns_kind ON lessons (namespace, kind, status);
+    CREATE INDEX lessons_ns_created ON lessons (namespace, created_at);
+
+    CREATE TABLE lesson_tags (
+        lesson_rowid INTEGER NOT NULL REFERENCES lessons (rowid) ON DELETE CASCADE,
+        tag TEXT NOT NULL,
+        PRIMARY KEY (tag, lesson_rowid)
+    ) WITHOUT ROWID;
+
+    CREATE VIRTUAL TABLE lessons_fts USING fts5 (
+        content, tags, content = 'lessons', content_rowid = 'rowid',
+        tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+
+    -- Bulk loads index their rows in one statement: while a marker row exists (only ever inside
+    -- the loading transaction, so no other connection sees it) the insert trigger steps aside.
+    CREATE TABLE bulk_load (marker INTEGER PRIMARY KEY);
+    CREATE TRIGGER lessons_ai AFTER INSERT ON lessons WHEN NOT EXISTS (SELECT 1 FROM bulk_load) BEGIN
+        INSERT INTO lessons_fts (rowid, content, tags) VALUES (new.rowid, new.content, new.tags);
+        INSERT INTO lesson_tags (lesson_rowid, tag) SELECT new.rowid, value FROM json_each(new.tags);
+    END;
+    CREATE TRIGGER lessons_ad AFTER DELETE ON lessons BEGIN
+        INSERT INTO lessons_fts (lessons_fts, rowid, content, tags)
+            VALUES ('delete', old.rowid, old.content, old.tags);
+        DELETE FROM lesson_tags WHERE lesson_rowid = old.rowid;
+    END;
+    CREATE TRIGGER lessons_au AFTER UPDATE OF content, tags ON lessons BEGIN
+        INSERT INTO lessons_fts (lessons_fts, rowid, content, tags)
+            VALUES ('delete', old.rowid, old.content, old.tags);
+        INSERT INTO lessons_fts (rowid, content, tags) VALUES (new.rowid, new.content, new.tags);
+        DELETE FROM lesson_tags WHERE lesson_rowid = old.rowid;
+        INSERT INTO lesson_tags (lesson_rowid, tag) SELECT new.rowid, value FROM json_each(new.tags);
+    END;
+
+    CREATE TABLE jobs (
+        id TEXT PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        episode_id TEXT,
+        dedupe_key TEXT NOT NULL,
+        status TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        max_attempts INTEGER NOT NULL,
+        run_after REAL NOT NULL,
+        lease_owner TEXT,
+        lease_expires_at REAL,
+        last_error TEXT,
+        detail TEXT,
+        payload TEXT NOT NULL DEFAULT '{}',
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        finished_at REAL,
+        UNIQUE (namespace, dedupe_key)
+    ) WITHOUT ROWID;
+    CREATE INDEX jobs_runnable ON jobs (status, run_after);
+    """,
+]
