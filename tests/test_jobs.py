@@ -82,7 +82,8 @@ def test_per_job_timeout_counts_as_a_failed_attempt(db_url: str) -> None:
 def test_identical_episodes_are_reflected_once(bank: LessonBank, fake_llm: FakeLLM) -> None:
     first = bank.record(failing())
     second = bank.record(failing(task="  Deploy the BILLING service "))  # same after case/space folding
-    third = bank.record(failing(error="helm upgrade: image pull backoff"))
+    # Another agent: a second distinct failure of "ops" would be a failure streak (dual reflection).
+    third = bank.record(failing(error="helm upgrade: image pull backoff").model_copy(update={"agent": "ci"}))
     fake_llm._replies.append(SEED_004_REPLY.replace("Go files", "Helm charts"))
     assert bank.flush(timeout=10)
     assert len(bank.jobs()) == 2

@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from lessonbank.config import Settings
 from lessonbank.engine import Engine, ExportFormat
@@ -24,6 +24,8 @@ from lessonbank.stores.base import LessonSort
 from lessonbank.text import TokenCounter
 
 log = logging.getLogger("lessonbank")
+
+GoalState = Literal["completed", "failed"]
 
 
 class LessonBank(Engine):
@@ -79,11 +81,48 @@ class LessonBank(Engine):
             self._kick()
         return stored
 
-    def reflect(self, episode_id: str) -> Decision:
-        """Queue a reflection on a stored episode (trigger ``manual``), whatever the policy said."""
-        decision, _ = self._reflect(episode_id)
+    def reflect(self, episode_id: str, *, reflector: str | None = None) -> Decision:
+        """Queue a reflection on a stored episode (trigger ``manual``), whatever the policy said.
+
+        ``reflector`` defaults to the one the policy table gives the episode's situation.
+        """
+        decision, _ = self._reflect(episode_id, reflector)
         self._kick()
         return decision
+
+    def finish_goal(
+        self,
+        goal_id: str,
+        *,
+        title: str | None = None,
+        status: GoalState = "completed",
+        outputs: Sequence[str] = (),
+        errors: Sequence[str] = (),
+        agent: str | None = None,
+    ) -> Episode:
+        """Report a goal's terminal state; its insight is reflected in the background (never waits)."""
+        stored, job = self._finish_goal(
+            goal_id, title=title, status=status, outputs=outputs, errors=errors, agent=agent
+        )
+        if job is not None:
+            self._kick()
+        return stored
+
+    def insights(self, *, goal_id: str | None = None) -> list[Lesson]:
+        """Live goal insights: the goal's by importance, else those of the 10 most recently reflected goals."""
+        return self._insights(goal_id)
+
+    def rules(self, *, agent: str | None = None, stream: str | None = None) -> list[Lesson]:
+        """Live rules (kind ``principle``), strategic first; ``agent=None`` lists every agent's."""
+        return self._rules(agent, stream)
+
+    def replay(self, *, task: str | None = None, task_type: str | None = None, k: int = 3) -> list[Lesson]:
+        """Replay examples for a task: exact task type first, then keyword overlap, ≥ 1 failure when one matches."""
+        return self._replay(task, task_type, k)
+
+    def confirm_rule(self, rule_id: str) -> Lesson:
+        """Mark a rule helpful: a confirmation that extends it and, across 4+ weeks, promotes it."""
+        return self._confirm_rule(rule_id)
 
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until this namespace has no queued or running jobs. False on timeout or when jobs wait for an LLM."""
@@ -142,13 +181,23 @@ class LessonBank(Engine):
         self,
         task: str | None = None,
         *,
+        goal_id: str | None = None,
+        agent: str | None = None,
+        task_type: str | None = None,
         budget_tokens: int = 800,
         formats: Sequence[str] | None = None,
         kind: str | Sequence[str] | None = None,
         tags: Sequence[str] = (),
     ) -> ContextBlock:
-        """A prompt block of the lessons for ``task``, never over ``budget_tokens``; injection counts as use."""
-        return self._context(task, budget_tokens, formats, self._query(kind=kind, tags=tags))
+        """A prompt block for ``task``, never over ``budget_tokens``; injection counts as use.
+
+        ``formats``: any of ``long_term_memory`` (default), ``past_reflections`` (insights of
+        ``goal_id``), ``learned_rules`` (rules of ``agent``), ``replay`` (examples of ``task_type``).
+        """
+        filters = self._query(kind=kind, tags=tags)
+        return self._context(
+            task, budget_tokens, formats, filters, goal_id=goal_id, agent=agent, task_type=task_type
+        )
 
     def lessons(
         self,
@@ -294,10 +343,47 @@ class AsyncLessonBank:
             self._kick()
         return stored
 
-    async def reflect(self, episode_id: str) -> Decision:
-        decision, _ = await asyncio.to_thread(self._core._reflect, episode_id)
+    async def reflect(self, episode_id: str, *, reflector: str | None = None) -> Decision:
+        decision, _ = await asyncio.to_thread(self._core._reflect, episode_id, reflector)
         self._kick()
         return decision
+
+    async def finish_goal(
+        self,
+        goal_id: str,
+        *,
+        title: str | None = None,
+        status: GoalState = "completed",
+        outputs: Sequence[str] = (),
+        errors: Sequence[str] = (),
+        agent: str | None = None,
+    ) -> Episode:
+        stored, job = await asyncio.to_thread(
+            self._core._finish_goal,
+            goal_id,
+            title=title,
+            status=status,
+            outputs=list(outputs) if not isinstance(outputs, str) else outputs,
+            errors=list(errors) if not isinstance(errors, str) else errors,
+            agent=agent,
+        )
+        if job is not None:
+            self._kick()
+        return stored
+
+    async def insights(self, *, goal_id: str | None = None) -> list[Lesson]:
+        return await asyncio.to_thread(self._core._insights, goal_id)
+
+    async def rules(self, *, agent: str | None = None, stream: str | None = None) -> list[Lesson]:
+        return await asyncio.to_thread(self._core._rules, agent, stream)
+
+    async def replay(
+        self, *, task: str | None = None, task_type: str | None = None, k: int = 3
+    ) -> list[Lesson]:
+        return await asyncio.to_thread(self._core._replay, task, task_type, k)
+
+    async def confirm_rule(self, rule_id: str) -> Lesson:
+        return await asyncio.to_thread(self._core._confirm_rule, rule_id)
 
     async def flush(self, timeout: float = 30.0) -> bool:
         self._kick()
@@ -354,13 +440,25 @@ class AsyncLessonBank:
         self,
         task: str | None = None,
         *,
+        goal_id: str | None = None,
+        agent: str | None = None,
+        task_type: str | None = None,
         budget_tokens: int = 800,
         formats: Sequence[str] | None = None,
         kind: str | Sequence[str] | None = None,
         tags: Sequence[str] = (),
     ) -> ContextBlock:
         filters = self._core._query(kind=kind, tags=tags)
-        return await asyncio.to_thread(self._core._context, task, budget_tokens, formats, filters)
+        return await asyncio.to_thread(
+            self._core._context,
+            task,
+            budget_tokens,
+            formats,
+            filters,
+            goal_id=goal_id,
+            agent=agent,
+            task_type=task_type,
+        )
 
     async def lessons(
         self,

@@ -42,6 +42,27 @@ class Settings:
     backoff_jitter: float = 0.2
     lease_s: float | None = None  # LESSONBANK_LEASE_S: default job timeout + 30 s
     poll_interval_s: float = 1.0  # LESSONBANK_POLL_INTERVAL_S: how often an idle worker looks for jobs
+    # The policy table (see lessonbank.policy): which reflector each situation selects, or "off".
+    route_loop: str = "reflexion"  # LESSONBANK_ROUTE_LOOP
+    route_goal: str = "insight"  # LESSONBANK_ROUTE_GOAL
+    route_important_failure: str = "dual"  # LESSONBANK_ROUTE_IMPORTANT_FAILURE
+    route_signal: str = "lesson"  # LESSONBANK_ROUTE_SIGNAL
+    route_important_success: str = "dual"  # LESSONBANK_ROUTE_IMPORTANT_SUCCESS
+    long_duration_s: float = 60.0  # LESSONBANK_LONG_DURATION_S: longer episodes count as important
+    trivial_duration_s: float = 5.0  # LESSONBANK_TRIVIAL_DURATION_S: quicker one-step successes are skipped
+    failure_streak: int = 2  # LESSONBANK_FAILURE_STREAK: this many failures of an agent in the window
+    failure_window_s: float = 86_400.0  # LESSONBANK_FAILURE_WINDOW_S: "recently", for the streak
+    cooldown_s: float = 0.0  # LESSONBANK_COOLDOWN_S: per-agent pause between reflections (0: none)
+
+    def routes(self) -> dict[str, str]:
+        """The policy table: situation → reflector name (or ``off``)."""
+        return {
+            "loop": self.route_loop,
+            "goal": self.route_goal,
+            "important_failure": self.route_important_failure,
+            "signal": self.route_signal,
+            "important_success": self.route_important_success,
+        }
 
     @property
     def lease_seconds(self) -> float:

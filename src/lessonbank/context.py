@@ -1,5 +1,10 @@
 """The context block: lessons chosen by score, rendered, packed under a hard token budget.
 
+Formats (sections): ``long_term_memory`` (seed 004 lessons), ``past_reflections`` (seed 000
+goal insights), ``learned_rules`` (seed 003 rules), ``replay`` (seed 003 procedures as
+in-context examples). Several sections share one budget: each in turn gets an equal share of
+what is left, so what one leaves unused goes to the next.
+
 Packing is greedy by score: a lesson that does not fit is skipped and smaller ones after it
 may still fit. The whole rendered text is counted with the same counter at the end, so the
 block is never over budget even for a counter that is not additive.
@@ -15,6 +20,29 @@ from lessonbank.text import TokenCounter
 
 LONG_TERM_MEMORY = "long_term_memory"
 LONG_TERM_HEADER = "## Long-term Memory"
+PAST_REFLECTIONS = "past_reflections"
+PAST_REFLECTIONS_HEADER = "[PAST REFLECTIONS]"
+LEARNED_RULES = "learned_rules"
+LEARNED_RULES_HEADER = "## Learned Rules"
+REPLAY = "replay"
+REPLAY_HEADER = "## Replay Examples"
+FORMATS = (LONG_TERM_MEMORY, PAST_REFLECTIONS, LEARNED_RULES, REPLAY)
+SECTION_SEPARATOR = "\n\n"
+
+
+def render_insight(lesson: Lesson) -> str:
+    """Seed 000's line: ``• [Goal: <goal title>] <insight>``."""
+    title = str(lesson.metadata.get("goal_title") or lesson.goal_id or "unknown goal")
+    return f"• [Goal: {' '.join(title.split())}] {' '.join(lesson.content.split())}"
+
+
+def render_rule(lesson: Lesson) -> str:
+    return f"- {' '.join(lesson.content.split())}"
+
+
+def render_procedure(lesson: Lesson) -> str:
+    """A replay example: the past task, its result and the steps taken."""
+    return f"### Example ({lesson.metadata.get('result', 'success')})\n{lesson.content}"
 
 
 def render_lesson(lesson: Lesson) -> str:
@@ -35,19 +63,24 @@ def pack_section(
     budget_tokens: int,
     count: TokenCounter,
     render: Callable[[Lesson], str] = render_lesson,
+    *,
+    separator: str = "\n\n",
+    max_items: int | None = None,
 ) -> tuple[str, list[str]]:
     """The section text and the ids it holds, within ``budget_tokens`` (empty when nothing fits)."""
     chosen: list[tuple[str, str]] = []
     for lesson in lessons:
+        if max_items is not None and len(chosen) >= max_items:
+            break
         candidate = [*chosen, (lesson.id, render(lesson))]
-        if count(_join(header, [text for _, text in candidate])) <= budget_tokens:
+        if count(_join(header, [text for _, text in candidate], separator)) <= budget_tokens:
             chosen = candidate
-    text = _join(header, [text for _, text in chosen]) if chosen else ""
+    text = _join(header, [text for _, text in chosen], separator) if chosen else ""
     return text, [lesson_id for lesson_id, _ in chosen]
 
 
-def _join(header: str, parts: list[str]) -> str:
-    return header + "\n" + "\n\n".join(parts)
+def _join(header: str, parts: list[str], separator: str = "\n\n") -> str:
+    return header + "\n" + separator.join(parts)
 
 
 def empty_block(budget_tokens: int, formats: list[str]) -> ContextBlock:

@@ -11,11 +11,30 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from lessonbank import routing
 from lessonbank.config import Settings
-from lessonbank.context import LONG_TERM_HEADER, LONG_TERM_MEMORY, empty_block, pack_section, render_lesson
+from lessonbank.context import (
+    FORMATS,
+    LEARNED_RULES,
+    LEARNED_RULES_HEADER,
+    LONG_TERM_HEADER,
+    LONG_TERM_MEMORY,
+    PAST_REFLECTIONS,
+    PAST_REFLECTIONS_HEADER,
+    REPLAY,
+    REPLAY_HEADER,
+    SECTION_SEPARATOR,
+    empty_block,
+    pack_section,
+    render_insight,
+    render_lesson,
+    render_procedure,
+    render_rule,
+)
 from lessonbank.errors import ConfigError, InputError, NotFoundError
 from lessonbank.jobs import NO_LLM_DETAIL, JobResult, Worker
 from lessonbank.llm import LLM, get_llm
@@ -32,9 +51,19 @@ from lessonbank.models import (
     LessonKind,
     Reflection,
 )
-from lessonbank.policy import decide, dedupe_key, manual_decision
+from lessonbank.policy import (
+    OFF,
+    decide,
+    dedupe_key,
+    history_of,
+    history_since,
+    manual_decision,
+    manual_reflector,
+)
 from lessonbank.redact import redact, redact_value
 from lessonbank.reflectors.base import Reflector, reflect
+from lessonbank.reflectors.dual import DualReflector
+from lessonbank.reflectors.insight import InsightReflector
 from lessonbank.reflectors.lesson import LessonReflector
 from lessonbank.retrieval import recall_lexical
 from lessonbank.stores import open_store
@@ -43,8 +72,11 @@ from lessonbank.text import TokenCounter, estimate_tokens
 
 log = logging.getLogger("lessonbank")
 
-FORMATS = (LONG_TERM_MEMORY,)
 CONTEXT_CANDIDATES = 12
+RULES_IN_CONTEXT = routing.STRATEGIC_PER_AGENT + routing.TACTICAL_PER_AGENT
+BUILT_IN_REFLECTORS = ("lesson", "insight", "dual", "reflexion")
+GOAL_STATES = ("completed", "failed")
+GOAL_TEXT_MAX_CHARS = 4000
 MANUAL_TAGS = ("reflexion", "trigger:manual", "user-supplied")
 ExportFormat = Literal["json", "jsonl", "markdown"]
 
@@ -85,6 +117,15 @@ class Engine:
         )
         self.reflection_llm = get_llm(chosen) or self.llm
         self.reflectors: dict[str, Reflector] = {"lesson": LessonReflector()}
+        self.reflectors["insight"] = InsightReflector()
+        self.reflectors["dual"] = DualReflector()
+        for situation, name in self.settings.routes().items():
+            if name != OFF and name not in self.reflectors and name not in BUILT_IN_REFLECTORS:
+                raise ConfigError(
+                    f"route {situation} names reflector {name!r}, which is not registered; use one of "
+                    f"{', '.join(sorted(set(self.reflectors) | set(BUILT_IN_REFLECTORS)))} or {OFF!r} "
+                    f"(LESSONBANK_ROUTE_{situation.upper()})"
+                )
         self.store: Store = open_store(self.settings.db_url, clock=self.clock)
 
     # --------------------------------------------------------------- write path
@@ -93,7 +134,13 @@ class Engine:
         self, episode: Episode | dict[str, Any], context_ids: Sequence[str] | None
     ) -> tuple[Episode, Job | None]:
         episode = self._prepare_episode(episode, context_ids)
-        decision = decide(episode, self.settings)
+        history = None
+        if episode.agent and self.settings.reflexion_enabled:
+            recent = self.store.recent_episodes(
+                self.namespace, agent=episode.agent, since=history_since(episode, self.settings)
+            )
+            history = history_of(episode, recent, self.settings)
+        decision = decide(episode, self.settings, history)
         return self._store_episode(episode, decision)
 
     def _prepare_episode(
@@ -165,11 +212,88 @@ class Engine:
             updated_at=now,
         )
 
-    def _reflect(self, episode_id: str) -> tuple[Decision, Job | None]:
+    def _reflect(self, episode_id: str, reflector: str | None = None) -> tuple[Decision, Job | None]:
         episode, _ = self.store.get_episode(episode_id)
-        job = self._new_job(episode, f"{dedupe_key(episode, 'manual')}:{self.clock()}", "manual", "lesson")
+        name = reflector or manual_reflector(episode, self.settings)
+        if name not in self.reflectors:
+            raise InputError(
+                f"unknown reflector {name!r}; use one of {', '.join(sorted(self.reflectors))}",
+                field="reflector",
+            )
+        job = self._new_job(episode, f"{dedupe_key(episode, 'manual')}:{self.clock()}", "manual", name)
         self.store.enqueue_job(job)
-        return manual_decision().model_copy(update={"job_id": job.id}), job
+        return manual_decision(name).model_copy(update={"job_id": job.id}), job
+
+    def _finish_goal(
+        self,
+        goal_id: str,
+        *,
+        title: str | None,
+        status: str,
+        outputs: Sequence[str],
+        errors: Sequence[str],
+        agent: str | None,
+    ) -> tuple[Episode, Job | None]:
+        """A goal's terminal state as an episode: the policy routes it to the insight reflector."""
+        _check_text_arg(goal_id, "goal_id")
+        if not goal_id.strip():
+            raise InputError("goal_id is empty; pass the id of the goal that finished", field="goal_id")
+        if status not in GOAL_STATES:
+            raise InputError(
+                f"status must be one of {', '.join(GOAL_STATES)}, got {status!r}", field="status"
+            )
+        if title is not None:
+            _check_text_arg(title, "title")
+        items: dict[str, list[str]] = {}
+        for name, values in (("outputs", outputs), ("errors", errors)):
+            if isinstance(values, str) or not all(isinstance(v, str) for v in values):
+                raise InputError(f"{name} must be a list of strings", field=name)
+            items[name] = [v for v in values if v.strip()]
+        name = (title or "").strip() or goal_id
+        episode = Episode(
+            task=f"Goal: {name}",
+            goal_id=goal_id,
+            goal_title=name,
+            agent=agent,
+            status="failure" if status == "failed" else "success",
+            output="\n".join(items["outputs"])[:GOAL_TEXT_MAX_CHARS] or None,
+            error="\n".join(items["errors"])[:GOAL_TEXT_MAX_CHARS] or None,
+            metadata={"goal_state": status, "goal_outputs": items["outputs"], "goal_errors": items["errors"]},
+            created_at=self._now(),
+        )
+        return self._record(episode, None)
+
+    def _insights(self, goal_id: str | None) -> list[Lesson]:
+        return routing.insights(self.store, self.namespace, goal_id)
+
+    def _rules(self, agent: str | None, stream: str | None) -> list[Lesson]:
+        if stream not in (None, "tactical", "strategic"):
+            raise InputError(f"stream must be tactical or strategic, got {stream!r}", field="stream")
+        found = (
+            routing.rules_all(self.store, self.namespace)
+            if agent is None
+            else routing.rules(self.store, self.namespace, agent)
+        )
+        return [rule for rule in found if stream is None or routing.stream_of(rule) == stream]
+
+    def _replay(self, task: str | None, task_type: str | None, k: int) -> list[Lesson]:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise InputError(f"k must be a whole number ≥ 0, got {k!r}", field="k")
+        return routing.replay(self.store, self.namespace, task=task, task_type=task_type, k=k)
+
+    def _confirm_rule(self, rule_id: str) -> Lesson:
+        """Mark a rule helpful: one more confirmation (see :mod:`lessonbank.routing`)."""
+        rule = self.store.get_lesson(rule_id)
+        if rule.namespace != self.namespace or rule.kind != "principle":
+            raise NotFoundError("rule", rule_id)
+        self.store.purge_expired(self.namespace)
+        try:
+            live = self.store.get_lesson(rule_id)
+        except NotFoundError:
+            raise InputError(
+                f"rule {rule_id} has expired; expired rules do not come back", field="id"
+            ) from None
+        return routing.confirm_rule(self.store, live, self.clock(), helpful=True)
 
     def _add_lesson(
         self,
@@ -273,9 +397,20 @@ class Engine:
         return recall_lexical(self.store, query, filters, k=k, now=self.clock())
 
     def _context(
-        self, task: str | None, budget_tokens: int, formats: Sequence[str] | None, filters: LessonQuery
+        self,
+        task: str | None,
+        budget_tokens: int,
+        formats: Sequence[str] | None,
+        filters: LessonQuery,
+        *,
+        goal_id: str | None = None,
+        agent: str | None = None,
+        task_type: str | None = None,
     ) -> ContextBlock:
+        """Each requested section in turn gets an equal share of the budget that is left."""
         chosen = list(formats) if formats is not None else [LONG_TERM_MEMORY]
+        if isinstance(formats, str):
+            raise InputError("formats must be a list of section names, not one string", field="formats")
         unknown = [name for name in chosen if name not in FORMATS]
         if unknown:
             raise InputError(
@@ -283,16 +418,29 @@ class Engine:
             )
         if task is not None:
             _check_text_arg(task, "task")
+        for value, name in ((goal_id, "goal_id"), (agent, "agent"), (task_type, "task_type")):
+            if value is not None:
+                _check_text_arg(value, name)
         if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) or budget_tokens < 0:
             raise InputError(
                 f"budget_tokens must be a whole number ≥ 0, got {budget_tokens!r}", field="budget_tokens"
             )
-        if not task or not task.strip() or budget_tokens == 0:
+        if budget_tokens == 0:
             return empty_block(budget_tokens, chosen)
-        hits = self._recall(task, CONTEXT_CANDIDATES, filters)
-        text, ids = pack_section(
-            LONG_TERM_HEADER, [hit.lesson for hit in hits], budget_tokens, self.count_tokens
-        )
+        texts: list[str] = []
+        ids: list[str] = []
+        separator = self.count_tokens(SECTION_SEPARATOR)
+        for index, name in enumerate(chosen):
+            used = self.count_tokens(SECTION_SEPARATOR.join(texts)) + (separator if texts else 0)
+            share = (budget_tokens - used) // (len(chosen) - index)
+            text, section_ids = self._section(name, task, share, filters, goal_id, agent, task_type)
+            if text:
+                texts.append(text)
+                ids.extend(section_ids)
+        while texts and self.count_tokens(SECTION_SEPARATOR.join(texts)) > budget_tokens:
+            texts.pop()  # a counter that is not additive: drop whole sections until it fits
+        text = SECTION_SEPARATOR.join(texts)
+        ids = list(dict.fromkeys(ids)) if text else []
         self.store.touch_lessons(ids)
         return ContextBlock(
             text=text,
@@ -301,6 +449,51 @@ class Engine:
             budget_tokens=budget_tokens,
             formats=chosen,
         )
+
+    def _section(
+        self,
+        name: str,
+        task: str | None,
+        budget: int,
+        filters: LessonQuery,
+        goal_id: str | None,
+        agent: str | None,
+        task_type: str | None,
+    ) -> tuple[str, list[str]]:
+        if budget <= 0:
+            return "", []
+        count = self.count_tokens
+        if name == PAST_REFLECTIONS:
+            found = routing.insights(self.store, self.namespace, goal_id)
+            return pack_section(
+                PAST_REFLECTIONS_HEADER,
+                found,
+                budget,
+                count,
+                render_insight,
+                separator="\n",
+                max_items=routing.INSIGHTS_IN_CONTEXT,
+            )
+        if name == LEARNED_RULES:
+            found = routing.context_rules(self.store, self.namespace, agent)
+            return pack_section(
+                LEARNED_RULES_HEADER,
+                found,
+                budget,
+                count,
+                render_rule,
+                separator="\n",
+                max_items=RULES_IN_CONTEXT,
+            )
+        if name == REPLAY:
+            found = routing.replay(self.store, self.namespace, task=task, task_type=task_type)
+            return pack_section(REPLAY_HEADER, found, budget, count, render_procedure)
+        if not task or not task.strip():
+            return "", []
+        if filters.kinds is None:  # the other kinds have sections of their own
+            filters = replace(filters, kinds=["lesson"])
+        hits = self._recall(task, CONTEXT_CANDIDATES, filters)
+        return pack_section(LONG_TERM_HEADER, [hit.lesson for hit in hits], budget, count)
 
     def _export(self, fmt: str) -> str:
         lessons = self._all_lessons()
@@ -349,7 +542,10 @@ class Engine:
             raise ConfigError("no LLM configured, set LESSONBANK_LLM")
         episode, _ = await asyncio.to_thread(self.store.get_episode, job.episode_id or "")
         trigger = str(job.payload.get("trigger", "manual"))
-        reflector = self.reflectors[str(job.payload.get("reflector", "lesson"))]
+        name = str(job.payload.get("reflector", "lesson"))
+        if name not in self.reflectors:  # the job waits (parked) until a bank with that reflector runs it
+            raise ConfigError(f"reflector {name!r} is not registered in this bank; cannot run job {job.id}")
+        reflector = self.reflectors[name]
         run = await reflect(reflector, self.reflection_llm, episode, trigger)
         skip = run.parsed.skip_reason
         reflection = Reflection(
@@ -393,7 +589,8 @@ class Engine:
                 )
             summary = "; ".join(lesson.content.replace("\n", " | ") for lesson in lessons) or f"skip: {skip}"
             return JobResult(reflection=None, lessons=[], detail=f"persist off, logged only: {summary}")
-        detail = f"skipped: {skip}" if skip else f"reflected: {len(lessons)} lesson(s)"
+        lessons = await asyncio.to_thread(routing.place, self.store, lessons, self.clock())
+        detail = f"skipped by {name}: {skip}" if skip else f"reflected by {name}: {len(lessons)} lesson(s)"
         return JobResult(reflection=reflection, lessons=lessons, detail=detail)
 
     def _show(self, record_id: str) -> dict[str, Any]:

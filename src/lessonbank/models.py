@@ -249,6 +249,9 @@ class Lesson(Record):
     supersedes: str | None = None
     superseded_by: str | None = None
     content_hash: str = ""
+    # Structured extras of the kinds beyond seed 004: a goal's title (insight), a rule's stream and
+    # confirmations (principle), a procedure's result and steps. JSON-serialisable values only.
+    metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 

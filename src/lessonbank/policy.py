@@ -1,33 +1,165 @@
-"""The reflection policy: from an episode, decide whether to reflect, why, and with which reflector.
+"""The reflection policy: from an episode and its agent's recent history, decide whether to
+reflect, on which trigger, with which reflector — or skip, and why.
 
-Seed 004's triggers, in the order they are checked (the first that applies wins):
+By default an episode costs at most ONE reflection call. The first row that applies wins:
 
-======================  ==========================================  ==========  =========
-trigger                 fires when                                  default     reflector
-======================  ==========================================  ==========  =========
-error                   the episode carries an error                on          lesson
-hallucination           signals include ``hallucination``           on          lesson
-failure                 status is failure (e.g. a failed check)     on (error)  lesson
-low_quality             signals include ``low_quality``             off         lesson
-manual                  ``bank.reflect(episode_id)``                always      lesson
-======================  ==========================================  ==========  =========
+=====================  =====================================================  ==================  =========
+situation              fires when                                             trigger             reflector
+=====================  =====================================================  ==================  =========
+``loop``               a loop iteration (``loop_id`` / ``iteration``) failed   error / failure     reflexion
+``goal``               a goal reached a terminal state (``goal_id`` and        terminal            insight
+                       status success or failure)
+``important_failure``  a failure that is important (importance high),         high_importance /   dual
+                       long (> 60 s) or repeated (2+ failures of the agent    long_duration /
+                       in the last 24 h)                                      failure_streak
+``signal``             any other error, failed check, hallucination or        error / failure /   lesson
+                       low-quality signal (seed 004's switches apply)         hallucination /
+                                                                              low_quality
+``important_success``  a success that is important or long                   high_importance /   dual
+                                                                              long_duration
+(manual)               ``bank.reflect(episode_id)``                           manual              the row's
+=====================  =====================================================  ==================  =========
 
-Every decision, including a skip and its reason, is stored on the episode.
+Skips: a passed loop iteration (Reflexion reflects only after a failed verification); a
+trivial success (< 5 s, no error, a single step at most); the agent's cooldown (a reflection
+decided for the same agent within ``cooldown_s``; loops and goals are exempt); an identical
+episode already reflected (same task, trigger, attempt and outcome: the store's dedupe key).
+
+Each row's reflector is configurable (``Settings.routes`` / ``LESSONBANK_ROUTE_<SITUATION>``):
+a reflector name, or ``off`` to ignore the row (the next row that applies is used). Every
+decision, including a skip and its reason, is stored on the episode.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
 
 from lessonbank.config import Settings
 from lessonbank.models import Decision, Episode
 from lessonbank.text import normalize
 
+SITUATIONS = ("loop", "goal", "important_failure", "signal", "important_success")
+OFF = "off"
 
-def decide(episode: Episode, settings: Settings) -> Decision:
+
+@dataclass(frozen=True)
+class History:
+    """What the policy needs to know about the agent's recent episodes (newest first)."""
+
+    failures: int = 0  # distinct failed trajectories of the agent in the failure window, others than this one
+    last_reflection_age_s: float | None = None  # seconds since a reflection was last decided for the agent
+
+
+def history_of(
+    episode: Episode, recent: Sequence[tuple[Episode, Decision | None]], settings: Settings
+) -> History:
+    """Summarise ``recent`` (the agent's episodes, newest first) relative to ``episode``."""
+    failures: set[str] = set()
+    age: float | None = None
+    own = trajectory_key(episode)
+    for other, decision in recent:
+        if other.id == episode.id:
+            continue
+        delta = (episode.created_at - other.created_at).total_seconds()
+        # The same failure recorded again is a repeat, not a streak: count distinct trajectories.
+        key = trajectory_key(other)
+        if failed(other) and delta <= settings.failure_window_s and key != own:
+            failures.add(key)
+        reflected = decision is not None and decision.reflect and decision.reflector not in (None, "insight")
+        if reflected and not other.loop_id and other.iteration is None and age is None:
+            age = max(0.0, delta)
+    return History(failures=len(failures), last_reflection_age_s=age)
+
+
+def route(settings: Settings, situation: str) -> str | None:
+    """The reflector configured for ``situation``, or None when the row is off."""
+    name = settings.routes().get(situation, OFF)
+    return None if name == OFF else name
+
+
+def failed(episode: Episode) -> bool:
+    checks = any(v.status in ("failed", "error") for v in episode.verification)
+    return bool(episode.error) or episode.status == "failure" or checks
+
+
+def decide(episode: Episode, settings: Settings, history: History | None = None) -> Decision:
     """Which trigger fires for ``episode`` under ``settings``, or why none does."""
     if not settings.reflexion_enabled:
         return Decision(reflect=False, reason="reflection disabled (LESSONBANK_REFLEXION_ENABLED=false)")
+    history = history or History()
+    is_failure = failed(episode)
+    loop = route(settings, "loop")
+    if loop and (episode.loop_id is not None or episode.iteration is not None):
+        if not is_failure:
+            return Decision(
+                reflect=False,
+                reason="skip: loop iteration passed (Reflexion reflects only after a failed verification)",
+            )
+        trigger = "error" if episode.error else "failure"
+        return _reflect(trigger, loop, "loop iteration failed")
+    goal = route(settings, "goal")
+    if goal and episode.goal_id and episode.status in ("success", "failure"):
+        state = "failed" if episode.status == "failure" else "completed"
+        return _reflect("terminal", goal, f"goal {state}")
+    important = _important_triggers(episode, history, settings, is_failure)
+    cooldown = _cooldown(history, settings)
+    dual = route(settings, "important_failure")
+    if is_failure and important and dual:
+        return cooldown or _reflect(important[0], dual, "important, long or repeated failure")
+    signal = _signal_decision(episode, settings)
+    lesson = route(settings, "signal")
+    if signal.reflect and lesson:
+        return cooldown or signal.model_copy(update={"reflector": lesson})
+    success_route = route(settings, "important_success")
+    if not is_failure and important and success_route:
+        if _trivial(episode, settings):
+            return Decision(
+                reflect=False,
+                reason=f"skip: trivial task (< {settings.trivial_duration_s:g} s, expected output, one step)",
+            )
+        return cooldown or _reflect(important[0], success_route, "important or long success")
+    if signal.reflect:
+        return Decision(reflect=False, reason=f"route signal is off (LESSONBANK_ROUTE_SIGNAL={OFF})")
+    return signal
+
+
+def _reflect(trigger: str, reflector: str, why: str) -> Decision:
+    return Decision(reflect=True, trigger=trigger, reflector=reflector, reason=f"trigger {trigger}: {why}")
+
+
+def _important_triggers(
+    episode: Episode, history: History, settings: Settings, is_failure: bool
+) -> list[str]:
+    out = []
+    if episode.importance == "high":
+        out.append("high_importance")
+    if episode.duration_s is not None and episode.duration_s > settings.long_duration_s:
+        out.append("long_duration")
+    if is_failure and episode.agent and history.failures + 1 >= settings.failure_streak:
+        out.append("failure_streak")
+    return out
+
+
+def _cooldown(history: History, settings: Settings) -> Decision | None:
+    age = history.last_reflection_age_s
+    if settings.cooldown_s > 0 and age is not None and age < settings.cooldown_s:
+        return Decision(
+            reflect=False,
+            reason=f"skip: agent cooldown (reflected {age:.0f} s ago; LESSONBANK_COOLDOWN_S={settings.cooldown_s:g})",
+        )
+    return None
+
+
+def _trivial(episode: Episode, settings: Settings) -> bool:
+    quick = episode.duration_s is not None and episode.duration_s < settings.trivial_duration_s
+    return quick and not episode.error and not episode.signals and len(episode.actions) <= 1
+
+
+def _signal_decision(episode: Episode, settings: Settings) -> Decision:
+    """Seed 004's triggers, in order, each behind its switch."""
     failed_checks = [v for v in episode.verification if v.status in ("failed", "error")]
     candidates = [
         ("error", bool(episode.error), settings.on_error, "LESSONBANK_REFLEXION_ON_ERROR"),
@@ -62,8 +194,32 @@ def decide(episode: Episode, settings: Settings) -> Decision:
     return Decision(reflect=False, reason=f"no trigger: {episode.status} without error or signal")
 
 
-def manual_decision() -> Decision:
-    return Decision(reflect=True, trigger="manual", reflector="lesson", reason="trigger manual (requested)")
+def manual_reflector(episode: Episode, settings: Settings) -> str:
+    """The reflector a manual request uses: the row the episode falls in, ignoring skips and switches."""
+    if episode.loop_id is not None or episode.iteration is not None:
+        situation = "loop"
+    elif episode.goal_id and episode.status in ("success", "failure"):
+        situation = "goal"
+    elif episode.importance == "high" or (episode.duration_s or 0.0) > settings.long_duration_s:
+        situation = "important_failure" if failed(episode) else "important_success"
+    else:
+        situation = "signal"
+    return route(settings, situation) or "lesson"
+
+
+def manual_decision(reflector: str = "lesson") -> Decision:
+    return Decision(reflect=True, trigger="manual", reflector=reflector, reason="trigger manual (requested)")
+
+
+def history_since(episode: Episode, settings: Settings) -> float:
+    """How far back the agent's history matters for ``episode`` (Unix seconds)."""
+    window = max(settings.failure_window_s, settings.cooldown_s)
+    return (episode.created_at - timedelta(seconds=window)).timestamp()
+
+
+def trajectory_key(episode: Episode) -> str:
+    """Task + attempt + outcome, folded: equal for two records of the same trajectory."""
+    return dedupe_key(episode, "")
 
 
 def dedupe_key(episode: Episode, trigger: str) -> str:

@@ -4,7 +4,9 @@ A reflector is a prompt builder plus a tolerant parser. :func:`reflect` runs one
 the prompt, calls the model once, parses, and on malformed output makes exactly one repair
 call; if that fails too the result is a skip that keeps the raw output for inspection.
 
-Built-in reflectors: :class:`lessonbank.reflectors.lesson.LessonReflector` (seed 004).
+Built-in reflectors: :class:`lessonbank.reflectors.lesson.LessonReflector` (seed 004),
+:class:`lessonbank.reflectors.insight.InsightReflector` (seed 000),
+:class:`lessonbank.reflectors.dual.DualReflector` (seed 003).
 """
 
 from __future__ import annotations
@@ -103,5 +105,10 @@ REPAIR_HINTS: dict[str, str] = {
     "lesson": (
         "Answer again with exactly these blocks, one line each: <situation>…</situation> <mistake>…</mistake> "
         "<correction>…</correction> <tags>tag1, tag2</tags> — or exactly <skip>nothing actionable</skip>."
+    ),
+    "insight": "Answer again with only the insight: 1 to 3 plain sentences, no markdown, at most 500 characters.",
+    "dual": (
+        "Answer again in exactly this shape: a line 'PRINCIPLE: IF <condition> THEN <action> BECAUSE <reason>', "
+        "then a line 'PROCEDURE:' followed by numbered steps '1. …', one per line."
     ),
 }

@@ -131,6 +131,29 @@ class SQLiteStore(SQLiteJobQueue):
         decision = Decision.model_validate_json(row["decision"]) if row["decision"] else None
         return Episode.model_validate_json(row["data"]), decision
 
+    def recent_episodes(
+        self, namespace: str, *, agent: str | None = None, since: float = 0.0, limit: int = 20
+    ) -> list[tuple[Episode, Decision | None]]:
+        where, params = "namespace = ? AND created_at >= ?", [namespace, since]
+        if agent is not None:
+            where += " AND agent = ?"
+            params.append(agent)
+        rows = (
+            self._conn()
+            .execute(
+                f"SELECT data, decision FROM episodes WHERE {where} ORDER BY created_at DESC LIMIT ?",
+                (*params, limit),
+            )
+            .fetchall()
+        )
+        return [
+            (
+                Episode.model_validate_json(row["data"]),
+                Decision.model_validate_json(row["decision"]) if row["decision"] else None,
+            )
+            for row in rows
+        ]
+
     # ----------------------------------------------------------------- lessons
 
     def write_lesson(self, lesson: Lesson, *, threshold: float = NEAR_DUPLICATE_JACCARD) -> WriteResult:
@@ -276,6 +299,28 @@ class SQLiteStore(SQLiteJobQueue):
                 "DELETE FROM lessons WHERE id = ? AND namespace = ?", (lesson_id, namespace)
             )
             return cursor.rowcount > 0
+
+    def update_lesson(self, lesson: Lesson) -> Lesson:
+        lesson = _hashed(lesson)
+        params = _lesson_params(lesson)
+        columns = [c.strip() for c in _LESSON_COLUMNS.split(",")]
+        assignments = ", ".join(f"{column} = ?" for column in columns[2:])
+        with self._tx() as conn:
+            cursor = conn.execute(
+                f"UPDATE lessons SET {assignments} WHERE id = ? AND namespace = ?",
+                (*params[2:], lesson.id, lesson.namespace),
+            )
+            if cursor.rowcount == 0:
+                raise NotFoundError("lesson", lesson.id)
+        return lesson
+
+    def purge_expired(self, namespace: str) -> int:
+        with self._tx() as conn:
+            cursor = conn.execute(
+                "DELETE FROM lessons WHERE namespace = ? AND expires_at IS NOT NULL AND expires_at <= ?",
+                (namespace, self.clock()),
+            )
+            return cursor.rowcount
 
     def search(self, query: LessonQuery, terms: Sequence[str], limit: int) -> list[Candidate]:
         return self._search(self._conn(), query, terms, limit)
@@ -516,9 +561,11 @@ def _ts(value: Any) -> float | None:
 
 
 def _lesson_params(lesson: Lesson) -> tuple[Any, ...]:
-    extra = {
+    extra: dict[str, Any] = {
         name: getattr(lesson, name) for name in _LESSON_EXTRA_FIELDS if getattr(lesson, name) is not None
     }
+    if lesson.metadata:
+        extra["metadata"] = lesson.metadata
     return (
         lesson.id,
         lesson.namespace,

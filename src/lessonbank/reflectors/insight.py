@@ -1,0 +1,179 @@
+"""The goal insight reflector (seed 000): a finished goal → one 1–3 sentence insight.
+
+The parser accepts what models really send (markdown, a label such as ``Insight:``, code
+fences, bullets, extra sentences) and keeps plain text: markdown stripped, at most three
+sentences, at most 500 characters. Importance follows the seed: failed 0.8, completed 0.5,
++0.2 when an error is present, capped at 1.0.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from lessonbank.errors import ParseError
+from lessonbank.llm.base import Message
+from lessonbank.models import Episode, Lesson
+from lessonbank.reflectors.base import Parsed, load_prompt
+from lessonbank.reflectors.budget import PROMPT_BUDGET_TOKENS, Field, fit_fields
+from lessonbank.text import estimate_tokens
+
+INSIGHT_MAX_CHARS = 500
+INSIGHT_MAX_SENTENCES = 3
+INSIGHT_MAX_OUTPUT_TOKENS = 200
+ITEM_MAX_CHARS = 300
+MAX_ITEMS = 10
+
+_FENCE = re.compile(r"^\s*```[\w-]*\s*$", re.MULTILINE)
+_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s*", re.MULTILINE)
+_LIST_MARK = re.compile(r"^\s*(?:[-*+•>]|\d+[.)])\s+", re.MULTILINE)
+_EMPHASIS = re.compile(r"(\*\*|__|\*|(?<!\w)_|_(?!\w)|`|~~)")
+_LABEL = re.compile(r"^\s*(?:insight|reflection|answer|lesson)\s*[:\-–]\s*", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+")
+
+
+def strip_markdown(text: str) -> str:
+    """Plain text: fences, headings, list marks, emphasis and link syntax removed, whitespace folded."""
+    text = _FENCE.sub("", text)
+    text = _LINK.sub(r"\1", text)
+    text = _HEADING.sub("", text)
+    text = _LIST_MARK.sub("", text)
+    text = _EMPHASIS.sub("", text)
+    return " ".join(text.split())
+
+
+def sentences(text: str) -> list[str]:
+    return [part.strip() for part in _SENTENCE_END.split(text) if part.strip()]
+
+
+def clip(text: str, limit: int = INSIGHT_MAX_CHARS) -> str:
+    """At most ``limit`` chars: whole sentences when one fits, else cut at a word with an ellipsis."""
+    if len(text) <= limit:
+        return text
+    kept = ""
+    for sentence in sentences(text):
+        candidate = f"{kept} {sentence}".strip()
+        if len(candidate) > limit:
+            break
+        kept = candidate
+    if kept:
+        return kept
+    cut = text[: limit - 1].rsplit(" ", 1)[0].rstrip(" ,;:")
+    return cut + "…"
+
+
+def parse_insight(text: str) -> Parsed:
+    """Parse an insight answer. Raises :class:`ParseError` when there is no usable sentence."""
+    if not isinstance(text, str) or not text.strip():
+        raise ParseError("empty reply", raw=text if isinstance(text, str) else "")
+    plain = _LABEL.sub("", strip_markdown(text)).strip().strip("\"'").strip()
+    parts = sentences(plain)[:INSIGHT_MAX_SENTENCES]
+    insight = clip(" ".join(parts))
+    if len(insight.split()) < 3:
+        raise ParseError("no insight sentence found (need 1–3 sentences of plain text)", raw=text)
+    return Parsed(fields={"insight": insight})
+
+
+def importance_of(episode: Episode) -> float:
+    """Seed 000: failed 0.8, completed 0.5, +0.2 when an error is present, at most 1.0."""
+    base = 0.8 if episode.status == "failure" else 0.5
+    return min(1.0, base + (0.2 if goal_errors(episode) else 0.0))
+
+
+def goal_state(episode: Episode) -> str:
+    return "failed" if episode.status == "failure" else "completed"
+
+
+def goal_outputs(episode: Episode) -> list[str]:
+    outputs = episode.metadata.get("goal_outputs")
+    if isinstance(outputs, list):
+        return [str(item) for item in outputs if str(item).strip()]
+    return [episode.output] if episode.output else []
+
+
+def goal_errors(episode: Episode) -> list[str]:
+    errors = episode.metadata.get("goal_errors")
+    found = [str(item) for item in errors if str(item).strip()] if isinstance(errors, list) else []
+    if not found and episode.error:
+        found = [episode.error]
+    for check in episode.verification:
+        if check.status in ("failed", "error"):
+            found.append(f"{check.tool} {check.status}: {check.stderr or check.exit_code}")
+    return found
+
+
+def _items(values: list[str]) -> str:
+    lines = [f"- {' '.join(value.split())[:ITEM_MAX_CHARS]}" for value in values[:MAX_ITEMS]]
+    if len(values) > MAX_ITEMS:
+        lines.append(f"- (+{len(values) - MAX_ITEMS} more)")
+    return "\n".join(lines) or "(none)"
+
+
+class InsightReflector:
+    """Seed 000's self-reflection engine: one insight per finished goal."""
+
+    name = "insight"
+    max_output_tokens = INSIGHT_MAX_OUTPUT_TOKENS
+
+    def __init__(self) -> None:
+        self.system_prompt = load_prompt("insight")
+
+    def messages(self, episode: Episode, trigger: str) -> list[Message]:
+        return [
+            Message(role="system", content=self.system_prompt),
+            Message(role="user", content=self.user_prompt(episode, trigger)),
+        ]
+
+    def user_prompt(self, episode: Episode, trigger: str) -> str:
+        frame_tokens = estimate_tokens(self.system_prompt)
+        title = episode.goal_title or episode.task
+
+        def render(values: dict[str, str]) -> str:
+            return "\n".join(
+                [
+                    f"GOAL: {values['title']}",
+                    f"STATE: {goal_state(episode)}",
+                    "",
+                    "TASK OUTPUTS:",
+                    values["outputs"] or "(none)",
+                    "",
+                    "ERRORS:",
+                    values["errors"] or "(none)",
+                    "",
+                    "Write the insight now.",
+                ]
+            )
+
+        fields = [
+            Field("title", title, 300),
+            Field("errors", _items(goal_errors(episode)), 1500),
+            Field("outputs", _items(goal_outputs(episode)), 1500),
+        ]
+        return fit_fields(fields, render, PROMPT_BUDGET_TOKENS - frame_tokens, estimate_tokens)
+
+    def parse(self, text: str) -> Parsed:
+        return parse_insight(text)
+
+    def lessons(self, parsed: Parsed, episode: Episode, trigger: str) -> list[Lesson]:
+        metadata: dict[str, Any] = {
+            "goal_title": episode.goal_title or episode.task,
+            "goal_state": goal_state(episode),
+        }
+        return [
+            Lesson(
+                namespace=episode.namespace or "default",
+                kind="insight",
+                content=parsed.fields["insight"],
+                trigger=trigger,
+                tags=["insight", f"goal:{goal_state(episode)}"],
+                task_type=episode.task_type,
+                agent=episode.agent,
+                goal_id=episode.goal_id,
+                importance=importance_of(episode),
+                confidence=0.5,
+                source="llm",
+                episode_id=episode.id,
+                metadata=metadata,
+            )
+        ]

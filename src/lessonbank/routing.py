@@ -1,0 +1,272 @@
+"""Where reflections go and how long they live: goal insights, rules, and the replay pool.
+
+Everything is a :class:`~lessonbank.models.Lesson`, so every store holds it without new
+tables; the structured extras sit in ``Lesson.metadata`` (times as Unix seconds).
+
+- Insights (seed 000): the newest 3 per goal, each expiring 7 days after it was written.
+  Context takes a goal's insights by importance, else the most important among the 10 most
+  recently reflected goals, at most 2.
+- Rules (seed 003, kind ``principle``): a new rule is tactical, expires 4 weeks after it was
+  last confirmed, at most 10 per agent (the least recently confirmed drops). Deriving the same
+  or a near-duplicate rule again, or marking it helpful, confirms it; a tactical rule confirmed
+  across 4+ weeks is promoted to the strategic stream (no expiry, at most 5 per agent).
+- Replay (seed 003, kind ``procedure``): successes kept 4 weeks, failures 8 weeks, at most 100
+  per task type (the oldest drops); matched by exact task type first, then keyword overlap;
+  top 3 with at least one failure among them when one matches.
+
+Expired lessons never come back: reads filter them, and every write here purges them first,
+so an exact repeat of an expired text is added fresh instead of reviving the old one. Room
+under a cap is made before the job's result is written, so no reader sees a pool over its cap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from lessonbank.models import Lesson, from_timestamp
+from lessonbank.stores.base import LessonQuery, Store, pick_near_duplicate
+from lessonbank.text import keywords, normalize
+
+DAY = 86_400.0
+INSIGHT_TTL_S = 7 * DAY
+INSIGHTS_PER_GOAL = 3
+RECENT_GOALS = 10
+INSIGHTS_IN_CONTEXT = 2
+
+TACTICAL_TTL_S = 28 * DAY
+PROMOTE_AFTER_S = 28 * DAY
+TACTICAL_PER_AGENT = 10
+STRATEGIC_PER_AGENT = 5
+RULE_MATCH_JACCARD = 0.6
+
+REPLAY_SUCCESS_TTL_S = 28 * DAY
+REPLAY_FAILURE_TTL_S = 56 * DAY
+REPLAY_PER_TYPE = 100
+REPLAY_IN_CONTEXT = 3
+
+_SCAN = 1000
+
+
+def _all(store: Store, query: LessonQuery, *, sort: str = "created") -> list[Lesson]:
+    out: list[Lesson] = []
+    while batch := store.list_lessons(query, limit=_SCAN, offset=len(out), sort=sort):  # type: ignore[arg-type]
+        out.extend(batch)
+        if len(batch) < _SCAN:
+            break
+    return out
+
+
+def _at(seconds: float) -> datetime:
+    stamp = from_timestamp(seconds)
+    assert stamp is not None
+    return stamp
+
+
+# --------------------------------------------------------------------------- write side
+
+
+def place(store: Store, lessons: Sequence[Lesson], now: float) -> list[Lesson]:
+    """Ready freshly reflected lessons for writing: expired lessons purged, each stamped with its
+    expiry, room made under its cap (the oldest drop), and a principle that repeats one of its
+    agent's rules turned into a confirmation of that rule.
+
+    This runs before the job's result is written, so a reader never sees a pool over its cap.
+    A confirmed rule keeps its text, so the write that follows reinforces that very rule.
+    """
+    if not lessons:
+        return []
+    store.purge_expired(lessons[0].namespace)
+    return [_place(store, lesson, now) for lesson in lessons]
+
+
+def _place(store: Store, lesson: Lesson, now: float) -> Lesson:
+    namespace = lesson.namespace
+    if lesson.kind == "insight":
+        if lesson.goal_id:
+            own = _all(store, LessonQuery(namespace, kinds=["insight"], goal_id=lesson.goal_id))
+            _drop(store, namespace, own, keep=INSIGHTS_PER_GOAL - 1, unless=lesson)
+        return lesson.model_copy(update={"expires_at": _at(now + INSIGHT_TTL_S)})
+    if lesson.kind == "procedure":
+        _drop(
+            store,
+            namespace,
+            _replay_pool(store, namespace, lesson.task_type),
+            keep=REPLAY_PER_TYPE - 1,
+            unless=lesson,
+        )
+        ttl = REPLAY_FAILURE_TTL_S if lesson.metadata.get("result") == "failure" else REPLAY_SUCCESS_TTL_S
+        return lesson.model_copy(update={"expires_at": _at(now + ttl)})
+    if lesson.kind == "principle":
+        current = rules(store, namespace, lesson.agent)
+        match = pick_near_duplicate(lesson.content, current, RULE_MATCH_JACCARD)
+        if match is not None:
+            confirmed = confirm_rule(store, match, now)
+            return lesson.model_copy(
+                update={"content": confirmed.content, "tags": confirmed.tags, "metadata": confirmed.metadata}
+            )
+        tactical = [rule for rule in current if stream_of(rule) == "tactical"]
+        _drop(store, namespace, tactical, keep=TACTICAL_PER_AGENT - 1)
+        metadata = {
+            "stream": "tactical",
+            **lesson.metadata,
+            "confirmations": 1,
+            "first_confirmed": now,
+            "last_confirmed": now,
+        }
+        return lesson.model_copy(update={"metadata": metadata, "expires_at": _at(now + TACTICAL_TTL_S)})
+    return lesson
+
+
+def _drop(
+    store: Store, namespace: str, ranked: Sequence[Lesson], *, keep: int, unless: Lesson | None = None
+) -> None:
+    """Delete what is past the first ``keep`` of ``ranked`` (best first), except an exact repeat of
+    ``unless`` (it will be reinforced, not added, so it needs no room)."""
+    if unless is not None and any(normalize(r.content) == normalize(unless.content) for r in ranked):
+        return
+    for extra in ranked[max(0, keep) :]:
+        store.delete_lesson(namespace, extra.id)
+
+
+def _replay_pool(store: Store, namespace: str, task_type: str | None) -> list[Lesson]:
+    return [
+        lesson
+        for lesson in _all(store, LessonQuery(namespace, kinds=["procedure"], task_type=task_type))
+        if lesson.task_type == task_type
+    ]
+
+
+def confirm_rule(store: Store, rule: Lesson, now: float, *, helpful: bool = False) -> Lesson:
+    """One more confirmation: the expiry moves 4 weeks ahead; 4+ weeks of confirmations promote it."""
+    meta = dict(rule.metadata)
+    first = float(meta.get("first_confirmed", rule.created_at.timestamp()))
+    meta["confirmations"] = int(meta.get("confirmations", 1)) + 1
+    meta["last_confirmed"] = now
+    meta.setdefault("first_confirmed", first)
+    meta.setdefault("stream", "tactical")
+    tags = list(rule.tags)
+    expires_at: datetime | None = _at(now + TACTICAL_TTL_S)
+    if meta["stream"] == "strategic":
+        expires_at = None
+    elif now - first >= PROMOTE_AFTER_S:
+        meta["stream"] = "strategic"
+        meta["promoted_at"] = now
+        expires_at = None
+        tags = [("strategic" if tag == "tactical" else tag) for tag in tags]
+        if "strategic" not in tags:
+            tags.append("strategic")
+    updated = rule.model_copy(
+        update={
+            "metadata": meta,
+            "expires_at": expires_at,
+            "tags": tags,
+            "helpful": rule.helpful + (1 if helpful else 0),
+            "updated_at": _at(now),
+        }
+    )
+    stored = store.update_lesson(updated)
+    _cap_rules(store, rule.namespace, rule.agent)
+    return stored
+
+
+def _cap_rules(store: Store, namespace: str, agent: str | None) -> None:
+    found = rules(store, namespace, agent)
+    for stream, cap in (("strategic", STRATEGIC_PER_AGENT), ("tactical", TACTICAL_PER_AGENT)):
+        for extra in [rule for rule in found if stream_of(rule) == stream][cap:]:
+            store.delete_lesson(namespace, extra.id)
+
+
+# --------------------------------------------------------------------------- read side
+
+
+def stream_of(rule: Lesson) -> str:
+    return str(rule.metadata.get("stream", "tactical"))
+
+
+def rules(store: Store, namespace: str, agent: str | None) -> list[Lesson]:
+    """The agent's live rules (``agent=None``: rules with no agent), strategic first, then the most
+    recently confirmed."""
+    found = [
+        lesson
+        for lesson in _all(store, LessonQuery(namespace, kinds=["principle"], agent=agent))
+        if lesson.agent == agent
+    ]
+    return sorted(
+        found,
+        key=lambda r: (
+            stream_of(r) != "strategic",
+            -float(r.metadata.get("last_confirmed", r.created_at.timestamp())),
+            -r.created_at.timestamp(),
+        ),
+    )
+
+
+def context_rules(store: Store, namespace: str, agent: str | None) -> list[Lesson]:
+    """Rules for a prompt: the agent's own plus the agent-less ones (all rules when no agent)."""
+    if agent is None:
+        return rules_all(store, namespace)
+    return [*rules(store, namespace, agent), *rules(store, namespace, None)]
+
+
+def rules_all(store: Store, namespace: str) -> list[Lesson]:
+    found = _all(store, LessonQuery(namespace, kinds=["principle"]))
+    return sorted(found, key=lambda r: (stream_of(r) != "strategic", -r.updated_at.timestamp()))
+
+
+def insights(store: Store, namespace: str, goal_id: str | None) -> list[Lesson]:
+    """A goal's live insights by importance then recency; without a goal (or when the goal has
+    none), those of the 10 most recently reflected goals, the same way."""
+    if goal_id is not None:
+        own = _all(store, LessonQuery(namespace, kinds=["insight"], goal_id=goal_id))
+        if own:
+            return _by_importance(own)
+    recent = _all(store, LessonQuery(namespace, kinds=["insight"]))
+    goals: list[str] = []
+    for lesson in recent:
+        if lesson.goal_id and lesson.goal_id not in goals:
+            goals.append(lesson.goal_id)
+    chosen = set(goals[:RECENT_GOALS])
+    return _by_importance([lesson for lesson in recent if lesson.goal_id in chosen])
+
+
+def _by_importance(found: list[Lesson]) -> list[Lesson]:
+    return sorted(found, key=lambda lesson: (-lesson.importance, -lesson.created_at.timestamp()))
+
+
+def recent_goals(store: Store, namespace: str) -> list[str]:
+    goals: list[str] = []
+    for lesson in _all(store, LessonQuery(namespace, kinds=["insight"])):
+        if lesson.goal_id and lesson.goal_id not in goals:
+            goals.append(lesson.goal_id)
+    return goals[:RECENT_GOALS]
+
+
+def replay(
+    store: Store, namespace: str, *, task: str | None, task_type: str | None, k: int = REPLAY_IN_CONTEXT
+) -> list[Lesson]:
+    """Replay examples: exact task type first (newest first), then by keyword overlap with the
+    task; the top ``k`` hold at least one failure whenever a matching failure exists."""
+    pool = _all(store, LessonQuery(namespace, kinds=["procedure"]))
+    exact = [p for p in pool if task_type is not None and p.task_type == task_type]
+    words = set(keywords(task or "")) | set(keywords(task_type or ""))
+    scored = []
+    for p in pool:
+        if p in exact or not words:
+            continue
+        overlap = len(
+            words & set(keywords(str(p.metadata.get("task", p.content))) + keywords(p.task_type or ""))
+        )
+        if overlap:
+            scored.append((overlap, p.created_at.timestamp(), p))
+    ranked = exact + [p for _, _, p in sorted(scored, key=lambda item: (-item[0], -item[1]))]
+    top = ranked[:k]
+    if k > 0 and top and not any(_result(p) == "failure" for p in top):
+        failure = next((p for p in ranked[k:] if _result(p) == "failure"), None)
+        if failure is not None:
+            top = [*top[: k - 1], failure]
+    return top
+
+
+def _result(procedure: Lesson) -> str:
+    return str(procedure.metadata.get("result", "success"))
