@@ -124,6 +124,10 @@ class LessonBank(Engine):
         """Mark a rule helpful: a confirmation that extends it and, across 4+ weeks, promotes it."""
         return self._confirm_rule(rule_id)
 
+    def decisions(self, *, agent: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        """The policy's latest decisions, newest first (reflect with which trigger and reflector, or skip and why)."""
+        return self._decisions(agent, limit)
+
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until this namespace has no queued or running jobs. False on timeout or when jobs wait for an LLM."""
         self._kick()
@@ -384,6 +388,9 @@ class AsyncLessonBank:
 
     async def confirm_rule(self, rule_id: str) -> Lesson:
         return await asyncio.to_thread(self._core._confirm_rule, rule_id)
+
+    async def decisions(self, *, agent: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(self._core._decisions, agent, limit)
 
     async def flush(self, timeout: float = 30.0) -> bool:
         self._kick()

@@ -182,14 +182,24 @@ def recall(
 @app.command()
 def context(
     ctx: typer.Context,
-    task: Annotated[str, typer.Argument(help="The task the prompt is for")],
+    task: Annotated[str | None, typer.Argument(help="The task the prompt is for")] = None,
     budget: Annotated[int, typer.Option("--budget", min=0, help="Token budget")] = 800,
-    fmt: Annotated[list[str] | None, typer.Option("--format", help="Section (repeatable)")] = None,
+    fmt: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--format", help="Section (repeatable): long_term_memory, past_reflections, learned_rules, replay"
+        ),
+    ] = None,
+    goal: Annotated[str | None, typer.Option("--goal", help="Goal id, for past_reflections")] = None,
+    agent: Annotated[str | None, typer.Option(help="Agent, for learned_rules")] = None,
+    task_type: Annotated[str | None, typer.Option(help="Task type, for replay")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Print the block to put in the prompt for a task, within the token budget."""
     with ctx.obj.bank() as bank:
-        block = bank.context(task, budget_tokens=budget, formats=fmt or None)
+        block = bank.context(
+            task, goal_id=goal, agent=agent, task_type=task_type, budget_tokens=budget, formats=fmt or None
+        )
     if as_json:
         _emit_json(block.model_dump())
     else:
@@ -272,11 +282,14 @@ def record(
 def reflect(
     ctx: typer.Context,
     episode_id: Annotated[str, typer.Argument(help="Episode id (ep_…)")],
+    reflector: Annotated[
+        str | None, typer.Option(help="lesson, insight, dual or reflexion (default: the policy table's)")
+    ] = None,
     wait: Annotated[bool, typer.Option("--wait")] = False,
 ) -> None:
     """Reflect on a stored episode now (trigger manual), whatever the policy decided."""
     with ctx.obj.bank(worker=wait) as bank:
-        decision = bank.reflect(episode_id)
+        decision = bank.reflect(episode_id, reflector=reflector)
         if wait:
             bank.flush()
     out.print(f"queued {decision.job_id}")
@@ -369,28 +382,42 @@ class _JobsAction(StrEnum):
     retry = "retry"
     purge = "purge"
     drain = "drain"
+    decisions = "decisions"
 
 
 @app.command()
 def jobs(
     ctx: typer.Context,
     action: Annotated[
-        _JobsAction, typer.Argument(help="list, failed, retry, purge or drain")
+        _JobsAction, typer.Argument(help="list, failed, retry, purge, drain or decisions")
     ] = _JobsAction.list,
     ids: Annotated[list[str] | None, typer.Argument(help="Job ids, for retry")] = None,
     dead: Annotated[bool, typer.Option("--dead", help="purge: also dead-lettered jobs")] = False,
     timeout: Annotated[float, typer.Option(help="drain: give up after this many seconds")] = 600.0,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Inspect and manage reflection jobs (drain runs them now, in this process)."""
+    """Inspect and manage reflection jobs (drain runs them now, in this process).
+
+    ``decisions`` lists the policy's latest decisions, skips included, with their reasons.
+    """
     with ctx.obj.bank() as bank:
-        if action in (_JobsAction.list, _JobsAction.failed):
+        if action is _JobsAction.decisions:
+            _print_decisions(bank.decisions(), as_json)
+        elif action in (_JobsAction.list, _JobsAction.failed):
             found = bank.jobs(status="dead" if action is _JobsAction.failed else None)
             if as_json:
                 _emit_json([job.model_dump(mode="json") for job in found])
                 return
             table = Table()
-            for name in ("id", "status", "attempts", "trigger", "episode", "detail / last error"):
+            for name in (
+                "id",
+                "status",
+                "attempts",
+                "trigger",
+                "reflector",
+                "episode",
+                "detail / last error",
+            ):
                 table.add_column(name, overflow="fold")
             for job in found:
                 why = job.last_error if job.status == "dead" else (job.detail or job.last_error or "")
@@ -399,6 +426,7 @@ def jobs(
                     job.status,
                     f"{job.attempts}/{job.max_attempts}",
                     str(job.payload.get("trigger")),
+                    str(job.payload.get("reflector", "lesson")),
                     job.episode_id or "",
                     why or "",
                 )
@@ -414,6 +442,26 @@ def jobs(
             worker = bank._new_worker([bank.namespace])
             asyncio.run(asyncio.wait_for(worker.run(until_idle=True), timeout))
             out.print(f"drained: {worker.processed} job(s) done; now {bank._pending() or 'empty'}")
+
+
+def _print_decisions(rows: list[dict[str, Any]], as_json: bool) -> None:
+    if as_json:
+        _emit_json(rows)
+        return
+    table = Table()
+    for name in ("episode", "agent", "status", "decision", "trigger", "reflector", "reason"):
+        table.add_column(name, overflow="fold")
+    for row in rows:
+        table.add_row(
+            row["episode_id"],
+            row.get("agent") or "",
+            row["status"],
+            "reflect" if row.get("reflect") else "skip",
+            row.get("trigger") or "",
+            row.get("reflector") or "",
+            row.get("reason") or "",
+        )
+    out.print(table if rows else "no episodes")
 
 
 @app.command()
@@ -537,6 +585,9 @@ def _report(exc: Exception, code: int) -> NoReturn:
     sys.stderr.write(f"error: {message}\n")
     sys.exit(code)
 
+
+# Commands for what reflections produced (goals, insights, rules, replay) live in their own module.
+from lessonbank import cli_learned  # noqa: E402, F401
 
 if __name__ == "__main__":
     main()

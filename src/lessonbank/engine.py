@@ -63,7 +63,7 @@ from lessonbank.policy import (
 from lessonbank.redact import redact, redact_value
 from lessonbank.reflectors.base import Reflector, reflect
 from lessonbank.reflectors.dual import DualReflector
-from lessonbank.reflectors.insight import InsightReflector
+from lessonbank.reflectors.insight import InsightReflector, goal_episode
 from lessonbank.reflectors.lesson import LessonReflector
 from lessonbank.retrieval import recall_lexical
 from lessonbank.stores import open_store
@@ -75,8 +75,6 @@ log = logging.getLogger("lessonbank")
 CONTEXT_CANDIDATES = 12
 RULES_IN_CONTEXT = routing.STRATEGIC_PER_AGENT + routing.TACTICAL_PER_AGENT
 BUILT_IN_REFLECTORS = ("lesson", "insight", "dual", "reflexion")
-GOAL_STATES = ("completed", "failed")
-GOAL_TEXT_MAX_CHARS = 4000
 MANUAL_TAGS = ("reflexion", "trigger:manual", "user-supplied")
 ExportFormat = Literal["json", "jsonl", "markdown"]
 
@@ -235,31 +233,8 @@ class Engine:
         agent: str | None,
     ) -> tuple[Episode, Job | None]:
         """A goal's terminal state as an episode: the policy routes it to the insight reflector."""
-        _check_text_arg(goal_id, "goal_id")
-        if not goal_id.strip():
-            raise InputError("goal_id is empty; pass the id of the goal that finished", field="goal_id")
-        if status not in GOAL_STATES:
-            raise InputError(
-                f"status must be one of {', '.join(GOAL_STATES)}, got {status!r}", field="status"
-            )
-        if title is not None:
-            _check_text_arg(title, "title")
-        items: dict[str, list[str]] = {}
-        for name, values in (("outputs", outputs), ("errors", errors)):
-            if isinstance(values, str) or not all(isinstance(v, str) for v in values):
-                raise InputError(f"{name} must be a list of strings", field=name)
-            items[name] = [v for v in values if v.strip()]
-        name = (title or "").strip() or goal_id
-        episode = Episode(
-            task=f"Goal: {name}",
-            goal_id=goal_id,
-            goal_title=name,
-            agent=agent,
-            status="failure" if status == "failed" else "success",
-            output="\n".join(items["outputs"])[:GOAL_TEXT_MAX_CHARS] or None,
-            error="\n".join(items["errors"])[:GOAL_TEXT_MAX_CHARS] or None,
-            metadata={"goal_state": status, "goal_outputs": items["outputs"], "goal_errors": items["errors"]},
-            created_at=self._now(),
+        episode = goal_episode(
+            goal_id, title=title, status=status, outputs=outputs, errors=errors, agent=agent, now=self._now()
         )
         return self._record(episode, None)
 
@@ -280,6 +255,28 @@ class Engine:
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise InputError(f"k must be a whole number ≥ 0, got {k!r}", field="k")
         return routing.replay(self.store, self.namespace, task=task, task_type=task_type, k=k)
+
+    def _decisions(self, agent: str | None, limit: int) -> list[dict[str, Any]]:
+        """The policy's latest decisions, newest first: reflect (trigger, reflector, job) or skip and why."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InputError(f"limit must be a whole number ≥ 1, got {limit!r}", field="limit")
+        rows = []
+        for episode, decision in self.store.recent_episodes(self.namespace, agent=agent, limit=limit):
+            rows.append(
+                {
+                    "episode_id": episode.id,
+                    "created_at": episode.created_at.isoformat(),
+                    "agent": episode.agent,
+                    "status": episode.status,
+                    "task": episode.task,
+                    **(
+                        decision.model_dump(mode="json")
+                        if decision
+                        else {"reflect": False, "reason": "unknown"}
+                    ),
+                }
+            )
+        return rows
 
     def _confirm_rule(self, rule_id: str) -> Lesson:
         """Mark a rule helpful: one more confirmation (see :mod:`lessonbank.routing`)."""

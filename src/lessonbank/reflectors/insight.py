@@ -9,9 +9,11 @@ sentences, at most 500 characters. Importance follows the seed: failed 0.8, comp
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
-from lessonbank.errors import ParseError
+from lessonbank.errors import InputError, ParseError
 from lessonbank.llm.base import Message
 from lessonbank.models import Episode, Lesson
 from lessonbank.reflectors.base import Parsed, load_prompt
@@ -23,6 +25,8 @@ INSIGHT_MAX_SENTENCES = 3
 INSIGHT_MAX_OUTPUT_TOKENS = 200
 ITEM_MAX_CHARS = 300
 MAX_ITEMS = 10
+GOAL_STATES = ("completed", "failed")
+GOAL_TEXT_MAX_CHARS = 4000
 
 _FENCE = re.compile(r"^\s*```[\w-]*\s*$", re.MULTILINE)
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
@@ -73,6 +77,47 @@ def parse_insight(text: str) -> Parsed:
     if len(insight.split()) < 3:
         raise ParseError("no insight sentence found (need 1–3 sentences of plain text)", raw=text)
     return Parsed(fields={"insight": insight})
+
+
+def goal_episode(
+    goal_id: str,
+    *,
+    title: str | None,
+    status: str,
+    outputs: Sequence[str],
+    errors: Sequence[str],
+    agent: str | None,
+    now: datetime,
+) -> Episode:
+    """The episode ``finish_goal`` records: goal id and title, success or failure, outputs and errors
+    (whole lists in ``metadata``, joined and cut in ``output`` / ``error``)."""
+    for value, name in ((goal_id, "goal_id"), (title, "title"), (agent, "agent")):
+        if value is not None and not isinstance(value, str):
+            raise InputError(f"{name} must be a string, got {type(value).__name__}", field=name)
+    if not goal_id.strip():
+        raise InputError("goal_id is empty; pass the id of the goal that finished", field="goal_id")
+    if status not in GOAL_STATES:
+        raise InputError(f"status must be one of {', '.join(GOAL_STATES)}, got {status!r}", field="status")
+    items: dict[str, list[str]] = {}
+    for name, values in (("outputs", outputs), ("errors", errors)):
+        if isinstance(values, str) or not all(isinstance(v, str) for v in values):
+            raise InputError(f"{name} must be a list of strings", field=name)
+        items[name] = [v for v in values if v.strip()]
+    name = " ".join((title or "").split()) or goal_id
+    try:
+        return Episode(
+            task=f"Goal: {name}",
+            goal_id=goal_id,
+            goal_title=name,
+            agent=agent,
+            status="failure" if status == "failed" else "success",
+            output="\n".join(items["outputs"])[:GOAL_TEXT_MAX_CHARS] or None,
+            error="\n".join(items["errors"])[:GOAL_TEXT_MAX_CHARS] or None,
+            metadata={"goal_state": status, "goal_outputs": items["outputs"], "goal_errors": items["errors"]},
+            created_at=now,
+        )
+    except ValueError as exc:  # over the size limit, or text that is not UTF-8
+        raise InputError(" ".join(str(exc).split())[:500]) from None
 
 
 def importance_of(episode: Episode) -> float:
