@@ -80,8 +80,8 @@ def parse_steps(text: str) -> list[str]:
         lines = _INLINE_STEPS.split(lines[0])
     steps = []
     for line in lines:
-        step = strip_markdown(_STEP_MARK.sub("", line)).strip()
-        if step:
+        step = strip_markdown(_STEP_MARK.sub("", line)).strip(" \t>-*_`~|")
+        if re.search(r"[^\W_]", step):  # a line of stray markdown is not a step
             steps.append(step[:STEP_MAX_CHARS])
     return steps[:MAX_STEPS]
 

@@ -31,15 +31,23 @@ GOAL_TEXT_MAX_CHARS = 4000
 _FENCE = re.compile(r"^\s*```[\w-]*\s*$", re.MULTILINE)
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s*", re.MULTILINE)
+_HEADING_LINE = re.compile(r"^\s{0,3}#{1,6}\s+\S")
 _LIST_MARK = re.compile(r"^\s*(?:[-*+•>]|\d+[.)])\s+", re.MULTILINE)
 _EMPHASIS = re.compile(r"(\*\*|__|\*|(?<!\w)_|_(?!\w)|`|~~)")
 _LABEL = re.compile(r"^\s*(?:insight|reflection|answer|lesson)\s*[:\-–]\s*", re.IGNORECASE)
+_STRAY = " \t>-#*_`~|"
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+")
 
 
 def strip_markdown(text: str) -> str:
-    """Plain text: fences, headings, list marks, emphasis and link syntax removed, whitespace folded."""
+    """Plain text: fences, headings, list marks, emphasis and link syntax removed, whitespace folded.
+
+    A heading line ("## Reflection") is a title, not content: it is dropped when other text remains.
+    """
     text = _FENCE.sub("", text)
+    body = [line for line in text.splitlines() if not _HEADING_LINE.match(line)]
+    if any(re.search(r"[^\W_]", line) for line in body):
+        text = "\n".join(body)
     text = _LINK.sub(r"\1", text)
     text = _HEADING.sub("", text)
     text = _LIST_MARK.sub("", text)
@@ -71,7 +79,7 @@ def parse_insight(text: str) -> Parsed:
     """Parse an insight answer. Raises :class:`ParseError` when there is no usable sentence."""
     if not isinstance(text, str) or not text.strip():
         raise ParseError("empty reply", raw=text if isinstance(text, str) else "")
-    plain = _LABEL.sub("", strip_markdown(text)).strip().strip("\"'").strip()
+    plain = _LABEL.sub("", strip_markdown(text)).strip(_STRAY).strip("\"'").strip(_STRAY)
     parts = sentences(plain)[:INSIGHT_MAX_SENTENCES]
     insight = clip(" ".join(parts))
     if len(insight.split()) < 3:
