@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from lessonbank.models import Lesson, from_timestamp
-from lessonbank.stores.base import LessonQuery, Store, pick_near_duplicate
+from lessonbank.stores.base import NEAR_DUPLICATE_JACCARD, LessonQuery, Store, pick_near_duplicate
 from lessonbank.text import keywords, normalize
 
 DAY = 86_400.0
@@ -38,7 +38,7 @@ TACTICAL_TTL_S = 28 * DAY
 PROMOTE_AFTER_S = 28 * DAY
 TACTICAL_PER_AGENT = 10
 STRATEGIC_PER_AGENT = 5
-RULE_MATCH_JACCARD = 0.6
+RULE_MATCH_JACCARD = NEAR_DUPLICATE_JACCARD  # the same "near duplicate" as the store uses
 
 REPLAY_SUCCESS_TTL_S = 28 * DAY
 REPLAY_FAILURE_TTL_S = 56 * DAY
