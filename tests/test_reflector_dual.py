@@ -187,9 +187,8 @@ def test_lessons_are_a_tactical_rule_and_a_replay_procedure() -> None:
 def test_a_bare_principle_gets_the_task_type_as_its_condition() -> None:
     reply = "PRINCIPLE: Cross-reference at least two independent sources.\nPROCEDURE:\n1. search\n2. compare"
     principle, _ = DualReflector().lessons(parse_dual(reply), EPISODE, "failure")
-    assert (
-        principle.content
-        == "IF doing a vulnerability_scan task THEN Cross-reference at least two independent sources"
+    assert principle.content == (
+        "IF the task type is vulnerability_scan THEN Cross-reference at least two independent sources"
     )
 
 

@@ -103,8 +103,8 @@ def parse_dual(text: str) -> Parsed:
 
 def default_condition(episode: Episode) -> str:
     if episode.task_type:
-        return f"doing a {episode.task_type} task"
-    return f"doing a task like: {' '.join(episode.task.split())[:80]}"
+        return f"the task type is {episode.task_type}"
+    return f"the task is like: {' '.join(episode.task.split())[:80]}"
 
 
 def rule_text(rule: dict[str, str]) -> str:
