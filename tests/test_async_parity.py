@@ -54,3 +54,61 @@ def test_same_results(tmp_path: Path) -> None:
             return [h.lesson.content for h in hits], block.text
 
     assert asyncio.run(run()) == (sync_recall, sync_block)
+
+
+INSIGHT = "The price data was outdated; use web_search with recent date filter next time."
+DUAL = "PRINCIPLE: IF the API returns 503 THEN retry with backoff\nPROCEDURE:\n1. call\n2. retry"
+
+
+def test_same_results_for_goals_rules_and_replay(tmp_path: Path) -> None:
+    failing_scan = {
+        "task": "scan nginx",
+        "error": "503",
+        "importance": "high",
+        "agent": "s",
+        "task_type": "scan",
+    }
+    formats = ["past_reflections", "learned_rules", "replay"]
+
+    def sync_side() -> tuple[object, ...]:
+        with LessonBank(f"sqlite:///{tmp_path / 's.db'}", llm=FakeLLM([INSIGHT, DUAL])) as bank:
+            bank.finish_goal("g", title="Research competitor pricing", status="failed", errors=["stale"])
+            bank.flush(timeout=10)
+            bank.record(Episode(**failing_scan))  # type: ignore[arg-type]
+            bank.flush(timeout=10)
+            rule = bank.rules(agent="s")[0]
+            confirmed = bank.confirm_rule(rule.id).metadata["confirmations"]
+            return (
+                [i.content for i in bank.insights(goal_id="g")],
+                [r.content for r in bank.rules(agent="s")],
+                [p.content for p in bank.replay(task_type="scan")],
+                confirmed,
+                [d["reflector"] for d in bank.decisions()],
+                bank.context("scan nginx", goal_id="g", agent="s", task_type="scan", formats=formats).text,
+            )
+
+    async def async_side() -> tuple[object, ...]:
+        async with AsyncLessonBank(f"sqlite:///{tmp_path / 'a.db'}", llm=FakeLLM([INSIGHT, DUAL])) as bank:
+            await bank.finish_goal(
+                "g", title="Research competitor pricing", status="failed", errors=["stale"]
+            )
+            await bank.flush(timeout=10)
+            await bank.record(Episode(**failing_scan))  # type: ignore[arg-type]
+            await bank.flush(timeout=10)
+            rule = (await bank.rules(agent="s"))[0]
+            confirmed = (await bank.confirm_rule(rule.id)).metadata["confirmations"]
+            block = await bank.context(
+                "scan nginx", goal_id="g", agent="s", task_type="scan", formats=formats
+            )
+            return (
+                [i.content for i in await bank.insights(goal_id="g")],
+                [r.content for r in await bank.rules(agent="s")],
+                [p.content for p in await bank.replay(task_type="scan")],
+                confirmed,
+                [d["reflector"] for d in await bank.decisions()],
+                block.text,
+            )
+
+    expected = sync_side()
+    assert expected[0] == [INSIGHT] and expected[3] == 2 and expected[4] == ["dual", "insight"]
+    assert asyncio.run(async_side()) == expected

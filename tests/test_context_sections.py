@@ -1,0 +1,132 @@
+"""context() with several sections under one budget: exact formats, caps, ids, bad input."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lessonbank import LessonBank
+from lessonbank.errors import InputError
+from lessonbank.llm import FakeLLM
+from lessonbank.models import Lesson
+from lessonbank.routing import place
+
+
+@pytest.fixture
+def bank(tmp_path: Path) -> Iterator[LessonBank]:
+    with LessonBank(f"sqlite:///{tmp_path / 'c.db'}", llm=FakeLLM()) as b:
+        _fill(b)
+        yield b
+
+
+def _write(bank: LessonBank, lesson: Lesson) -> Lesson:
+    (ready,) = place(bank.store, [lesson], bank.clock())
+    return bank.store.write_lesson(ready).lesson
+
+
+def _fill(bank: LessonBank) -> None:
+    bank.add_lesson("when editing large Go files use Edit, not full rewrite", tags=["go"])
+    for n, (goal, title, importance) in enumerate(
+        [
+            ("g1", "Research competitor pricing", 1.0),
+            ("g2", "Send weekly report", 0.5),
+            ("g3", "Book travel", 0.7),
+        ]
+    ):
+        _write(
+            bank,
+            Lesson(
+                kind="insight",
+                content=f"Insight {n} about {title.lower()}.",
+                goal_id=goal,
+                importance=importance,
+                metadata={"goal_title": title},
+            ),
+        )
+    _write(
+        bank,
+        Lesson(kind="principle", content="IF a file is large THEN patch it", agent="coder", metadata={}),
+    )
+    _write(bank, Lesson(kind="principle", content="IF tests fail THEN read the first error", metadata={}))
+    _write(
+        bank,
+        Lesson(
+            kind="procedure",
+            content="Task: refactor engine.go\nResult: success\nSteps:\n1. open the file\n2. patch Close",
+            task_type="code",
+            metadata={"result": "success", "task": "refactor engine.go"},
+        ),
+    )
+
+
+def test_past_reflections_exact_and_capped_at_two(bank: LessonBank) -> None:
+    assert bank.context(goal_id="g2", formats=["past_reflections"]).text == (
+        "[PAST REFLECTIONS]\n• [Goal: Send weekly report] Insight 1 about send weekly report."
+    )
+    assert bank.context(formats=["past_reflections"]).text == (
+        "[PAST REFLECTIONS]\n"
+        "• [Goal: Research competitor pricing] Insight 0 about research competitor pricing.\n"
+        "• [Goal: Book travel] Insight 2 about book travel."
+    )
+
+
+def test_learned_rules_for_an_agent_include_the_agentless_ones(bank: LessonBank) -> None:
+    assert bank.context(agent="coder", formats=["learned_rules"]).text == (
+        "## Learned Rules\n- IF a file is large THEN patch it\n- IF tests fail THEN read the first error"
+    )
+    assert bank.context(agent="writer", formats=["learned_rules"]).text == (
+        "## Learned Rules\n- IF tests fail THEN read the first error"
+    )
+
+
+def test_all_sections_in_the_order_asked_with_every_id(bank: LessonBank) -> None:
+    block = bank.context(
+        "refactor the large engine.go file",
+        goal_id="g1",
+        agent="coder",
+        task_type="code",
+        formats=["past_reflections", "learned_rules", "replay", "long_term_memory"],
+        budget_tokens=1000,
+    )
+    headers = [line for line in block.text.splitlines() if line.startswith(("## ", "[PAST"))]
+    assert headers == ["[PAST REFLECTIONS]", "## Learned Rules", "## Replay Examples", "## Long-term Memory"]
+    assert len(block.lesson_ids) == 5 and block.tokens <= 1000
+    assert "\n\n## Replay Examples\n### Example (success)\nTask: refactor engine.go\n" in block.text
+    # injection counts as use
+    assert all(lesson.access_count >= 1 for lesson in bank.store.get_lessons(block.lesson_ids))
+
+
+def test_long_term_memory_holds_only_seed_004_lessons_by_default(bank: LessonBank) -> None:
+    text = bank.context("large file patch rewrite edit go", budget_tokens=800).text
+    assert text.startswith("## Long-term Memory\nLESSON: when editing large Go files")
+    assert "IF a file is large" not in text
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(budget=st.integers(min_value=0, max_value=400))
+def test_never_over_budget(bank: LessonBank, budget: int) -> None:
+    block = bank.context(
+        "refactor engine.go",
+        goal_id="g1",
+        agent="coder",
+        task_type="code",
+        formats=["long_term_memory", "past_reflections", "learned_rules", "replay"],
+        budget_tokens=budget,
+    )
+    assert bank.count_tokens(block.text) == block.tokens <= budget
+    assert bool(block.lesson_ids) == bool(block.text)
+
+
+def test_bad_input(bank: LessonBank) -> None:
+    with pytest.raises(InputError, match="unknown context format"):
+        bank.context(formats=["rules"])
+    with pytest.raises(InputError, match="not one string"):
+        bank.context(formats="replay")
+    with pytest.raises(InputError, match="goal_id must be a string"):
+        bank.context(goal_id=5, formats=["past_reflections"])  # type: ignore[arg-type]
+    assert bank.context(formats=["past_reflections"], budget_tokens=0).text == ""
+    assert bank.context(formats=["replay"]).text == ""  # no task and no task type: nothing to match
