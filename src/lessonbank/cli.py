@@ -590,4 +590,7 @@ def _report(exc: Exception, code: int) -> NoReturn:
 from lessonbank import cli_learned  # noqa: E402, F401
 
 if __name__ == "__main__":
-    main()
+    # Run the importable module's app: that is where cli_learned registered its commands.
+    from lessonbank.cli import main as _main
+
+    _main()
