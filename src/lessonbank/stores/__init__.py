@@ -1,7 +1,9 @@
 """Stores, resolved from a database URL in one place (SQLAlchemy's URL convention).
 
 ``sqlite:///relative.db``, ``sqlite:////absolute/path.db``, ``sqlite://`` (a throwaway database,
-removed on close), or a plain file path.
+removed on close), or a plain file path; ``redis://host:6379/0`` or ``rediss://`` (needs
+``lessonbank[redis]``); ``postgresql://host:5432/db`` or ``postgres://`` (needs
+``lessonbank[postgres]``). The server backends are imported only when their URL is used.
 """
 
 from __future__ import annotations
@@ -37,8 +39,14 @@ def open_store(url: str, *, clock: Callable[[], float] = time.time) -> Store:
         return SQLiteStore(sqlite_path(url), clock=clock)
     if scheme == "":
         return SQLiteStore(url, clock=clock)
-    if scheme in ("redis", "rediss", "postgresql", "postgres"):
-        raise ConfigError(
-            f"the {scheme} backend is not available in this version of lessonbank; use a sqlite:/// URL"
-        )
-    raise ConfigError(f"unknown database URL scheme {scheme!r} in {url!r}; use sqlite:///path.db")
+    if scheme in ("redis", "rediss"):
+        from lessonbank.stores.redis import RedisStore
+
+        return RedisStore(url, clock=clock)
+    if scheme in ("postgresql", "postgres"):
+        from lessonbank.stores.postgres import PostgresStore
+
+        return PostgresStore(url, clock=clock)
+    raise ConfigError(
+        f"unknown database URL scheme {scheme!r} in {url!r}; use sqlite:///path.db, redis://host:6379/0 or postgresql://host/db"
+    )

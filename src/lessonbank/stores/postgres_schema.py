@@ -1,0 +1,92 @@
+"""Numbered PostgreSQL migrations. Append only: a released migration never changes.
+
+``schema_migrations`` holds one row per applied migration; opening a store applies the rest
+under an advisory lock, so concurrent openers never apply one twice. Times are Unix seconds
+(double precision), as in the SQLite store; every record keeps its full JSON in a JSONB
+``data`` column, so new model fields round-trip without a migration.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[str] = [
+    # 1: episodes, reflections, lessons (tsvector + GIN for lexical recall, GIN over tags), jobs.
+    """
+    CREATE TABLE episodes (
+        id text PRIMARY KEY,
+        namespace text NOT NULL,
+        created_at double precision NOT NULL,
+        agent text,
+        data jsonb NOT NULL,
+        decision jsonb
+    );
+    CREATE INDEX episodes_ns_created ON episodes (namespace, created_at);
+
+    CREATE TABLE reflections (
+        id text PRIMARY KEY,
+        namespace text NOT NULL,
+        episode_id text NOT NULL,
+        reflector text NOT NULL,
+        status text NOT NULL,
+        tokens_in bigint NOT NULL DEFAULT 0,
+        tokens_out bigint NOT NULL DEFAULT 0,
+        cost_usd double precision,
+        llm_calls bigint NOT NULL DEFAULT 0,
+        created_at double precision NOT NULL,
+        data jsonb NOT NULL
+    );
+    CREATE INDEX reflections_episode ON reflections (episode_id);
+    CREATE INDEX reflections_ns_created ON reflections (namespace, created_at);
+
+    CREATE TABLE lessons (
+        seq bigserial UNIQUE,
+        id text PRIMARY KEY,
+        namespace text NOT NULL,
+        kind text NOT NULL,
+        content_hash text NOT NULL,
+        status text NOT NULL,
+        task_type text,
+        agent text,
+        goal_id text,
+        tags text[] NOT NULL DEFAULT '{}',
+        importance double precision NOT NULL,
+        confidence double precision NOT NULL,
+        access_count bigint NOT NULL DEFAULT 0,
+        helpful bigint NOT NULL DEFAULT 0,
+        harmful bigint NOT NULL DEFAULT 0,
+        pinned boolean NOT NULL DEFAULT false,
+        expires_at double precision,
+        superseded_by text,
+        last_used double precision NOT NULL,
+        created_at double precision NOT NULL,
+        doc_len integer NOT NULL,
+        terms tsvector NOT NULL,
+        data jsonb NOT NULL,
+        UNIQUE (namespace, content_hash)
+    );
+    CREATE INDEX lessons_terms ON lessons USING gin (terms);
+    CREATE INDEX lessons_tags ON lessons USING gin (tags);
+    CREATE INDEX lessons_ns_created ON lessons (namespace, created_at);
+
+    CREATE TABLE jobs (
+        id text PRIMARY KEY,
+        namespace text NOT NULL,
+        kind text NOT NULL,
+        episode_id text,
+        dedupe_key text NOT NULL,
+        status text NOT NULL,
+        attempts integer NOT NULL DEFAULT 0,
+        max_attempts integer NOT NULL,
+        run_after double precision NOT NULL,
+        lease_owner text,
+        lease_expires_at double precision,
+        last_error text,
+        detail text,
+        payload jsonb NOT NULL DEFAULT '{}',
+        created_at double precision NOT NULL,
+        updated_at double precision NOT NULL,
+        finished_at double precision,
+        UNIQUE (namespace, dedupe_key)
+    );
+    CREATE INDEX jobs_runnable ON jobs (status, run_after);
+    """,
+]

@@ -1,0 +1,188 @@
+"""Redis plumbing: URL options, the key layout, optimistic transactions, retries.
+
+Key layout (``P`` is the URL's ``?prefix=``, empty by default; ``B`` = ``P + "lb:"``; ``ns`` a
+namespace):
+
+- ``B{ns}:lesson:{id}`` hash: ``data`` (the full Lesson JSON) and flat copies of the fields
+  recall filters and ranks on; ``B{ns}:lessons`` zset of ids by creation time;
+  ``B{ns}:hash:{content_hash}`` → id; ``B{ns}:tok:{token}`` zset of ids holding the token;
+  ``B{ns}:tag:{tag}`` set of ids; ``B{ns}:corpus`` hash (lesson count, total length);
+  ``B{ns}:expiring`` zset of ids by ``expires_at``.
+- ``B{ns}:episode:{id}`` hash, ``B{ns}:episodes`` zset; ``B{ns}:reflection:{id}`` string,
+  ``B{ns}:reflections`` zset, ``B{ns}:episode_reflections:{episode_id}`` zset.
+- Jobs: ``B{ns}:job:{id}`` hash (``data`` = Job JSON), ``B{ns}:stream`` (stream, consumer
+  group ``workers``), ``B{ns}:delayed`` zset (retries by due time), ``B{ns}:leases`` zset
+  (by lease expiry), ``B{ns}:jobs`` zset (by creation), ``B{ns}:jobs:{status}`` sets,
+  ``B{ns}:dedupe:{key}`` → job id.
+- ``B:where`` hash: record id → namespace; ``B:namespaces`` set.
+- Seed 000 keys, readable with redis-cli: ``P reflection:{goal_id}`` (string: JSON list of the
+  goal's newest 3 insights, 7-day TTL) and ``P reflection:recent_goals`` (list, newest first,
+  at most 10: ``LRANGE reflection:recent_goals 0 -1``).
+
+Invariants: writes that go together run in one MULTI/EXEC after WATCHing every key they
+read (retried on conflict), so a reader never sees half a write and two writers never both
+win; connection errors are retried for the retry budget (``?retry_s=``, default 15 s), then
+the caller gets a :class:`StoreError`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from lessonbank.errors import ConfigError, StoreError
+from lessonbank.stores.shared import RetryBudget
+
+try:
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import ResponseError, WatchError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+    from redis.retry import Retry
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ConfigError("the Redis backend needs redis-py: pip install 'lessonbank[redis]'") from exc
+
+Clock = Callable[[], float]
+# redis-py's annotations are partial (bytes | str unions, untyped pipeline methods): the client
+# and its pipelines are handled as Any here, values are decoded strings (decode_responses).
+Pipe = Any
+T = TypeVar("T")
+GROUP = "workers"
+MAX_CONFLICTS = 200
+_OPTIONS = ("prefix", "retry_s")
+
+
+def parse_url(url: str) -> tuple[str, dict[str, str]]:
+    """The redis-py URL without lessonbank's own query options, and those options."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    ours = {key: value for key, value in query if key in _OPTIONS}
+    rest = [(key, value) for key, value in query if key not in _OPTIONS]
+    return urlunsplit(parts._replace(query=urlencode(rest))), ours
+
+
+def redacted(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password:
+        parts = parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@"))
+    return urlunsplit(parts._replace(query=""))
+
+
+class RedisDatabase:
+    """One Redis database, with the key layout of the module docstring."""
+
+    def __init__(self, url: str, *, clock: Clock = time.time) -> None:
+        self.url = url
+        self.clock = clock
+        client_url, options = parse_url(url)
+        self.prefix = options.get("prefix", "")
+        self.base = f"{self.prefix}lb:"
+        try:
+            retry_s = float(options.get("retry_s", "15"))
+        except ValueError as exc:
+            raise ConfigError(f"bad retry_s in {redacted(url)}: {exc}") from exc
+        self._retry = RetryBudget(
+            f"Redis at {redacted(url)}", (RedisConnectionError, RedisTimeoutError), budget_s=retry_s
+        )
+        try:
+            self.r: Any = redis.Redis.from_url(
+                client_url,
+                decode_responses=True,
+                socket_timeout=10,
+                socket_connect_timeout=5,
+                health_check_interval=30,
+                retry=Retry(NoBackoff(), 1),  # one quick reconnect; the budget above does the rest
+            )
+        except ValueError as exc:
+            raise ConfigError(f"bad Redis URL {redacted(url)}: {exc}") from exc
+        self._groups: set[str] = set()
+        self.query_engine = self._run(self._has_query_engine)
+
+    def _has_query_engine(self) -> bool:
+        """Whether the server offers FT.* (the Redis Query Engine of Redis 8 / Redis Stack)."""
+        try:
+            self.r.execute_command("FT._LIST")
+        except ResponseError:  # "unknown command": a server without the query engine
+            return False
+        return True
+
+    # ----------------------------------------------------------------- keys
+
+    def k(self, namespace: str, *parts: str) -> str:
+        return self.base + namespace + ":" + ":".join(parts)
+
+    @property
+    def where_key(self) -> str:
+        return self.base + ":where"
+
+    @property
+    def namespaces_key(self) -> str:
+        return self.base + ":namespaces"
+
+    def seed_key(self, goal_id: str) -> str:
+        return f"{self.prefix}reflection:{goal_id}"
+
+    @property
+    def recent_goals_key(self) -> str:
+        return f"{self.prefix}reflection:recent_goals"
+
+    def namespace_of(self, record_id: str) -> str | None:
+        value: str | None = self.r.hget(self.where_key, record_id)
+        return value
+
+    def all_namespaces(self) -> list[str]:
+        return sorted(self.r.smembers(self.namespaces_key))
+
+    # ----------------------------------------------------------------- running
+
+    def _run(self, fn: Callable[[], T]) -> T:
+        return self._retry.call(fn)
+
+    def _transact(self, plan: Callable[[Pipe], Callable[[Pipe], T]]) -> T:
+        """Optimistic transaction: ``plan`` WATCHes and reads, returns what queues the writes.
+
+        The writes run in MULTI/EXEC; when a watched key changed meanwhile, all of it runs again.
+        """
+
+        def attempt() -> T:
+            for _ in range(MAX_CONFLICTS):
+                with self.r.pipeline(transaction=True) as pipe:
+                    try:
+                        queue = plan(pipe)
+                        pipe.multi()
+                        result = queue(pipe)
+                        pipe.execute()
+                        return result
+                    except WatchError:
+                        continue
+            raise StoreError(
+                f"Redis at {redacted(self.url)}: a write lost {MAX_CONFLICTS} races in a row; retry later"
+            )
+
+        return self._run(attempt)
+
+    def _ensure_group(self, namespace: str) -> str:
+        stream = self.k(namespace, "stream")
+        if stream not in self._groups:
+            try:
+                self.r.xgroup_create(stream, GROUP, id="0", mkstream=True)
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+            self._groups.add(stream)
+        return stream
+
+    def close(self) -> None:
+        self.r.close()
+
+
+def noop(_: Pipe) -> None:
+    return None
+
+
+def lock_free(value: Any) -> Callable[[Pipe], Any]:
+    """A queue step that writes nothing and returns ``value``."""
+    return lambda _pipe: value

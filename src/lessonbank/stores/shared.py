@@ -1,0 +1,163 @@
+"""Pieces the server stores (Redis, PostgreSQL) share: lexical scoring, filters, sorting, retries.
+
+Invariants:
+
+- Lexical relevance is FTS5's BM25 (k1 = 1.2, b = 0.75, IDF floored at 1e-6) over one
+  document per lesson: its content and tags tokenised by :func:`index_terms`, so every
+  backend ranks the same candidates the same way SQLite does (SQLite also stems words).
+- Recall reads a bounded number of postings (``POSTINGS_BUDGET``): words held by more
+  lessons act as stopwords; when every word is that common, the newest lessons holding the
+  rarest word are taken, all with the same relevance (as SQLite does).
+- A lesson passes a :class:`LessonQuery` exactly when SQLite's filters would let it through.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
+
+from lessonbank.errors import InputError, StoreError
+from lessonbank.models import Lesson
+from lessonbank.stores.base import LessonQuery, LessonSort
+from lessonbank.text import content_hash, words
+
+log = logging.getLogger("lessonbank.stores")
+
+POSTINGS_BUDGET = 1500
+MAX_MATCH_TERMS = 12
+BM25_K1 = 1.2
+BM25_B = 0.75
+SORTS: tuple[str, ...] = ("created", "score", "access", "confidence", "utility")
+
+T = TypeVar("T")
+
+
+def index_terms(content: str, tags: Sequence[str]) -> list[str]:
+    """The tokens a lesson is indexed under (repeats kept: they are the term frequencies)."""
+    return words(content) + [w for tag in tags for w in words(tag)]
+
+
+def bm25(doc_terms: Sequence[str], query_df: dict[str, int], docs: int, avg_len: float) -> float:
+    """FTS5's BM25 of one document for the query terms (``query_df``: term → document frequency)."""
+    counts = Counter(doc_terms)
+    length = len(doc_terms)
+    avg = avg_len or 1.0
+    score = 0.0
+    for term, df in query_df.items():
+        tf = counts.get(term, 0)
+        if not tf:
+            continue
+        idf = max(1e-6, math.log((docs - df + 0.5) / (df + 0.5)))
+        score += idf * tf * (BM25_K1 + 1.0) / (tf + BM25_K1 * (1.0 - BM25_B + BM25_B * length / avg))
+    return score
+
+
+def common_idf(docs: int, df: int) -> float:
+    """The relevance every candidate gets when all query words are too common to rank by."""
+    size = max(1, docs)
+    return math.log(1.0 + (size - df + 0.5) / (df + 0.5))
+
+
+def choose_terms(frequencies: dict[str, int]) -> tuple[list[str], tuple[int, str] | None]:
+    """Rarest terms first while their postings fit the budget; plus the rarest term overall."""
+    ranked = sorted((df, term) for term, df in frequencies.items() if df > 0)
+    if not ranked:
+        return [], None
+    chosen, postings = [], 0
+    for df, term in ranked[:MAX_MATCH_TERMS]:
+        if postings + df > POSTINGS_BUDGET:
+            break
+        chosen.append(term)
+        postings += df
+    return chosen, ranked[0]
+
+
+def passes(lesson: Lesson, query: LessonQuery, now: float) -> bool:
+    """Whether ``lesson`` passes the filters of ``query`` (SQLite's ``_filters`` in Python)."""
+    if lesson.namespace != query.namespace:
+        return False
+    if query.statuses and lesson.status not in query.statuses:
+        return False
+    if query.kinds and lesson.kind not in query.kinds:
+        return False
+    for name in ("task_type", "agent", "goal_id"):
+        wanted = getattr(query, name)
+        if wanted is not None and getattr(lesson, name) != wanted:
+            return False
+    if any(tag not in lesson.tags for tag in query.tags):
+        return False
+    if lesson.superseded_by is not None:
+        return False
+    return lesson.expires_at is None or lesson.expires_at.timestamp() > now
+
+
+def check_sort(sort: str) -> None:
+    if sort not in SORTS:
+        raise InputError(f"unknown sort {sort!r}; use one of {', '.join(SORTS)}", field="sort")
+
+
+def sort_lessons(lessons: list[Lesson], sort: LessonSort) -> list[Lesson]:
+    """Lessons in the order SQLite's ``ORDER BY`` for ``sort`` gives (newest first on ties)."""
+    check_sort(sort)
+    lessons = sorted(lessons, key=lambda lesson: lesson.created_at, reverse=True)
+    keys: dict[str, Callable[[Lesson], float]] = {
+        "access": lambda lesson: lesson.access_count,
+        "confidence": lambda lesson: lesson.confidence,
+        "utility": lambda lesson: lesson.helpful - lesson.harmful,
+        "score": lambda lesson: lesson.importance * (0.5 + lesson.confidence),
+    }
+    if sort in keys:
+        lessons.sort(key=keys[sort], reverse=True)  # stable: created order kept among equals
+    return lessons
+
+
+def hashed(lesson: Lesson) -> Lesson:
+    return lesson.model_copy(
+        update={"content_hash": content_hash(lesson.namespace, lesson.kind, lesson.content)}
+    )
+
+
+def last_used(lesson: Lesson) -> float:
+    return (lesson.last_accessed or lesson.created_at).timestamp()
+
+
+def batched(items: Sequence[T], size: int) -> Iterable[Sequence[T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class RetryBudget:
+    """Retries a call on connection errors with capped exponential backoff for ``budget_s`` seconds.
+
+    After the budget the caller gets a :class:`StoreError` naming the server and the last error.
+    Only calls that are safe to repeat are wrapped (writes are idempotent or checked by id).
+    """
+
+    def __init__(
+        self, what: str, transient: tuple[type[BaseException], ...], *, budget_s: float = 15.0
+    ) -> None:
+        self.what = what
+        self.transient = transient
+        self.budget_s = budget_s
+
+    def call(self, fn: Callable[[], T]) -> T:
+        deadline = time.monotonic() + self.budget_s
+        delay = 0.05
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                return fn()
+            except self.transient as exc:
+                if time.monotonic() + delay > deadline:
+                    raise StoreError(
+                        f"{self.what} is unreachable after {attempts} attempts over {self.budget_s:g}s "
+                        f"({type(exc).__name__}: {exc}); check that the server is up and the URL is right"
+                    ) from exc
+                log.warning("%s: %s; retrying in %.2fs", self.what, exc, delay)
+                time.sleep(delay)
+                delay = min(1.0, delay * 2)
