@@ -3,8 +3,35 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
 
-from tests.test_cli import cli  # noqa: F401  (the subprocess fixture)
+import pytest
+
+Run = Callable[..., subprocess.CompletedProcess[bytes]]
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Run:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LESSONBANK_")}
+    env["LESSONBANK_HOME"] = str(tmp_path / "home")
+
+    def run(
+        *args: str, stdin: bytes | None = None, extra_env: dict[str, str] | None = None, ok: bool = True
+    ) -> subprocess.CompletedProcess[bytes]:
+        argv = [sys.executable, "-m", "lessonbank.cli", *args]
+        proc = subprocess.run(
+            argv, input=stdin, capture_output=True, env={**env, **(extra_env or {})}, timeout=60
+        )
+        if ok:
+            assert proc.returncode == 0, proc.stderr.decode()
+        return proc
+
+    return run
+
 
 INSIGHT = "The price data was outdated; use web_search with recent date filter next time."
 DUAL = """PRINCIPLE: IF the NVD API returns 503 THEN retry with exponential backoff BECAUSE outages are transient
@@ -17,10 +44,21 @@ def _fake(*replies: str) -> dict[str, str]:
     return {"LESSONBANK_LLM": "fake", "LESSONBANK_FAKE_REPLIES": json.dumps(list(replies))}
 
 
-def test_goal_finish_insights_and_past_reflections(cli) -> None:  # type: ignore[no-untyped-def]
+def test_goal_finish_insights_and_past_reflections(cli: Run) -> None:
     out = cli(
-        "goal", "finish", "abc-123", "--title", "Research competitor pricing", "--status", "failed",
-        "--output", "3 vendor pages", "--error", "stale prices", "--wait", extra_env=_fake(INSIGHT),
+        "goal",
+        "finish",
+        "abc-123",
+        "--title",
+        "Research competitor pricing",
+        "--status",
+        "failed",
+        "--output",
+        "3 vendor pages",
+        "--error",
+        "stale prices",
+        "--wait",
+        extra_env=_fake(INSIGHT),
     ).stdout.decode()
     assert "reflect with insight" in out and INSIGHT in out and "importance 1.0" in out
     (insight,) = json.loads(cli("insights", "--goal", "abc-123", "--json").stdout)
@@ -30,7 +68,7 @@ def test_goal_finish_insights_and_past_reflections(cli) -> None:  # type: ignore
     assert "Research competitor pricing" in cli("insights").stdout.decode()
 
 
-def test_goal_finish_without_llm_queues_and_bad_status_is_exit_2(cli) -> None:  # type: ignore[no-untyped-def]
+def test_goal_finish_without_llm_queues_and_bad_status_is_exit_2(cli: Run) -> None:
     shown = json.loads(cli("goal", "finish", "g1", "--json").stdout)
     assert shown["decision"]["reflector"] == "insight" and shown["episode"]["goal_title"] == "g1"
     jobs = cli("jobs").stdout.decode()
@@ -39,7 +77,7 @@ def test_goal_finish_without_llm_queues_and_bad_status_is_exit_2(cli) -> None:  
     assert bad.returncode == 2
 
 
-def test_dual_reflection_rules_replay_and_decisions(cli) -> None:  # type: ignore[no-untyped-def]
+def test_dual_reflection_rules_replay_and_decisions(cli: Run) -> None:
     episode = {
         "task": "Scan nginx for CVEs",
         "task_type": "vulnerability_scan",
