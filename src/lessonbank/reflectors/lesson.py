@@ -14,7 +14,8 @@ from lessonbank.llm.base import Message
 from lessonbank.models import Episode, Lesson
 from lessonbank.redact import redact_value
 from lessonbank.reflectors.base import Parsed, load_prompt
-from lessonbank.text import STOPWORDS, keywords, truncate
+from lessonbank.reflectors.budget import PROMPT_BUDGET_TOKENS, Field, fit_fields
+from lessonbank.text import STOPWORDS, estimate_tokens, keywords, truncate
 
 ATTEMPT_MAX_CHARS = 1500
 OUTCOME_MAX_CHARS = 800
@@ -96,7 +97,8 @@ class LessonReflector:
         ]
 
     def user_prompt(self, episode: Episode, trigger: str) -> str:
-        """Task, attempt and outcome, each redacted and then cut to its limit.
+        """Task, attempt and outcome, each redacted and then cut to its limit, the whole prompt
+        (system prompt included) within 500 tokens.
 
         Redaction comes first: a secret cut in half by truncation no longer looks like one.
         """
@@ -114,19 +116,30 @@ class LessonReflector:
         context = (
             [f"task type: {truncate(episode.task_type, TASK_TYPE_MAX_CHARS)}"] if episode.task_type else []
         )
-        return "\n".join(
-            [
-                "TASK:",
-                truncate(episode.task, TASK_MAX_CHARS),
-                *context,
-                "",
-                "ATTEMPT:",
-                truncate(attempt, ATTEMPT_MAX_CHARS),
-                "",
-                "OUTCOME:",
-                truncate("\n".join(outcome_parts), OUTCOME_MAX_CHARS),
-            ]
-        )
+
+        def render(values: dict[str, str]) -> str:
+            return "\n".join(
+                [
+                    "TASK:",
+                    values["task"],
+                    *context,
+                    "",
+                    "ATTEMPT:",
+                    values["attempt"],
+                    "",
+                    "OUTCOME:",
+                    values["outcome"],
+                ]
+            )
+
+        # Within the prompt budget, the task is cut last and the attempt first.
+        fields = [
+            Field("task", episode.task, TASK_MAX_CHARS),
+            Field("outcome", "\n".join(outcome_parts), OUTCOME_MAX_CHARS),
+            Field("attempt", attempt, ATTEMPT_MAX_CHARS),
+        ]
+        budget = PROMPT_BUDGET_TOKENS - estimate_tokens(self.system_prompt)
+        return fit_fields(fields, render, budget, estimate_tokens)
 
     def parse(self, text: str) -> Parsed:
         return parse_lesson(text)
