@@ -79,6 +79,7 @@ class Worker:
 
     async def run(self, *, until_idle: bool = False) -> None:
         """Work until :meth:`stop` (or, with ``until_idle``, until nothing is runnable or in flight)."""
+        unsubscribe = self._subscribe(asyncio.get_running_loop())
         try:
             await asyncio.to_thread(self.store.release_waiting, self.namespaces)
             while not self._stopping:
@@ -99,7 +100,25 @@ class Worker:
                     )
                     await asyncio.sleep(self.settings.poll_interval_s)
         finally:
+            if unsubscribe is not None:
+                unsubscribe()
             await self._shutdown()
+
+    def _subscribe(self, loop: asyncio.AbstractEventLoop) -> Callable[[], None] | None:
+        """Wake at once when the store announces a runnable job (PostgreSQL LISTEN/NOTIFY).
+
+        Stores without announcements (SQLite) are polled every ``poll_interval_s`` as before.
+        """
+        subscribe = getattr(self.store, "subscribe_jobs", None)
+        if subscribe is None:
+            return None
+
+        def announced() -> None:
+            with contextlib.suppress(RuntimeError):  # the loop already closed
+                loop.call_soon_threadsafe(self._wake.set)
+
+        unsubscribe: Callable[[], None] = subscribe(announced)
+        return unsubscribe
 
     async def _fill(self) -> bool:
         """Lease jobs while there is capacity; True when at least one was started."""
