@@ -153,11 +153,12 @@ class RetryBudget:
             try:
                 return fn()
             except self.transient as exc:
+                reason = " ".join(str(exc).split())  # libpq errors span lines
                 if time.monotonic() + delay > deadline:
                     raise StoreError(
                         f"{self.what} is unreachable after {attempts} attempts over {self.budget_s:g}s "
-                        f"({type(exc).__name__}: {exc}); check that the server is up and the URL is right"
+                        f"({type(exc).__name__}: {reason}); check that the server is up and the URL is right"
                     ) from exc
-                log.warning("%s: %s; retrying in %.2fs", self.what, exc, delay)
+                log.warning("%s: %s; retrying in %.2fs", self.what, reason, delay)
                 time.sleep(delay)
                 delay = min(1.0, delay * 2)

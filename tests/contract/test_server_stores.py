@@ -1,0 +1,348 @@
+"""What only the server stores have: the seed 000 Redis keys, surviving dropped connections,
+a clear error once the retry budget is spent, migrations, many worker processes on one queue."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from lessonbank.errors import StoreError
+from lessonbank.models import Lesson
+from lessonbank.stores import Store, open_store
+from lessonbank.stores.base import LessonQuery
+from tests.conftest import SEED_004_REPLY
+from tests.contract.conftest import (
+    POSTGRES_URL,
+    REDIS_URL,
+    Clock,
+    drop_postgres_schema,
+    drop_redis_prefix,
+    require,
+)
+
+
+@pytest.fixture
+def redis_prefix() -> Iterator[str]:
+    require("redis")
+    prefix = f"lbtest{uuid.uuid4().hex[:12]}:"
+    yield prefix
+    drop_redis_prefix(prefix)
+
+
+@pytest.fixture
+def pg_schema() -> Iterator[str]:
+    require("postgres")
+    schema = f"lbtest_{uuid.uuid4().hex[:12]}"
+    yield schema
+    drop_postgres_schema(schema)
+
+
+def insight(goal: str, text: str, clock: Clock, **fields: object) -> Lesson:
+    from datetime import UTC, datetime
+
+    return Lesson(
+        kind="insight",
+        goal_id=goal,
+        content=text,
+        importance=0.8,
+        metadata={"goal_title": f"Goal {goal}", "goal_state": "failed"},
+        created_at=datetime.fromtimestamp(clock.now, UTC),
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+# ------------------------------------------------------------------ Redis: seed 000 keys
+
+
+def test_redis_seed_keys_mirror_goal_insights(redis_prefix: str) -> None:
+    import redis
+
+    clock = Clock()
+    store = open_store(f"{REDIS_URL}?prefix={redis_prefix}", clock=clock)
+    cli = redis.Redis.from_url(REDIS_URL, decode_responses=True)
+    try:
+        made = []
+        for n in range(4):
+            clock.advance(1)
+            made.append(
+                store.write_lesson(insight("g1", f"insight number {n} about stale price data", clock)).lesson
+            )
+        entries = json.loads(cli.get(f"{redis_prefix}reflection:g1") or "[]")
+        assert [e["insight"] for e in entries] == [
+            f"insight number {n} about stale price data" for n in (3, 2, 1)
+        ]
+        assert entries[0]["goal_id"] == "g1" and entries[0]["goal_state"] == "failed"
+        assert entries[0]["importance"] == 0.8 and entries[0]["goal_title"] == "Goal g1"
+        assert entries[0]["lesson_id"] == made[3].id and entries[0]["created_at"].startswith("2027-01-15T")
+        assert 7 * 86400 - 60 < cli.ttl(f"{redis_prefix}reflection:g1") <= 7 * 86400
+        for n in range(2, 12):
+            store.write_lesson(insight(f"g{n}", f"goal {n} went wrong because of a timeout", clock))
+        recent = cli.lrange(f"{redis_prefix}reflection:recent_goals", 0, -1)
+        assert cli.type(f"{redis_prefix}reflection:recent_goals") == "list"
+        assert recent == [f"g{n}" for n in range(11, 1, -1)]
+        # Ordinary lessons leave the seed keys alone; forgetting an insight removes its entry.
+        store.write_lesson(Lesson(content="a plain lesson", goal_id="g1"))
+        assert len(json.loads(cli.get(f"{redis_prefix}reflection:g1") or "[]")) == 3
+        assert store.delete_lesson("default", made[3].id)
+        assert [e["lesson_id"] for e in json.loads(cli.get(f"{redis_prefix}reflection:g1") or "[]")] == [
+            made[2].id,
+            made[1].id,
+        ]
+        solo = store.list_lessons(LessonQuery("default", goal_id="g11"))[0]
+        assert store.delete_lesson("default", solo.id)
+        assert cli.get(f"{redis_prefix}reflection:g11") is None
+        assert "g11" not in cli.lrange(f"{redis_prefix}reflection:recent_goals", 0, -1)
+    finally:
+        store.close()
+        cli.close()
+
+
+# ------------------------------------------------------------------ connection drops
+
+
+class Proxy:
+    """A TCP relay to a server that a test can cut (like a server restart) and bring back."""
+
+    def __init__(self, port: int) -> None:
+        self.target = port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.conns: list[socket.socket] = []
+        self.lock = threading.Lock()
+        self.up = True
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if not self.up:
+                client.close()
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            with self.lock:
+                self.conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        """Drop every connection and refuse new ones."""
+        self.up = False
+        with self.lock:
+            conns, self.conns = self.conns, []
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            conn.close()
+
+    def restore(self) -> None:
+        self.up = True
+
+    def close(self) -> None:
+        self.cut()
+        self.listener.close()
+
+
+@pytest.fixture
+def server_url(request: pytest.FixtureRequest) -> Iterator[tuple[str, Callable[[int], str]]]:
+    """(backend, a function from a proxy port to a store URL on that backend)."""
+    backend: str = request.param
+    require(backend)
+    tag = uuid.uuid4().hex[:12]
+    if backend == "redis":
+        yield backend, lambda port: f"redis://127.0.0.1:{port}/0?prefix=lbtest{tag}:&retry_s=6"
+        drop_redis_prefix(f"lbtest{tag}:")
+    else:
+        yield (
+            backend,
+            lambda port: (
+                f"postgresql://127.0.0.1:{port}/test?schema=lbtest_{tag}&retry_s=6&connect_timeout=2"
+            ),
+        )
+        drop_postgres_schema(f"lbtest_{tag}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("server_url", ["redis", "postgres"], indirect=True)
+def test_dropped_connections_are_retried_and_nothing_acknowledged_is_lost(
+    server_url: tuple[str, Callable[[int], str]],
+) -> None:
+    backend, url_for = server_url
+    proxy = Proxy(6379 if backend == "redis" else 5432)
+    store = open_store(url_for(proxy.port))
+    try:
+        written = [
+            store.write_lesson(Lesson(content=f"acknowledged lesson {n} about retries")).lesson.id
+            for n in range(10)
+        ]
+        proxy.cut()  # the server "restarts": every connection drops, new ones are refused
+        threading.Timer(1.5, proxy.restore).start()
+        started = time.monotonic()
+        late = store.write_lesson(Lesson(content="written while the server was away")).lesson
+        assert time.monotonic() - started >= 1.0  # it waited for the server, then succeeded
+        written.append(late.id)
+        assert [lesson.id for lesson in store.get_lessons(written)] == written
+        assert len(store.list_lessons(LessonQuery("default"))) == 11
+
+        proxy.cut()  # gone for good: a clear error once the budget is spent
+        started = time.monotonic()
+        with pytest.raises(StoreError, match=r"unreachable after .* attempts over 6s"):
+            store.write_lesson(Lesson(content="this one cannot be written"))
+        assert 5 <= time.monotonic() - started < 30
+    finally:
+        proxy.close()
+        store.close()
+    check = open_store(url_for(6379 if backend == "redis" else 5432))
+    try:
+        assert len(check.list_lessons(LessonQuery("default"))) == 11
+    finally:
+        check.close()
+
+
+def test_redis_client_kill_mid_run_is_retried(redis_prefix: str) -> None:
+    import redis
+
+    name = f"lbtest-{uuid.uuid4().hex[:8]}"
+    store = open_store(f"{REDIS_URL}?prefix={redis_prefix}&client_name={name}")
+    admin = redis.Redis.from_url(REDIS_URL, decode_responses=True)
+    try:
+        for n in range(5):
+            store.write_lesson(Lesson(content=f"lesson {n} before the kill"))
+            for client in admin.client_list():
+                if client.get("name") == name:
+                    admin.client_kill_filter(_id=client["id"])
+        assert len(store.list_lessons(LessonQuery("default"))) == 5
+    finally:
+        store.close()
+        admin.close()
+
+
+def test_postgres_backend_kill_mid_run_is_retried(pg_schema: str) -> None:
+    import psycopg
+
+    app = f"lbtest-{uuid.uuid4().hex[:8]}"
+    store = open_store(f"{POSTGRES_URL}?schema={pg_schema}&application_name={app}")
+    try:
+        for n in range(5):
+            store.write_lesson(Lesson(content=f"lesson {n} before the kill"))
+            with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+                    (app,),
+                )
+        assert len(store.list_lessons(LessonQuery("default"))) == 5
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    "url", ["redis://127.0.0.1:9/0?retry_s=0.5", "postgresql://127.0.0.1:9/test?retry_s=0.5"]
+)
+def test_an_absent_server_is_a_clear_error(url: str) -> None:
+    require("redis" if url.startswith("redis") else "postgres")
+    with pytest.raises(StoreError, match=r"unreachable .*check that the server is up"):
+        open_store(url)
+
+
+# ------------------------------------------------------------------ PostgreSQL migrations
+
+
+def test_postgres_migrations_apply_once_and_refuse_a_newer_schema(pg_schema: str) -> None:
+    import psycopg
+
+    url = f"{POSTGRES_URL}?schema={pg_schema}"
+    stores: list[Store] = []
+    threads = [threading.Thread(target=lambda: stores.append(open_store(url))) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for store in stores:
+        store.close()
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        rows = conn.execute(f'SELECT version FROM "{pg_schema}".schema_migrations').fetchall()
+        assert rows == [(1,)]
+        conn.execute(f'INSERT INTO "{pg_schema}".schema_migrations VALUES (99, 0)')
+    with pytest.raises(StoreError, match="newer lessonbank"):
+        open_store(url)
+
+
+# ------------------------------------------------------------------ many worker processes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend_name", ["redis", "postgres"])
+def test_worker_processes_share_one_queue(backend_name: str, tmp_path: Path) -> None:
+    require(backend_name)
+    tag = uuid.uuid4().hex[:12]
+    if backend_name == "redis":
+        url = f"{REDIS_URL}?prefix=lbtest{tag}:"
+    else:
+        url = f"{POSTGRES_URL}?schema=lbtest_{tag}"
+    from lessonbank import Episode, LessonBank
+
+    jobs = 30
+    try:
+        with LessonBank(url, worker=False, llm="fake") as bank:
+            for n in range(jobs):
+                bank.record(
+                    Episode(task=f"task {n}", status="failure", error=f"error {n}", agent=f"agent-{n}")
+                )
+            assert bank.stats()["jobs"] == {"queued": jobs}
+        env = {
+            **os.environ,
+            "LESSONBANK_FAKE_REPLIES": json.dumps([SEED_004_REPLY] * jobs),
+            "LESSONBANK_HOME": str(tmp_path),
+        }
+        cmd = [
+            sys.executable,
+            "-m",
+            "lessonbank.cli",
+            "worker",
+            "--db",
+            url,
+            "--llm",
+            "fake",
+            "--concurrency",
+            "2",
+            "--until-idle",
+        ]
+        procs = [subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+        outputs = [proc.communicate(timeout=120)[1] for proc in procs]
+        assert all(proc.returncode == 0 for proc in procs), outputs
+        processed = [int(out.rsplit("stopped after ", 1)[1].split(" ")[0]) for out in outputs]
+        assert sum(processed) == jobs
+        with LessonBank(url, worker=False) as bank:
+            assert bank.stats()["jobs"] == {"done": jobs}
+            assert bank.stats()["reflections"] == {"ok": jobs}  # each job ran exactly once
+            assert len(bank.lessons()) == 1  # identical lessons merged into one
+    finally:
+        if backend_name == "redis":
+            drop_redis_prefix(f"lbtest{tag}:")
+        else:
+            drop_postgres_schema(f"lbtest_{tag}")
