@@ -52,6 +52,7 @@ from lessonbank.models import (
     Reflection,
 )
 from lessonbank.policy import (
+    HISTORY_LIMIT,
     OFF,
     decide,
     dedupe_key,
@@ -59,6 +60,7 @@ from lessonbank.policy import (
     history_since,
     manual_decision,
     manual_reflector,
+    needs_history,
 )
 from lessonbank.redact import redact, redact_value
 from lessonbank.reflectors.base import Reflector, reflect
@@ -133,9 +135,12 @@ class Engine:
     ) -> tuple[Episode, Job | None]:
         episode = self._prepare_episode(episode, context_ids)
         history = None
-        if episode.agent and self.settings.reflexion_enabled:
+        if needs_history(episode, self.settings):
             recent = self.store.recent_episodes(
-                self.namespace, agent=episode.agent, since=history_since(episode, self.settings)
+                self.namespace,
+                agent=episode.agent,
+                since=history_since(episode, self.settings),
+                limit=HISTORY_LIMIT,
             )
             history = history_of(episode, recent, self.settings)
         decision = decide(episode, self.settings, history)

@@ -211,6 +211,20 @@ def manual_decision(reflector: str = "lesson") -> Decision:
     return Decision(reflect=True, trigger="manual", reflector=reflector, reason="trigger manual (requested)")
 
 
+HISTORY_LIMIT = 10  # newest episodes of the agent the policy reads
+
+
+def needs_history(episode: Episode, settings: Settings) -> bool:
+    """Whether the agent's history can change the decision: a failure outside loops and goals (the
+    streak), or any episode when a cooldown is set. Saves the caller a read otherwise."""
+    if not episode.agent or not settings.reflexion_enabled:
+        return False
+    if settings.cooldown_s > 0:
+        return True
+    in_loop = episode.loop_id is not None or episode.iteration is not None
+    return failed(episode) and not in_loop and not episode.goal_id
+
+
 def history_since(episode: Episode, settings: Settings) -> float:
     """How far back the agent's history matters for ``episode`` (Unix seconds)."""
     window = max(settings.failure_window_s, settings.cooldown_s)

@@ -22,6 +22,7 @@ under a cap is made before the job's result is written, so no reader sees a pool
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from lessonbank.models import Lesson, from_timestamp
@@ -44,6 +45,8 @@ REPLAY_SUCCESS_TTL_S = 28 * DAY
 REPLAY_FAILURE_TTL_S = 56 * DAY
 REPLAY_PER_TYPE = 100
 REPLAY_IN_CONTEXT = 3
+REPLAY_CANDIDATES = 20
+RECENT_SCAN = 300  # newest insights read to find the 10 most recently reflected goals
 
 _SCAN = 1000
 
@@ -192,6 +195,10 @@ def rules(store: Store, namespace: str, agent: str | None) -> list[Lesson]:
         for lesson in _all(store, LessonQuery(namespace, kinds=["principle"], agent=agent))
         if lesson.agent == agent
     ]
+    return _ranked_rules(found)
+
+
+def _ranked_rules(found: list[Lesson]) -> list[Lesson]:
     return sorted(
         found,
         key=lambda r: (
@@ -206,28 +213,34 @@ def context_rules(store: Store, namespace: str, agent: str | None) -> list[Lesso
     """Rules for a prompt: the agent's own plus the agent-less ones (all rules when no agent)."""
     if agent is None:
         return rules_all(store, namespace)
-    return [*rules(store, namespace, agent), *rules(store, namespace, None)]
+    own = rules(store, namespace, agent)
+    shared = store.list_lessons(LessonQuery(namespace, kinds=["principle"]), limit=RECENT_SCAN)
+    return [*own, *_ranked_rules([rule for rule in shared if rule.agent is None])]
 
 
 def rules_all(store: Store, namespace: str) -> list[Lesson]:
-    found = _all(store, LessonQuery(namespace, kinds=["principle"]))
-    return sorted(found, key=lambda r: (stream_of(r) != "strategic", -r.updated_at.timestamp()))
+    return _ranked_rules(_all(store, LessonQuery(namespace, kinds=["principle"])))
 
 
 def insights(store: Store, namespace: str, goal_id: str | None) -> list[Lesson]:
     """A goal's live insights by importance then recency; without a goal (or when the goal has
     none), those of the 10 most recently reflected goals, the same way."""
     if goal_id is not None:
-        own = _all(store, LessonQuery(namespace, kinds=["insight"], goal_id=goal_id))
+        own = store.list_lessons(LessonQuery(namespace, kinds=["insight"], goal_id=goal_id), limit=_SCAN)
         if own:
             return _by_importance(own)
-    recent = _all(store, LessonQuery(namespace, kinds=["insight"]))
-    goals: list[str] = []
-    for lesson in recent:
-        if lesson.goal_id and lesson.goal_id not in goals:
-            goals.append(lesson.goal_id)
-    chosen = set(goals[:RECENT_GOALS])
+    recent = store.list_lessons(LessonQuery(namespace, kinds=["insight"]), limit=RECENT_SCAN)
+    chosen = set(_goals(recent))
     return _by_importance([lesson for lesson in recent if lesson.goal_id in chosen])
+
+
+def _goals(recent: Sequence[Lesson]) -> list[str]:
+    """The first RECENT_GOALS distinct goals of insights listed newest first."""
+    goals: dict[str, None] = {}
+    for lesson in recent:
+        if lesson.goal_id and len(goals) < RECENT_GOALS:
+            goals.setdefault(lesson.goal_id, None)
+    return list(goals)
 
 
 def _by_importance(found: list[Lesson]) -> list[Lesson]:
@@ -235,33 +248,42 @@ def _by_importance(found: list[Lesson]) -> list[Lesson]:
 
 
 def recent_goals(store: Store, namespace: str) -> list[str]:
-    goals: list[str] = []
-    for lesson in _all(store, LessonQuery(namespace, kinds=["insight"])):
-        if lesson.goal_id and lesson.goal_id not in goals:
-            goals.append(lesson.goal_id)
-    return goals[:RECENT_GOALS]
+    """The 10 most recently reflected goals, newest first."""
+    return _goals(store.list_lessons(LessonQuery(namespace, kinds=["insight"]), limit=RECENT_SCAN))
 
 
 def replay(
     store: Store, namespace: str, *, task: str | None, task_type: str | None, k: int = REPLAY_IN_CONTEXT
 ) -> list[Lesson]:
     """Replay examples: exact task type first (newest first), then by keyword overlap with the
-    task; the top ``k`` hold at least one failure whenever a matching failure exists."""
-    pool = _all(store, LessonQuery(namespace, kinds=["procedure"]))
-    exact = [p for p in pool if task_type is not None and p.task_type == task_type]
+    task; the top ``k`` hold at least one failure whenever a matching failure exists.
+
+    The work is bounded: the newest ``k`` of the exact type, its newest failure, and at most
+    REPLAY_CANDIDATES keyword candidates from the store's lexical search, only when still needed.
+    """
+    if k <= 0:
+        return []
+    query = LessonQuery(namespace, kinds=["procedure"], task_type=task_type)
+    exact: list[Lesson] = []
+    if task_type is not None:
+        exact = [p for p in store.list_lessons(query, limit=k) if p.task_type == task_type]
+        if exact and not any(_result(p) == "failure" for p in exact):
+            failed = store.list_lessons(replace(query, tags=["failure"]), limit=1)
+            exact += [p for p in failed if p.task_type == task_type and _result(p) == "failure"]
+    ranked = list(exact)
     words = set(keywords(task or "")) | set(keywords(task_type or ""))
-    scored = []
-    for p in pool:
-        if p in exact or not words:
-            continue
-        overlap = len(
-            words & set(keywords(str(p.metadata.get("task", p.content))) + keywords(p.task_type or ""))
-        )
-        if overlap:
-            scored.append((overlap, p.created_at.timestamp(), p))
-    ranked = exact + [p for _, _, p in sorted(scored, key=lambda item: (-item[0], -item[1]))]
+    if words and (len(exact) < k or not any(_result(p) == "failure" for p in exact)):
+        seen = {p.id for p in exact}
+        found = store.search(replace(query, task_type=None), sorted(words), REPLAY_CANDIDATES)
+        scored = []
+        for p in store.get_lessons([c.lesson_id for c in found if c.lesson_id not in seen]):
+            about = str(p.metadata.get("task", p.content))
+            overlap = len(words & set(keywords(about) + keywords(p.task_type or "")))
+            if overlap:
+                scored.append((overlap, p.created_at.timestamp(), p))
+        ranked += [p for _, _, p in sorted(scored, key=lambda item: (-item[0], -item[1]))]
     top = ranked[:k]
-    if k > 0 and top and not any(_result(p) == "failure" for p in top):
+    if top and not any(_result(p) == "failure" for p in top):
         failure = next((p for p in ranked[k:] if _result(p) == "failure"), None)
         if failure is not None:
             top = [*top[: k - 1], failure]

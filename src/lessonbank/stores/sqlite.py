@@ -16,11 +16,12 @@ import math
 import sqlite3
 import time
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from lessonbank.errors import InputError, NotFoundError
-from lessonbank.models import Decision, Episode, Job, Lesson, Reflection, from_timestamp
+from lessonbank.models import Decision, Episode, Job, Lesson, Reflection, VerificationResult, from_timestamp
 from lessonbank.stores.base import (
     CONFIDENCE_STEP,
     NEAR_DUPLICATE_JACCARD,
@@ -148,7 +149,7 @@ class SQLiteStore(SQLiteJobQueue):
         )
         return [
             (
-                Episode.model_validate_json(row["data"]),
+                _stored_episode(row["data"]),
                 Decision.model_validate_json(row["decision"]) if row["decision"] else None,
             )
             for row in rows
@@ -601,6 +602,15 @@ def _hashed(lesson: Lesson) -> Lesson:
     return lesson.model_copy(
         update={"content_hash": content_hash(lesson.namespace, lesson.kind, lesson.content)}
     )
+
+
+def _stored_episode(text: str) -> Episode:
+    """An episode this store wrote: validated on the way in, so rebuilt without re-validation
+    (the size and UTF-8 checks cost more than the policy's whole history read)."""
+    data = json.loads(text)
+    data["created_at"] = datetime.fromisoformat(data["created_at"])
+    data["verification"] = [VerificationResult.model_construct(**v) for v in data.get("verification", [])]
+    return Episode.model_construct(**data)
 
 
 def _row_to_lesson(row: sqlite3.Row) -> Lesson:
