@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from lessonbank import routing
 from lessonbank.models import ContextBlock, Lesson
 from lessonbank.reflectors.lesson import MANUAL_MISTAKE
+from lessonbank.stores.base import Store
 from lessonbank.text import TokenCounter
 
 LONG_TERM_MEMORY = "long_term_memory"
@@ -85,3 +87,47 @@ def _join(header: str, parts: list[str], separator: str = "\n\n") -> str:
 
 def empty_block(budget_tokens: int, formats: list[str]) -> ContextBlock:
     return ContextBlock(text="", lesson_ids=[], tokens=0, budget_tokens=budget_tokens, formats=formats)
+
+
+RULES_IN_CONTEXT = routing.STRATEGIC_PER_AGENT + routing.TACTICAL_PER_AGENT
+
+
+def learned_section(
+    name: str,
+    store: Store,
+    namespace: str,
+    budget_tokens: int,
+    count: TokenCounter,
+    *,
+    task: str | None,
+    goal_id: str | None,
+    agent: str | None,
+    task_type: str | None,
+) -> tuple[str, list[str]]:
+    """The ``past_reflections``, ``learned_rules`` or ``replay`` section and the ids it holds."""
+    if name == PAST_REFLECTIONS:
+        insights = routing.insights(store, namespace, goal_id)
+        return pack_section(
+            PAST_REFLECTIONS_HEADER,
+            insights,
+            budget_tokens,
+            count,
+            render_insight,
+            separator="\n",
+            max_items=routing.INSIGHTS_IN_CONTEXT,
+        )
+    if name == LEARNED_RULES:
+        rules = routing.context_rules(store, namespace, agent)
+        return pack_section(
+            LEARNED_RULES_HEADER,
+            rules,
+            budget_tokens,
+            count,
+            render_rule,
+            separator="\n",
+            max_items=RULES_IN_CONTEXT,
+        )
+    if name == REPLAY:
+        examples = routing.replay(store, namespace, task=task, task_type=task_type)
+        return pack_section(REPLAY_HEADER, examples, budget_tokens, count, render_procedure)
+    raise ValueError(f"not a learned section: {name!r}")

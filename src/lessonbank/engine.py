@@ -19,21 +19,13 @@ from lessonbank import routing
 from lessonbank.config import Settings
 from lessonbank.context import (
     FORMATS,
-    LEARNED_RULES,
-    LEARNED_RULES_HEADER,
     LONG_TERM_HEADER,
     LONG_TERM_MEMORY,
-    PAST_REFLECTIONS,
-    PAST_REFLECTIONS_HEADER,
-    REPLAY,
-    REPLAY_HEADER,
     SECTION_SEPARATOR,
     empty_block,
+    learned_section,
     pack_section,
-    render_insight,
     render_lesson,
-    render_procedure,
-    render_rule,
 )
 from lessonbank.errors import ConfigError, InputError, NotFoundError
 from lessonbank.jobs import NO_LLM_DETAIL, JobResult, Worker
@@ -75,7 +67,6 @@ from lessonbank.text import TokenCounter, estimate_tokens
 log = logging.getLogger("lessonbank")
 
 CONTEXT_CANDIDATES = 12
-RULES_IN_CONTEXT = routing.STRATEGIC_PER_AGENT + routing.TACTICAL_PER_AGENT
 BUILT_IN_REFLECTORS = ("lesson", "insight", "dual", "reflexion")
 MANUAL_TAGS = ("reflexion", "trigger:manual", "user-supplied")
 ExportFormat = Literal["json", "jsonl", "markdown"]
@@ -464,38 +455,24 @@ class Engine:
     ) -> tuple[str, list[str]]:
         if budget <= 0:
             return "", []
-        count = self.count_tokens
-        if name == PAST_REFLECTIONS:
-            found = routing.insights(self.store, self.namespace, goal_id)
-            return pack_section(
-                PAST_REFLECTIONS_HEADER,
-                found,
+        if name != LONG_TERM_MEMORY:
+            return learned_section(
+                name,
+                self.store,
+                self.namespace,
                 budget,
-                count,
-                render_insight,
-                separator="\n",
-                max_items=routing.INSIGHTS_IN_CONTEXT,
+                self.count_tokens,
+                task=task,
+                goal_id=goal_id,
+                agent=agent,
+                task_type=task_type,
             )
-        if name == LEARNED_RULES:
-            found = routing.context_rules(self.store, self.namespace, agent)
-            return pack_section(
-                LEARNED_RULES_HEADER,
-                found,
-                budget,
-                count,
-                render_rule,
-                separator="\n",
-                max_items=RULES_IN_CONTEXT,
-            )
-        if name == REPLAY:
-            found = routing.replay(self.store, self.namespace, task=task, task_type=task_type)
-            return pack_section(REPLAY_HEADER, found, budget, count, render_procedure)
         if not task or not task.strip():
             return "", []
         if filters.kinds is None:  # the other kinds have sections of their own
             filters = replace(filters, kinds=["lesson"])
         hits = self._recall(task, CONTEXT_CANDIDATES, filters)
-        return pack_section(LONG_TERM_HEADER, [hit.lesson for hit in hits], budget, count)
+        return pack_section(LONG_TERM_HEADER, [hit.lesson for hit in hits], budget, self.count_tokens)
 
     def _export(self, fmt: str) -> str:
         lessons = self._all_lessons()
