@@ -81,3 +81,16 @@ def test_secrets_in_goal_outputs_never_reach_the_model_or_the_store(tmp_path: Pa
         assert SECRET not in insight.content
     for path in tmp_path.glob("b.db*"):  # the database and its write-ahead log
         assert SECRET.encode() not in path.read_bytes()
+
+
+def test_a_job_for_a_reflector_this_bank_lacks_waits_visibly(db_url: str) -> None:
+    with LessonBank(db_url, llm=FakeLLM([DUAL])) as bank:
+        dual = bank.reflectors.pop("dual")
+        episode = bank.record(Episode(task="call the API", error="503", importance="high"))
+        assert bank.flush(timeout=2) is False
+        (job,) = bank.jobs()
+        assert job.status == "waiting" and "reflector 'dual' is not registered" in (job.detail or "")
+        bank.reflectors["dual"] = dual
+        assert bank.retry_jobs() == 1  # `lessonbank jobs retry` once the setup is fixed
+        assert bank.flush(timeout=10)
+        assert bank.show(episode.id)["reflections"][0]["reflector"] == "dual"
