@@ -264,8 +264,13 @@ def record(
         return
     decision = shown["decision"] or {}
     out.print(
-        f"{episode.id}  {'reflect: ' + str(decision.get('trigger')) if decision.get('reflect') else 'no reflection'}"
-        f"  ({decision.get('reason')})"
+        f"{episode.id}  "
+        + (
+            f"reflect: {decision.get('trigger')} with {decision.get('reflector')}"
+            if decision.get("reflect")
+            else "no reflection"
+        )
+        + f"  ({decision.get('reason')})"
     )
     for reflection in shown["reflections"]:
         if reflection["status"] == "ok":
