@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lessonbank import Episode, LessonBank
 from lessonbank.errors import InputError, NotFoundError
@@ -257,3 +260,30 @@ def test_replay_matching_exact_type_then_keywords_with_a_failure(tmp_path: Path,
         by_keywords = bank.replay(task="write the nginx report")
         assert [p.metadata["task"] for p in by_keywords] == ["nginx weekly report 4", "scan nginx 1"]
         assert bank.replay(task="nothing matches here") == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from(["insight", "principle"]), st.integers(0, 3), st.floats(0, 10)),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_caps_and_expiry_hold_for_any_sequence(steps: list[tuple[str, int, float]]) -> None:
+    clock = Clock()
+    with tempfile.TemporaryDirectory() as tmp, LessonBank(f"sqlite:///{tmp}/p.db", clock=clock) as bank:
+        for n, (kind, who, days) in enumerate(steps):
+            clock.advance(days)
+            if kind == "insight":
+                lesson = Lesson(kind="insight", content=f"insight number {n} is new", goal_id=f"g{who}")
+            else:
+                lesson = Lesson(kind="principle", content=f"IF case {n} THEN act {n}", agent=f"a{who}")
+            bank.store.write_lesson(place(bank.store, [lesson], clock())[0])
+            for goal in range(4):
+                live = bank.insights(goal_id=f"g{goal}")
+                assert len(live) <= 3
+                assert all(i.expires_at is not None and i.expires_at.timestamp() > clock() for i in live)
+            for agent in range(4):
+                assert len(bank.rules(agent=f"a{agent}", stream="tactical")) <= 10
+            assert bank.context(formats=["past_reflections"]).text.count("\n• ") <= 2

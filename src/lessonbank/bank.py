@@ -109,7 +109,7 @@ class LessonBank(Engine):
         return stored
 
     def insights(self, *, goal_id: str | None = None) -> list[Lesson]:
-        """Live goal insights: the goal's by importance, else those of the 10 most recently reflected goals."""
+        """Live goal insights by importance: the goal's, or (no goal) those of the 10 most recently reflected goals."""
         return self._insights(goal_id)
 
     def rules(self, *, agent: str | None = None, stream: str | None = None) -> list[Lesson]:

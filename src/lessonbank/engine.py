@@ -235,7 +235,7 @@ class Engine:
         return self._record(episode, None)
 
     def _insights(self, goal_id: str | None) -> list[Lesson]:
-        return routing.insights(self.store, self.namespace, goal_id)
+        return routing.insights(self.store, self.namespace, goal_id, fallback=False)
 
     def _rules(self, agent: str | None, stream: str | None) -> list[Lesson]:
         if stream not in (None, "tactical", "strategic"):

@@ -222,12 +222,12 @@ def rules_all(store: Store, namespace: str) -> list[Lesson]:
     return _ranked_rules(_all(store, LessonQuery(namespace, kinds=["principle"])))
 
 
-def insights(store: Store, namespace: str, goal_id: str | None) -> list[Lesson]:
-    """A goal's live insights by importance then recency; without a goal (or when the goal has
-    none), those of the 10 most recently reflected goals, the same way."""
+def insights(store: Store, namespace: str, goal_id: str | None, *, fallback: bool = True) -> list[Lesson]:
+    """A goal's live insights by importance then recency; without a goal (or, with ``fallback``,
+    when the goal has none), those of the 10 most recently reflected goals, the same way."""
     if goal_id is not None:
         own = store.list_lessons(LessonQuery(namespace, kinds=["insight"], goal_id=goal_id), limit=_SCAN)
-        if own:
+        if own or not fallback:
             return _by_importance(own)
     recent = store.list_lessons(LessonQuery(namespace, kinds=["insight"]), limit=RECENT_SCAN)
     chosen = set(_goals(recent))
