@@ -42,21 +42,22 @@ from lessonbank.stores.postgres_jobs import PostgresJobQueue
 from lessonbank.stores.shared import (
     POSTINGS_BUDGET,
     batched,
-    bm25,
     check_sort,
     choose_terms,
     common_idf,
     hashed,
+    idf,
     index_terms,
+    term_weights,
 )
 from lessonbank.text import keywords
 
 _COLUMNS = (
     "id, namespace, kind, content_hash, status, task_type, agent, goal_id, tags, importance, confidence, "
     "access_count, helpful, harmful, pinned, expires_at, superseded_by, last_used, created_at, doc_len, "
-    "terms, data"
+    "terms, weights, data"
 )
-_PLACEHOLDERS = ",".join(["%s"] * 20 + ["array_to_tsvector(%s::text[])", "%s"])
+_PLACEHOLDERS = ",".join(["%s"] * 20 + ["array_to_tsvector(%s::text[])", "%s", "%s"])
 _SORTS: dict[str, str] = {
     "created": "created_at DESC",
     "access": "access_count DESC, created_at DESC",
@@ -65,6 +66,7 @@ _SORTS: dict[str, str] = {
     "score": "importance * (0.5 + confidence) DESC, created_at DESC",
 }
 CORPUS_STATS_TTL_S = 5.0
+CACHED_MIN_DF = 64
 
 
 class PostgresStore(PostgresJobQueue):
@@ -73,6 +75,7 @@ class PostgresStore(PostgresJobQueue):
     def __init__(self, url: str, *, clock: Clock = time.time) -> None:
         super().__init__(url, clock=clock)
         self._corpus: dict[str, tuple[float, int, float]] = {}
+        self._df_cache: dict[str, tuple[int, dict[str, int]]] = {}
 
     # ----------------------------------------------------------------- episodes
 
@@ -188,7 +191,7 @@ class PostgresStore(PostgresJobQueue):
             inserted = conn.execute(
                 f"INSERT INTO lessons ({_COLUMNS}) VALUES ({_PLACEHOLDERS}) "
                 "ON CONFLICT (namespace, content_hash) DO NOTHING RETURNING id",
-                _values(lesson),
+                _values(lesson, self._avg_len(lesson.namespace)),
             ).fetchone()
             if inserted is not None:
                 self._corpus.pop(lesson.namespace, None)
@@ -214,7 +217,7 @@ class PostgresStore(PostgresJobQueue):
         assignments = ", ".join(f"{n} = {p}" for n, p in zip(names, placeholders, strict=True))
         return conn.execute(
             f"UPDATE lessons SET {assignments} WHERE id = %s AND namespace = %s",
-            (*_values(lesson)[2:], lesson.id, lesson.namespace),
+            (*_values(lesson, self._avg_len(lesson.namespace))[2:], lesson.id, lesson.namespace),
         ).rowcount
 
     def import_lessons(self, lessons: Sequence[Lesson]) -> tuple[int, int]:
@@ -232,6 +235,13 @@ class PostgresStore(PostgresJobQueue):
 
             a, r = self._run(run)
             added, reinforced = added + a, reinforced + r
+        if added >= 1000:  # fresh statistics, or the planner keeps guessing for a while
+
+            def analyze() -> None:
+                with self._conn() as conn:
+                    conn.execute("ANALYZE lessons")
+
+            self._run(analyze)
         return added, reinforced
 
     def _import_chunk(self, conn: Connection[Any], chunk: Sequence[Lesson]) -> tuple[int, int]:
@@ -270,7 +280,8 @@ class PostgresStore(PostgresJobQueue):
         final_new = [stored[(lesson.namespace, lesson.content_hash)] for lesson in new]
         with conn.cursor() as cur:
             cur.executemany(
-                f"INSERT INTO lessons ({_COLUMNS}) VALUES ({_PLACEHOLDERS})", [_values(x) for x in final_new]
+                f"INSERT INTO lessons ({_COLUMNS}) VALUES ({_PLACEHOLDERS})",
+                [_values(x, self._avg_len(x.namespace)) for x in final_new],
             )
         for lesson_id, lesson in changed.items():
             if lesson_id not in new_ids:
@@ -353,35 +364,64 @@ class PostgresStore(PostgresJobQueue):
         terms = list(dict.fromkeys(t for t in terms if t))
         if not terms:
             return []
-        rows = conn.execute(
-            "SELECT t, (SELECT count(*) FROM (SELECT 1 FROM lessons WHERE namespace = %s "
-            "AND terms @@ q::tsquery LIMIT %s) s) FROM unnest(%s::text[], %s::text[]) AS u(t, q)",
-            (query.namespace, POSTINGS_BUDGET + 1, terms, [_lexeme(t) for t in terms]),
-        ).fetchall()
-        frequencies = {row[0]: int(row[1]) for row in rows}
+        docs, _ = self._corpus_stats(conn, query.namespace)
+        frequencies = self._document_frequencies(conn, query.namespace, terms, docs)
         chosen, rarest = choose_terms(frequencies)
         if rarest is None:
             return []
-        docs, avg_len = self._corpus_stats(conn, query.namespace)
         where, params = self._filters(query)
         columns = "l.id, l.access_count, l.confidence, l.pinned, l.last_used"
         if chosen:
+            # BM25 = Σ idf(term) × the term's factor stored with the lesson (see term_weights).
+            score = " + ".join(["coalesce((l.weights->>%s)::float8, 0) * %s"] * len(chosen))
+            weights = [value for term in chosen for value in (term, idf(docs, frequencies[term]))]
             found = conn.execute(
-                f"SELECT {columns}, l.data->>'content', l.tags FROM lessons l "
-                f"WHERE {where} AND l.terms @@ %s::tsquery",
-                (*params, " | ".join(_lexeme(t) for t in chosen)),
+                f"SELECT {columns}, {score} AS rel FROM lessons l WHERE {where} AND l.terms @@ %s::tsquery "
+                "ORDER BY rel DESC LIMIT %s",
+                (*weights, *params, " | ".join(_lexeme(t) for t in chosen), limit),
             ).fetchall()
-            df = {term: frequencies[term] for term in chosen}
-            scored = [(bm25(index_terms(row[5], row[6]), df, docs, avg_len), row) for row in found]
-            scored.sort(key=lambda item: item[0], reverse=True)
-            return [_candidate(row, score) for score, row in scored[:limit]]
-        idf = common_idf(docs, rarest[0])
+            return [_candidate(row, row[5]) for row in found]
+        flat = common_idf(docs, rarest[0])
         found = conn.execute(
             f"SELECT {columns} FROM lessons l WHERE {where} AND l.seq IN (SELECT seq FROM lessons "
-            "WHERE namespace = %s AND terms @@ %s::tsquery ORDER BY seq DESC LIMIT %s) LIMIT %s",
+            "WHERE namespace = %s AND terms @@ %s::tsquery ORDER BY namespace, seq DESC LIMIT %s) LIMIT %s",
             (*params, query.namespace, _lexeme(rarest[1]), POSTINGS_BUDGET, limit),
         ).fetchall()
-        return [_candidate(row, idf) for row in found]
+        return [_candidate(row, flat) for row in found]
+
+    def _document_frequencies(
+        self, conn: Connection[Any], namespace: str, terms: Sequence[str], docs: int
+    ) -> dict[str, int]:
+        """How many lessons hold each term, capped just above the postings budget.
+
+        As in SQLite, only frequent terms are cached (counting them is what costs), and the
+        cache is dropped when the namespace grows or shrinks by 10 %.
+        """
+        size, cache = self._df_cache.get(namespace, (docs, {}))
+        if docs > size * 1.1 or docs < size:
+            size, cache = docs, {}
+        self._df_cache[namespace] = (size, cache)
+        missing = [t for t in terms if t not in cache]
+        out = {t: cache[t] for t in terms if t in cache}
+        if missing:
+            # One count per term, each with its tsquery as a plain parameter so the GIN index is used.
+            sql = "SELECT %s, count(*) FROM (SELECT 1 FROM lessons WHERE namespace = %s AND terms @@ %s::tsquery LIMIT %s) s"
+            params: list[Any] = []
+            for index, term in enumerate(missing):
+                params += [index, namespace, _lexeme(term), POSTINGS_BUDGET + 1]
+            rows = conn.execute(" UNION ALL ".join([sql] * len(missing)), params).fetchall()
+            for index, count_found in rows:
+                term = missing[index]
+                count = int(count_found)
+                out[term] = count
+                if count >= CACHED_MIN_DF:
+                    cache[term] = count
+        return out
+
+    def _avg_len(self, namespace: str) -> float:
+        """The mean lesson length last seen by a search (writes search first; 0 before any)."""
+        cached = self._corpus.get(namespace)
+        return cached[2] if cached is not None else 0.0
 
     def _corpus_stats(self, conn: Connection[Any], namespace: str) -> tuple[int, float]:
         """Lesson count and mean document length of the namespace, cached a few seconds."""
@@ -596,7 +636,7 @@ def _lexeme(term: str) -> str:
     return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def _values(lesson: Lesson) -> tuple[Any, ...]:
+def _values(lesson: Lesson, avg_len: float) -> tuple[Any, ...]:
     terms = index_terms(lesson.content, lesson.tags)
     return (
         lesson.id,
@@ -620,6 +660,7 @@ def _values(lesson: Lesson) -> tuple[Any, ...]:
         lesson.created_at.timestamp(),
         len(terms),
         list(dict.fromkeys(terms)),
+        Jsonb(term_weights(terms, avg_len)),
         Jsonb(lesson.model_dump(mode="json")),
     )
 

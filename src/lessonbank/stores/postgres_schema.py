@@ -60,12 +60,14 @@ MIGRATIONS: list[str] = [
         created_at double precision NOT NULL,
         doc_len integer NOT NULL,
         terms tsvector NOT NULL,
+        weights jsonb NOT NULL,
         data jsonb NOT NULL,
         UNIQUE (namespace, content_hash)
     );
     CREATE INDEX lessons_terms ON lessons USING gin (terms);
     CREATE INDEX lessons_tags ON lessons USING gin (tags);
     CREATE INDEX lessons_ns_created ON lessons (namespace, created_at);
+    CREATE INDEX lessons_ns_seq ON lessons (namespace, seq);
 
     CREATE TABLE jobs (
         id text PRIMARY KEY,

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC
+from functools import partial
 from typing import Any
 
 from lessonbank.errors import NotFoundError, StoreError
@@ -36,18 +38,19 @@ from lessonbank.stores.base import (
     WriteResult,
     pick_near_duplicate,
 )
-from lessonbank.stores.redis_db import Clock, Pipe
+from lessonbank.stores.redis_db import BATCH_SCRIPT, Batch, Clock, Pipe
 from lessonbank.stores.redis_jobs import RedisJobQueue
 from lessonbank.stores.redis_seed import SeedMirror
 from lessonbank.stores.shared import (
     POSTINGS_BUDGET,
-    bm25,
     check_sort,
     choose_terms,
     common_idf,
     hashed,
+    idf,
     index_terms,
     sort_lessons,
+    term_weights,
 )
 from lessonbank.text import keywords
 
@@ -63,11 +66,13 @@ _ROW = (
     "confidence",
     "pinned",
     "created_at",
-    "terms",
     "access_count",
     "last_accessed",
 )
 _SEP = "\x1f"
+CORPUS_TTL_S = 5.0
+IMPORT_CHUNK = 500
+PAGE = 64
 
 
 class RedisStore(RedisJobQueue):
@@ -76,6 +81,8 @@ class RedisStore(RedisJobQueue):
     def __init__(self, url: str, *, clock: Clock = time.time) -> None:
         super().__init__(url, clock=clock)
         self.seed = SeedMirror(self)
+        self._corpus: dict[str, tuple[float, float]] = {}
+        self._batch = self.r.register_script(BATCH_SCRIPT)
 
     # ----------------------------------------------------------------- episodes
 
@@ -239,77 +246,107 @@ class RedisStore(RedisJobQueue):
         )
 
     def _q_write_lesson(self, pipe: Pipe, lesson: Lesson, old: Lesson | None) -> None:
-        """Queue the writes that store ``lesson`` (replacing ``old``) and keep every index in step."""
-        ns, key = lesson.namespace, self._lesson_key(lesson.namespace, lesson.id)
+        """Queue the writes that store ``lesson`` (replacing ``old``) and keep every index in step.
+
+        They go out as one script call (see ``Batch``): a lesson touches ~30 keys, and one
+        command instead of thirty is what makes bulk imports fast.
+        """
+        ns, batch = lesson.namespace, Batch()
         terms = index_terms(lesson.content, lesson.tags)
         old_terms = index_terms(old.content, old.tags) if old is not None else []
-        created = lesson.created_at.timestamp()
-        pipe.hset(key, mapping=_row(lesson, terms))
+        batch.add("HSET", self._lesson_key(ns, lesson.id), *_flat(_row(lesson, terms)))
         for term in set(old_terms) - set(terms):
-            pipe.zrem(self.k(ns, "tok", term), lesson.id)
-        for term in set(terms) - set(old_terms):
-            pipe.zadd(self.k(ns, "tok", term), {lesson.id: created})
+            batch.add("ZREM", self.k(ns, "tok", term), lesson.id)
+        for term, weight in term_weights(terms, self._avg_len(ns)).items():
+            batch.add("ZADD", self.k(ns, "tok", term), repr(weight), lesson.id)
         old_tags = set(old.tags) if old is not None else set()
         for tag in old_tags - set(lesson.tags):
-            pipe.srem(self.k(ns, "tag", tag), lesson.id)
+            batch.add("SREM", self.k(ns, "tag", tag), lesson.id)
         for tag in set(lesson.tags) - old_tags:
-            pipe.sadd(self.k(ns, "tag", tag), lesson.id)
+            batch.add("SADD", self.k(ns, "tag", tag), lesson.id)
         if old is not None and old.content_hash != lesson.content_hash:
-            pipe.delete(self.k(ns, "hash", old.content_hash))
-        pipe.set(self.k(ns, "hash", lesson.content_hash), lesson.id)
-        pipe.zadd(self.k(ns, "lessons"), {lesson.id: created})
+            batch.add("DEL", self.k(ns, "hash", old.content_hash))
+        batch.add("SET", self.k(ns, "hash", lesson.content_hash), lesson.id)
+        batch.add("ZADD", self.k(ns, "lessons"), repr(lesson.created_at.timestamp()), lesson.id)
         if lesson.expires_at is not None:
-            pipe.zadd(self.k(ns, "expiring"), {lesson.id: lesson.expires_at.timestamp()})
+            batch.add("ZADD", self.k(ns, "expiring"), repr(lesson.expires_at.timestamp()), lesson.id)
         else:
-            pipe.zrem(self.k(ns, "expiring"), lesson.id)
-        pipe.hincrby(self.k(ns, "corpus"), "docs", 0 if old is not None else 1)
-        pipe.hincrby(self.k(ns, "corpus"), "length", len(terms) - len(old_terms))
-        pipe.hset(self.where_key, lesson.id, ns)
-        pipe.sadd(self.namespaces_key, ns)
+            batch.add("ZREM", self.k(ns, "expiring"), lesson.id)
+        batch.add("HINCRBY", self.k(ns, "corpus"), "docs", "0" if old is not None else "1")
+        batch.add("HINCRBY", self.k(ns, "corpus"), "length", str(len(terms) - len(old_terms)))
+        batch.add("HSET", self.where_key, lesson.id, ns)
+        batch.add("SADD", self.namespaces_key, ns)
+        batch.queue(pipe, self._batch)
         if old is None:
             self.seed.q_added(pipe, lesson)
 
+    def _avg_len(self, namespace: str) -> float:
+        """The namespace's mean lesson length in tokens, cached a few seconds (it drifts slowly)."""
+        cached = self._corpus.get(namespace)
+        if cached is not None and time.monotonic() - cached[0] < CORPUS_TTL_S:
+            return cached[1]
+        docs, length = self.r.hmget(self.k(namespace, "corpus"), ["docs", "length"])
+        avg = int(length or 0) / max(1, int(docs or 0))
+        self._corpus[namespace] = (time.monotonic(), avg)
+        return avg
+
     def _q_delete_lesson(self, pipe: Pipe, lesson: Lesson) -> None:
-        ns = lesson.namespace
+        ns, batch = lesson.namespace, Batch()
         terms = index_terms(lesson.content, lesson.tags)
-        pipe.delete(self._lesson_key(ns, lesson.id))
+        batch.add("DEL", self._lesson_key(ns, lesson.id))
         for term in set(terms):
-            pipe.zrem(self.k(ns, "tok", term), lesson.id)
+            batch.add("ZREM", self.k(ns, "tok", term), lesson.id)
         for tag in lesson.tags:
-            pipe.srem(self.k(ns, "tag", tag), lesson.id)
-        pipe.delete(self.k(ns, "hash", lesson.content_hash))
-        pipe.zrem(self.k(ns, "lessons"), lesson.id)
-        pipe.zrem(self.k(ns, "expiring"), lesson.id)
-        pipe.hincrby(self.k(ns, "corpus"), "docs", -1)
-        pipe.hincrby(self.k(ns, "corpus"), "length", -len(terms))
-        pipe.hdel(self.where_key, lesson.id)
+            batch.add("SREM", self.k(ns, "tag", tag), lesson.id)
+        batch.add("DEL", self.k(ns, "hash", lesson.content_hash))
+        batch.add("ZREM", self.k(ns, "lessons"), lesson.id)
+        batch.add("ZREM", self.k(ns, "expiring"), lesson.id)
+        batch.add("HINCRBY", self.k(ns, "corpus"), "docs", "-1")
+        batch.add("HINCRBY", self.k(ns, "corpus"), "length", str(-len(terms)))
+        batch.add("HDEL", self.where_key, lesson.id)
+        batch.queue(pipe, self._batch)
         self.seed.q_removed(pipe, lesson)
 
     def import_lessons(self, lessons: Sequence[Lesson]) -> tuple[int, int]:
-        """Bulk write, a transaction per hundred lessons; the same content reinforces the stored lesson.
+        """Bulk write, one transaction per 500 lessons; the same content reinforces the stored lesson.
 
         Near duplicates are not looked for here. An imported id already taken gets a fresh id.
         """
-        added = reinforced = 0
+        added = 0
         items = [hashed(lesson) for lesson in lessons]
-        for start in range(0, len(items), 100):
-            chunk = items[start : start + 100]
+        for start in range(0, len(items), IMPORT_CHUNK):
+            chunk = items[start : start + IMPORT_CHUNK]
+            added += self._transact(partial(self._plan_import, chunk=chunk))
+        return added, len(items) - added
 
-            def plan(pipe: Pipe, chunk: Sequence[Lesson] = chunk) -> Callable[[Pipe], int]:
-                steps: dict[str, Any] = {}
-                fresh = 0
-                taken = self.r.hmget(self.where_key, [lesson.id for lesson in chunk])
-                for lesson, owner in zip(chunk, taken, strict=True):
-                    if owner is not None:
-                        lesson = lesson.model_copy(
-                            update={"id": Lesson.model_fields["id"].get_default(call_default_factory=True)}
-                        )
-                    fresh += self._plan_lesson(pipe, lesson, None, steps).action == "added"
-                return lambda p: self._q_apply(p, steps, fresh)
-
-            new = self._transact(plan)
-            added, reinforced = added + new, reinforced + len(chunk) - new
-        return added, reinforced
+    def _plan_import(self, pipe: Pipe, *, chunk: Sequence[Lesson]) -> Callable[[Pipe], int]:
+        hash_keys = [self.k(lesson.namespace, "hash", lesson.content_hash) for lesson in chunk]
+        pipe.watch(*hash_keys)
+        holders = pipe.mget(hash_keys)
+        owners = pipe.hmget(self.where_key, [lesson.id for lesson in chunk])
+        steps: dict[str, Any] = {}
+        planned: dict[tuple[str, str], str] = {}
+        fresh = 0
+        for lesson, holder, owner in zip(chunk, holders, owners, strict=True):
+            key = (lesson.namespace, lesson.content_hash)
+            target = planned.get(key) or holder
+            if target is not None:
+                current = (
+                    steps[target][1] if target in steps else self._read_lesson(pipe, lesson.namespace, target)
+                )
+                if current is not None:
+                    old = steps[target][0] if target in steps else current
+                    steps[current.id] = (old, self._reinforced(current, lesson.tags))
+                    planned[key] = current.id
+                    continue
+            if owner is not None or lesson.id in steps:
+                lesson = lesson.model_copy(
+                    update={"id": Lesson.model_fields["id"].get_default(call_default_factory=True)}
+                )
+            steps[lesson.id] = (None, lesson)
+            planned[key] = lesson.id
+            fresh += 1
+        return lambda p: self._q_apply(p, steps, fresh)
 
     def get_lesson(self, lesson_id: str) -> Lesson:
         found = self.get_lessons([lesson_id])
@@ -417,45 +454,61 @@ class RedisStore(RedisJobQueue):
         return self._run(lambda: self._search(query, terms, limit))
 
     def _search(self, query: LessonQuery, terms: Sequence[str], limit: int) -> list[Candidate]:
-        """Top ``limit`` lessons by BM25 over the query's selective terms that pass the filters."""
+        """Top ``limit`` lessons by BM25 over the query's selective terms that pass the filters.
+
+        Each token zset holds its lessons scored by the token's BM25 factor, so Redis ranks:
+        ZUNIONSTORE weighted by the terms' IDF, then pages through the best until ``limit``
+        lessons pass the filters. When every word is too common, the lessons where the rarest
+        one weighs most are taken, all with the same relevance.
+        """
         ns = query.namespace
         terms = list(dict.fromkeys(t for t in terms if t))
-        if not terms:
+        if not terms or limit <= 0:
             return []
         pipe = self.r.pipeline(transaction=False)
         for term in terms:
             pipe.zcard(self.k(ns, "tok", term))
-        pipe.hmget(self.k(ns, "corpus"), ["docs", "length"])
-        *counts, corpus = pipe.execute()
-        chosen, rarest = choose_terms(dict(zip(terms, counts, strict=True)))
+        pipe.hget(self.k(ns, "corpus"), "docs")
+        *counts, docs_raw = pipe.execute()
+        frequencies = dict(zip(terms, counts, strict=True))
+        chosen, rarest = choose_terms(frequencies)
         if rarest is None:
             return []
-        docs = int(corpus[0] or 0)
-        avg_len = int(corpus[1] or 0) / max(1, docs)
-        pipe = self.r.pipeline(transaction=False)
-        if chosen:
-            for term in chosen:
-                pipe.zrange(self.k(ns, "tok", term), 0, -1)
-        else:
-            pipe.zrevrange(self.k(ns, "tok", rarest[1]), 0, POSTINGS_BUDGET - 1)
-        ids = list(dict.fromkeys(lesson_id for found in pipe.execute() for lesson_id in found))
-        now = self.clock()
-        rows = [
-            (lesson_id, row)
-            for lesson_id, row in zip(ids, self._rows(ns, ids), strict=True)
-            if row is not None and _row_passes(row, query, now)
-        ]
+        docs = int(docs_raw or 0)
         if not chosen:
-            idf = common_idf(docs, rarest[0])
-            return [_candidate(lesson_id, row, idf) for lesson_id, row in rows[:limit]]
-        df = dict(zip(terms, counts, strict=True))
-        query_df = {term: df[term] for term in chosen}
-        scored = [
-            (bm25(row["terms"].split(" "), query_df, docs, avg_len), lesson_id, row)
-            for lesson_id, row in rows
-        ]
-        scored.sort(key=lambda item: item[0], reverse=True)
-        return [_candidate(lesson_id, row, score) for score, lesson_id, row in scored[:limit]]
+            flat = common_idf(docs, rarest[0])
+            return self._ranked(self.k(ns, "tok", rarest[1]), query, limit, lambda _: flat)
+        weights = {self.k(ns, "tok", term): idf(docs, frequencies[term]) for term in chosen}
+        union = self.k(ns, "tmp", uuid.uuid4().hex)
+        pipe = self.r.pipeline(transaction=True)
+        pipe.zunionstore(union, weights)
+        if query.tags:
+            pipe.zinterstore(union, {union: 1, **{self.k(ns, "tag", tag): 0 for tag in query.tags}})
+        pipe.expire(union, 60)
+        pipe.execute()
+        try:
+            return self._ranked(union, query, limit, lambda score: score)
+        finally:
+            self.r.delete(union)
+
+    def _ranked(
+        self, key: str, query: LessonQuery, limit: int, relevance: Callable[[float], float]
+    ) -> list[Candidate]:
+        """The best-scored members of zset ``key`` that pass the filters, as candidates."""
+        out: list[Candidate] = []
+        now, start, page = self.clock(), 0, max(PAGE, 2 * limit)
+        while len(out) < limit:
+            found = self.r.zrevrange(key, start, start + page - 1, withscores=True)
+            if not found:
+                break
+            rows = self._rows(query.namespace, [lesson_id for lesson_id, _ in found])
+            for (lesson_id, score), row in zip(found, rows, strict=True):
+                if row is not None and _row_passes(row, query, now):
+                    out.append(_candidate(lesson_id, row, relevance(score)))
+            start += page
+            if start >= POSTINGS_BUDGET:
+                break  # the filters let few through: stop, as SQLite's postings budget does
+        return out[:limit]
 
     def touch_lessons(self, lesson_ids: Sequence[str]) -> None:
         if not lesson_ids:
@@ -629,6 +682,10 @@ def _row(lesson: Lesson, terms: Sequence[str]) -> dict[str, str]:
         "access_count": str(lesson.access_count),
         "last_accessed": "" if lesson.last_accessed is None else repr(lesson.last_accessed.timestamp()),
     }
+
+
+def _flat(mapping: dict[str, str]) -> list[str]:
+    return [item for pair in mapping.items() for item in pair]
 
 
 def _row_passes(row: dict[str, str], query: LessonQuery, now: float) -> bool:

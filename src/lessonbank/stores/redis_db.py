@@ -179,6 +179,37 @@ class RedisDatabase:
         self.r.close()
 
 
+# Runs a list of single-key commands in one call: ARGV holds, per command, its name, its argument
+# count and its arguments; KEYS holds the commands' keys in order (one per command).
+BATCH_SCRIPT = """
+local a, k = 1, 1
+while a <= #ARGV do
+  local n = tonumber(ARGV[a + 1])
+  local call = {ARGV[a], KEYS[k]}
+  for i = 1, n do call[i + 2] = ARGV[a + 1 + i] end
+  redis.call(unpack(call))
+  a, k = a + 2 + n, k + 1
+end
+return k - 1
+"""
+
+
+class Batch:
+    """Single-key commands gathered to run together in one ``BATCH_SCRIPT`` call."""
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+        self.args: list[str] = []
+
+    def add(self, command: str, key: str, *args: str) -> None:
+        self.keys.append(key)
+        self.args += [command, str(len(args)), *args]
+
+    def queue(self, pipe: Pipe, script: Any) -> None:
+        if self.keys:
+            script(keys=self.keys, args=self.args, client=pipe)
+
+
 def noop(_: Pipe) -> None:
     return None
 

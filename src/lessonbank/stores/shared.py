@@ -56,6 +56,22 @@ def bm25(doc_terms: Sequence[str], query_df: dict[str, int], docs: int, avg_len:
     return score
 
 
+def idf(docs: int, df: int) -> float:
+    """FTS5's BM25 inverse document frequency, floored at 1e-6 as FTS5 does."""
+    return max(1e-6, math.log((docs - df + 0.5) / (df + 0.5)))
+
+
+def term_weights(doc_terms: Sequence[str], avg_len: float) -> dict[str, float]:
+    """Each term's BM25 factor in one document (its score is Σ idf × factor over the query terms).
+
+    Indexes store it with the document, so ranking needs no per-document work at query time;
+    ``avg_len`` is the mean document length when the document was written (it drifts slowly).
+    """
+    counts = Counter(doc_terms)
+    norm = BM25_K1 * (1.0 - BM25_B + BM25_B * len(doc_terms) / (avg_len or len(doc_terms) or 1.0))
+    return {term: tf * (BM25_K1 + 1.0) / (tf + norm) for term, tf in counts.items()}
+
+
 def common_idf(docs: int, df: int) -> float:
     """The relevance every candidate gets when all query words are too common to rank by."""
     size = max(1, docs)
