@@ -87,6 +87,8 @@ def test_dual_reflection_rules_replay_and_decisions(cli: Run) -> None:
     }
     cli("record", "--wait", stdin=json.dumps(episode).encode(), extra_env=_fake(DUAL))
     cli("record", "--task", "status check", "--agent", "scanner")
+    listing = cli("jobs").stdout.decode()
+    assert "latest policy decisions" in listing and "no trigger: success without error" in listing
     (rule,) = json.loads(cli("rules", "--agent", "scanner", "--json").stdout)
     assert rule["content"].startswith("IF the NVD API returns 503 THEN retry")
     assert rule["metadata"]["stream"] == "tactical"

@@ -436,6 +436,8 @@ def jobs(
                     why or "",
                 )
             out.print(table if found else "no jobs")
+            if action is _JobsAction.list:  # skips make no job: show the policy's latest decisions too
+                _print_decisions(bank.decisions(limit=20), False, title="latest policy decisions")
         elif action is _JobsAction.retry:
             out.print(f"requeued {bank.retry_jobs(ids or None)} job(s)")
         elif action is _JobsAction.purge:
@@ -449,11 +451,11 @@ def jobs(
             out.print(f"drained: {worker.processed} job(s) done; now {bank._pending() or 'empty'}")
 
 
-def _print_decisions(rows: list[dict[str, Any]], as_json: bool) -> None:
+def _print_decisions(rows: list[dict[str, Any]], as_json: bool, *, title: str | None = None) -> None:
     if as_json:
         _emit_json(rows)
         return
-    table = Table()
+    table = Table(title=title)
     for name in ("episode", "agent", "status", "decision", "trigger", "reflector", "reason"):
         table.add_column(name, overflow="fold")
     for row in rows:
