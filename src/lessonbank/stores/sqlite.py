@@ -306,13 +306,19 @@ class SQLiteStore(SQLiteJobQueue):
         params = _lesson_params(lesson)
         columns = [c.strip() for c in _LESSON_COLUMNS.split(",")]
         assignments = ", ".join(f"{column} = ?" for column in columns[2:])
-        with self._tx() as conn:
-            cursor = conn.execute(
-                f"UPDATE lessons SET {assignments} WHERE id = ? AND namespace = ?",
-                (*params[2:], lesson.id, lesson.namespace),
-            )
-            if cursor.rowcount == 0:
-                raise NotFoundError("lesson", lesson.id)
+        try:
+            with self._tx() as conn:
+                cursor = conn.execute(
+                    f"UPDATE lessons SET {assignments} WHERE id = ? AND namespace = ?",
+                    (*params[2:], lesson.id, lesson.namespace),
+                )
+                if cursor.rowcount == 0:
+                    raise NotFoundError("lesson", lesson.id)
+        except sqlite3.IntegrityError:
+            raise InputError(
+                "another lesson of this kind already has this content; reinforce or delete that one instead",
+                field="content",
+            ) from None
         return lesson
 
     def purge_expired(self, namespace: str) -> int:
