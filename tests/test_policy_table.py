@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,9 @@ from lessonbank import Episode, LessonBank
 from lessonbank.config import Settings
 from lessonbank.errors import ConfigError, InputError
 from lessonbank.llm import FakeLLM
+from lessonbank.llm.base import Message
 from lessonbank.models import Decision, VerificationResult
-from lessonbank.policy import History, decide, history_of, manual_reflector
+from lessonbank.policy import History, decide, decide_all, history_of, manual_reflector
 
 S = Settings()
 
@@ -168,3 +170,32 @@ def test_every_decision_is_visible_in_show_and_jobs(db_url: str) -> None:
             bank.reflect(routed.id, reflector="sonnet")
         manual = bank.reflect(routed.id, reflector="lesson")
         assert (manual.trigger, manual.reflector) == ("manual", "lesson")
+
+
+def test_one_reflection_per_episode_by_default_more_when_allowed() -> None:
+    episode = Episode(task="t", goal_id="g", status="failure", error="e", importance="high")
+    assert [d.reflector for d in decide_all(episode, S)] == ["insight"]
+    two = Settings(max_reflections_per_episode=2)
+    assert [(d.trigger, d.reflector) for d in decide_all(episode, two)] == [
+        ("terminal", "insight"),
+        ("high_importance", "dual"),
+    ]
+    three = Settings(max_reflections_per_episode=5)
+    assert [d.reflector for d in decide_all(episode, three)] == ["insight", "dual", "lesson"]
+    assert [d.reflector for d in decide_all(Episode(task="t"), three)] == [None]
+
+
+def test_extra_reflections_run_as_their_own_jobs(db_url: str) -> None:
+    def model(messages: Sequence[Message]) -> str:
+        if "<situation>" in messages[0]["content"]:
+            return "<situation>pricing research</situation><correction>filter by date</correction><tags>a, b</tags>"
+        return "The price data was outdated; filter by date next time."
+
+    settings = Settings(max_reflections_per_episode=2)
+    with LessonBank(db_url, llm=FakeLLM(default=model), settings=settings) as bank:
+        episode = bank.finish_goal("g", title="Pricing", status="failed", errors=["old data"])
+        assert bank.flush(timeout=10)
+        reason = bank.show(episode.id)["decision"]["reason"]
+        assert reason.startswith("trigger terminal: goal failed; also lesson on error (job_")
+        assert sorted(j.payload["reflector"] for j in bank.jobs()) == ["insight", "lesson"]
+        assert len(bank.insights(goal_id="g")) == 1 and len(bank.lessons(kind="lesson")) == 1

@@ -53,6 +53,7 @@ class Settings:
     failure_streak: int = 2  # LESSONBANK_FAILURE_STREAK: this many failures of an agent in the window
     failure_window_s: float = 86_400.0  # LESSONBANK_FAILURE_WINDOW_S: "recently", for the streak
     cooldown_s: float = 0.0  # LESSONBANK_COOLDOWN_S: per-agent pause between reflections (0: none)
+    max_reflections_per_episode: int = 1  # LESSONBANK_MAX_REFLECTIONS_PER_EPISODE: >1 runs the next rows too
 
     def routes(self) -> dict[str, str]:
         """The policy table: situation → reflector name (or ``off``)."""

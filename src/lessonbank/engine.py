@@ -46,7 +46,7 @@ from lessonbank.models import (
 from lessonbank.policy import (
     HISTORY_LIMIT,
     OFF,
-    decide,
+    decide_all,
     dedupe_key,
     history_of,
     history_since,
@@ -134,8 +134,8 @@ class Engine:
                 limit=HISTORY_LIMIT,
             )
             history = history_of(episode, recent, self.settings)
-        decision = decide(episode, self.settings, history)
-        return self._store_episode(episode, decision)
+        decision, *more = decide_all(episode, self.settings, history)
+        return self._store_episode(episode, decision, more)
 
     def _prepare_episode(
         self, episode: Episode | dict[str, Any], context_ids: Sequence[str] | None
@@ -175,7 +175,9 @@ class Engine:
             updates["context_ids"] = list(context_ids)
         return episode.model_copy(update=updates)
 
-    def _store_episode(self, episode: Episode, decision: Decision) -> tuple[Episode, Job | None]:
+    def _store_episode(
+        self, episode: Episode, decision: Decision, more: Sequence[Decision] = ()
+    ) -> tuple[Episode, Job | None]:
         job = None
         if decision.reflect:
             assert decision.trigger is not None and decision.reflector is not None
@@ -183,8 +185,24 @@ class Engine:
                 episode, dedupe_key(episode, decision.trigger), decision.trigger, decision.reflector
             )
             decision = decision.model_copy(update={"job_id": job.id})
+        # Further reflections (max_reflections_per_episode > 1): one job each, named in the decision.
+        extra = [
+            self._new_job(
+                episode, dedupe_key(episode, f"{d.trigger}:{d.reflector}"), str(d.trigger), str(d.reflector)
+            )
+            for d in more
+        ]
+        if extra:
+            also = ", ".join(
+                f"{job.payload['reflector']} on {job.payload['trigger']} ({job.id})" for job in extra
+            )
+            decision = decision.model_copy(update={"reason": f"{decision.reason}; also {also}"})
         final = self.store.record_episode(episode, decision, job)
-        return episode, job if final.reflect else None
+        if not final.reflect:
+            return episode, None
+        for other in extra:
+            self.store.enqueue_job(other)
+        return episode, job
 
     def _now(self) -> datetime:
         """The bank's clock as a datetime: every record the bank stamps uses it, so tests can move time."""

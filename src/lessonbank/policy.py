@@ -26,8 +26,10 @@ decided for the same agent within ``cooldown_s``; loops and goals are exempt); a
 episode already reflected (same task, trigger, attempt and outcome: the store's dedupe key).
 
 Each row's reflector is configurable (``Settings.routes`` / ``LESSONBANK_ROUTE_<SITUATION>``):
-a reflector name, or ``off`` to ignore the row (the next row that applies is used). Every
-decision, including a skip and its reason, is stored on the episode.
+a reflector name, or ``off`` to ignore the row (the next row that applies is used). With
+``max_reflections_per_episode`` (``LESSONBANK_MAX_REFLECTIONS_PER_EPISODE``) above 1, the next
+rows that apply also run, each with a reflector not used yet, one job each. Every decision,
+including a skip and its reason, is stored on the episode.
 """
 
 from __future__ import annotations
@@ -124,6 +126,24 @@ def decide(episode: Episode, settings: Settings, history: History | None = None)
     if signal.reflect:
         return Decision(reflect=False, reason=f"route signal is off (LESSONBANK_ROUTE_SIGNAL={OFF})")
     return signal
+
+
+def decide_all(episode: Episode, settings: Settings, history: History | None = None) -> list[Decision]:
+    """The decision for ``episode``, then (when ``max_reflections_per_episode`` > 1) the rows that
+    would apply next, each with a reflector not used yet: the first is :func:`decide`'s."""
+    first = decide(episode, settings, history)
+    decisions = [first]
+    used = {first.reflector}
+    current = settings
+    while first.reflect and len(decisions) < settings.max_reflections_per_episode:
+        off = {f"route_{row}": OFF for row, name in current.routes().items() if name in used}
+        current = current.with_overrides(**off)
+        following = decide(episode, current, history)
+        if not following.reflect:
+            break
+        decisions.append(following)
+        used.add(following.reflector)
+    return decisions
 
 
 def _reflect(trigger: str, reflector: str, why: str) -> Decision:
