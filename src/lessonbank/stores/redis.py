@@ -18,9 +18,7 @@ and retries live in ``redis_db.py``, the job queue in ``redis_jobs.py``. Invaria
 
 from __future__ import annotations
 
-import json
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC
 from functools import partial
@@ -38,51 +36,23 @@ from lessonbank.stores.base import (
     WriteResult,
     pick_near_duplicate,
 )
-from lessonbank.stores.redis_db import BATCH_SCRIPT, Batch, Clock, Pipe
-from lessonbank.stores.redis_jobs import RedisJobQueue
-from lessonbank.stores.redis_seed import SeedMirror
+from lessonbank.stores.redis_db import Clock, Pipe
+from lessonbank.stores.redis_index import RedisLessonIndex, episode_of, lesson_of, row_passes
 from lessonbank.stores.shared import (
-    POSTINGS_BUDGET,
     check_sort,
-    choose_terms,
-    common_idf,
     hashed,
-    idf,
-    index_terms,
     sort_lessons,
-    term_weights,
 )
 from lessonbank.text import keywords
 
-_ROW = (
-    "kind",
-    "status",
-    "task_type",
-    "agent",
-    "goal_id",
-    "tags",
-    "superseded",
-    "expires_at",
-    "confidence",
-    "pinned",
-    "created_at",
-    "access_count",
-    "last_accessed",
-)
-_SEP = "\x1f"
-CORPUS_TTL_S = 5.0
 IMPORT_CHUNK = 500
-PAGE = 64
 
 
-class RedisStore(RedisJobQueue):
+class RedisStore(RedisLessonIndex):
     """Redis persistence of episodes, lessons, reflections and jobs (see the module docstring)."""
 
     def __init__(self, url: str, *, clock: Clock = time.time) -> None:
         super().__init__(url, clock=clock)
-        self.seed = SeedMirror(self)
-        self._corpus: dict[str, tuple[float, float]] = {}
-        self._batch = self.r.register_script(BATCH_SCRIPT)
 
     # ----------------------------------------------------------------- episodes
 
@@ -142,7 +112,7 @@ class RedisStore(RedisJobQueue):
         row = self._run(run)
         if not row or not row[0]:
             raise NotFoundError("episode", episode_id)
-        return _episode(row)
+        return episode_of(row)
 
     def recent_episodes(
         self, namespace: str, *, agent: str | None = None, since: float = 0.0, limit: int = 20
@@ -161,21 +131,13 @@ class RedisStore(RedisJobQueue):
                     pipe.hmget(self.k(namespace, "episode", episode_id), ["data", "decision", "agent"])
                 for row in pipe.execute():
                     if row[0] and (agent is None or row[2] == agent):
-                        out.append(_episode(row))
+                        out.append(episode_of(row))
                 offset += page
             return out[:limit]
 
         return self._run(run)
 
     # ----------------------------------------------------------------- lessons
-
-    def _lesson_key(self, namespace: str, lesson_id: str) -> str:
-        return self.k(namespace, "lesson", lesson_id)
-
-    def _read_lesson(self, pipe: Pipe, namespace: str, lesson_id: str) -> Lesson | None:
-        key = self._lesson_key(namespace, lesson_id)
-        pipe.watch(key)
-        return _lesson(pipe.hmget(key, ["data", "access_count", "last_accessed"]))
 
     def write_lesson(self, lesson: Lesson, *, threshold: float = NEAR_DUPLICATE_JACCARD) -> WriteResult:
         lesson = hashed(lesson)
@@ -245,68 +207,6 @@ class RedisStore(RedisJobQueue):
             }
         )
 
-    def _q_write_lesson(self, pipe: Pipe, lesson: Lesson, old: Lesson | None) -> None:
-        """Queue the writes that store ``lesson`` (replacing ``old``) and keep every index in step.
-
-        They go out as one script call (see ``Batch``): a lesson touches ~30 keys, and one
-        command instead of thirty is what makes bulk imports fast.
-        """
-        ns, batch = lesson.namespace, Batch()
-        terms = index_terms(lesson.content, lesson.tags)
-        old_terms = index_terms(old.content, old.tags) if old is not None else []
-        batch.add("HSET", self._lesson_key(ns, lesson.id), *_flat(_row(lesson, terms)))
-        for term in set(old_terms) - set(terms):
-            batch.add("ZREM", self.k(ns, "tok", term), lesson.id)
-        for term, weight in term_weights(terms, self._avg_len(ns)).items():
-            batch.add("ZADD", self.k(ns, "tok", term), repr(weight), lesson.id)
-        old_tags = set(old.tags) if old is not None else set()
-        for tag in old_tags - set(lesson.tags):
-            batch.add("SREM", self.k(ns, "tag", tag), lesson.id)
-        for tag in set(lesson.tags) - old_tags:
-            batch.add("SADD", self.k(ns, "tag", tag), lesson.id)
-        if old is not None and old.content_hash != lesson.content_hash:
-            batch.add("DEL", self.k(ns, "hash", old.content_hash))
-        batch.add("SET", self.k(ns, "hash", lesson.content_hash), lesson.id)
-        batch.add("ZADD", self.k(ns, "lessons"), repr(lesson.created_at.timestamp()), lesson.id)
-        if lesson.expires_at is not None:
-            batch.add("ZADD", self.k(ns, "expiring"), repr(lesson.expires_at.timestamp()), lesson.id)
-        else:
-            batch.add("ZREM", self.k(ns, "expiring"), lesson.id)
-        batch.add("HINCRBY", self.k(ns, "corpus"), "docs", "0" if old is not None else "1")
-        batch.add("HINCRBY", self.k(ns, "corpus"), "length", str(len(terms) - len(old_terms)))
-        batch.add("HSET", self.where_key, lesson.id, ns)
-        batch.add("SADD", self.namespaces_key, ns)
-        batch.queue(pipe, self._batch)
-        if old is None:
-            self.seed.q_added(pipe, lesson)
-
-    def _avg_len(self, namespace: str) -> float:
-        """The namespace's mean lesson length in tokens, cached a few seconds (it drifts slowly)."""
-        cached = self._corpus.get(namespace)
-        if cached is not None and time.monotonic() - cached[0] < CORPUS_TTL_S:
-            return cached[1]
-        docs, length = self.r.hmget(self.k(namespace, "corpus"), ["docs", "length"])
-        avg = int(length or 0) / max(1, int(docs or 0))
-        self._corpus[namespace] = (time.monotonic(), avg)
-        return avg
-
-    def _q_delete_lesson(self, pipe: Pipe, lesson: Lesson) -> None:
-        ns, batch = lesson.namespace, Batch()
-        terms = index_terms(lesson.content, lesson.tags)
-        batch.add("DEL", self._lesson_key(ns, lesson.id))
-        for term in set(terms):
-            batch.add("ZREM", self.k(ns, "tok", term), lesson.id)
-        for tag in lesson.tags:
-            batch.add("SREM", self.k(ns, "tag", tag), lesson.id)
-        batch.add("DEL", self.k(ns, "hash", lesson.content_hash))
-        batch.add("ZREM", self.k(ns, "lessons"), lesson.id)
-        batch.add("ZREM", self.k(ns, "expiring"), lesson.id)
-        batch.add("HINCRBY", self.k(ns, "corpus"), "docs", "-1")
-        batch.add("HINCRBY", self.k(ns, "corpus"), "length", str(-len(terms)))
-        batch.add("HDEL", self.where_key, lesson.id)
-        batch.queue(pipe, self._batch)
-        self.seed.q_removed(pipe, lesson)
-
     def import_lessons(self, lessons: Sequence[Lesson]) -> tuple[int, int]:
         """Bulk write, one transaction per 500 lessons; the same content reinforces the stored lesson.
 
@@ -364,15 +264,9 @@ class RedisStore(RedisJobQueue):
             pipe = self.r.pipeline(transaction=False)
             for lesson_id, ns in zip(lesson_ids, spaces, strict=True):
                 pipe.hmget(self._lesson_key(ns or "", lesson_id), ["data", "access_count", "last_accessed"])
-            return [lesson for lesson in map(_lesson, pipe.execute()) if lesson is not None]
+            return [lesson for lesson in map(lesson_of, pipe.execute()) if lesson is not None]
 
         return self._run(run)
-
-    def _lessons_in(self, namespace: str, lesson_ids: Sequence[str]) -> list[Lesson]:
-        pipe = self.r.pipeline(transaction=False)
-        for lesson_id in lesson_ids:
-            pipe.hmget(self._lesson_key(namespace, lesson_id), ["data", "access_count", "last_accessed"])
-        return [lesson for lesson in map(_lesson, pipe.execute()) if lesson is not None]
 
     def list_lessons(
         self, query: LessonQuery, *, limit: int = 100, offset: int = 0, sort: LessonSort = "created"
@@ -391,7 +285,7 @@ class RedisStore(RedisJobQueue):
             for start in range(0, len(ids), 1000):
                 chunk = ids[start : start + 1000]
                 for lesson_id, row in zip(chunk, self._rows(ns, chunk), strict=True):
-                    if row is not None and _row_passes(row, query, now):
+                    if row is not None and row_passes(row, query, now):
                         passing.append(lesson_id)
                 if want is not None and len(passing) >= want:
                     break
@@ -401,15 +295,6 @@ class RedisStore(RedisJobQueue):
             return lessons[offset : offset + limit]
 
         return self._run(run)
-
-    def _rows(self, namespace: str, lesson_ids: Sequence[str]) -> list[dict[str, str] | None]:
-        pipe = self.r.pipeline(transaction=False)
-        for lesson_id in lesson_ids:
-            pipe.hmget(self._lesson_key(namespace, lesson_id), list(_ROW))
-        return [
-            dict(zip(_ROW, values, strict=True)) if values[0] is not None else None
-            for values in pipe.execute()
-        ]
 
     def delete_lesson(self, namespace: str, lesson_id: str) -> bool:
         def plan(pipe: Pipe) -> Callable[[Pipe], bool]:
@@ -452,63 +337,6 @@ class RedisStore(RedisJobQueue):
 
     def search(self, query: LessonQuery, terms: Sequence[str], limit: int) -> list[Candidate]:
         return self._run(lambda: self._search(query, terms, limit))
-
-    def _search(self, query: LessonQuery, terms: Sequence[str], limit: int) -> list[Candidate]:
-        """Top ``limit`` lessons by BM25 over the query's selective terms that pass the filters.
-
-        Each token zset holds its lessons scored by the token's BM25 factor, so Redis ranks:
-        ZUNIONSTORE weighted by the terms' IDF, then pages through the best until ``limit``
-        lessons pass the filters. When every word is too common, the lessons where the rarest
-        one weighs most are taken, all with the same relevance.
-        """
-        ns = query.namespace
-        terms = list(dict.fromkeys(t for t in terms if t))
-        if not terms or limit <= 0:
-            return []
-        pipe = self.r.pipeline(transaction=False)
-        for term in terms:
-            pipe.zcard(self.k(ns, "tok", term))
-        pipe.hget(self.k(ns, "corpus"), "docs")
-        *counts, docs_raw = pipe.execute()
-        frequencies = dict(zip(terms, counts, strict=True))
-        chosen, rarest = choose_terms(frequencies)
-        if rarest is None:
-            return []
-        docs = int(docs_raw or 0)
-        if not chosen:
-            flat = common_idf(docs, rarest[0])
-            return self._ranked(self.k(ns, "tok", rarest[1]), query, limit, lambda _: flat)
-        weights = {self.k(ns, "tok", term): idf(docs, frequencies[term]) for term in chosen}
-        union = self.k(ns, "tmp", uuid.uuid4().hex)
-        pipe = self.r.pipeline(transaction=True)
-        pipe.zunionstore(union, weights)
-        if query.tags:
-            pipe.zinterstore(union, {union: 1, **{self.k(ns, "tag", tag): 0 for tag in query.tags}})
-        pipe.expire(union, 60)
-        pipe.execute()
-        try:
-            return self._ranked(union, query, limit, lambda score: score)
-        finally:
-            self.r.delete(union)
-
-    def _ranked(
-        self, key: str, query: LessonQuery, limit: int, relevance: Callable[[float], float]
-    ) -> list[Candidate]:
-        """The best-scored members of zset ``key`` that pass the filters, as candidates."""
-        out: list[Candidate] = []
-        now, start, page = self.clock(), 0, max(PAGE, 2 * limit)
-        while len(out) < limit:
-            found = self.r.zrevrange(key, start, start + page - 1, withscores=True)
-            if not found:
-                break
-            rows = self._rows(query.namespace, [lesson_id for lesson_id, _ in found])
-            for (lesson_id, score), row in zip(found, rows, strict=True):
-                if row is not None and _row_passes(row, query, now):
-                    out.append(_candidate(lesson_id, row, relevance(score)))
-            start += page
-            if start >= POSTINGS_BUDGET:
-                break  # the filters let few through: stop, as SQLite's postings budget does
-        return out[:limit]
 
     def touch_lessons(self, lesson_ids: Sequence[str]) -> None:
         if not lesson_ids:
@@ -662,71 +490,3 @@ def _count_reflection(stats: StoreStats, reflection: Reflection) -> None:
         row["tokens_out"] += reflection.tokens_out
         row["cost_usd"] += reflection.cost_usd or 0.0
         row["unpriced_calls"] += int(reflection.cost_usd is None and reflection.llm_calls > 0)
-
-
-def _row(lesson: Lesson, terms: Sequence[str]) -> dict[str, str]:
-    return {
-        "data": lesson.model_dump_json(),
-        "kind": lesson.kind,
-        "status": lesson.status,
-        "task_type": lesson.task_type or "",
-        "agent": lesson.agent or "",
-        "goal_id": lesson.goal_id or "",
-        "tags": _SEP.join(lesson.tags),
-        "superseded": "1" if lesson.superseded_by is not None else "",
-        "expires_at": "" if lesson.expires_at is None else repr(lesson.expires_at.timestamp()),
-        "confidence": repr(lesson.confidence),
-        "pinned": "1" if lesson.pinned else "",
-        "created_at": repr(lesson.created_at.timestamp()),
-        "terms": " ".join(terms),
-        "access_count": str(lesson.access_count),
-        "last_accessed": "" if lesson.last_accessed is None else repr(lesson.last_accessed.timestamp()),
-    }
-
-
-def _flat(mapping: dict[str, str]) -> list[str]:
-    return [item for pair in mapping.items() for item in pair]
-
-
-def _row_passes(row: dict[str, str], query: LessonQuery, now: float) -> bool:
-    """SQLite's lesson filters, on the flat fields of a lesson hash."""
-    if query.statuses and row["status"] not in query.statuses:
-        return False
-    if query.kinds and row["kind"] not in query.kinds:
-        return False
-    for name in ("task_type", "agent", "goal_id"):
-        wanted = getattr(query, name)
-        if wanted is not None and row[name] != wanted:
-            return False
-    if query.tags and not set(query.tags) <= set(row["tags"].split(_SEP)):
-        return False
-    if row["superseded"]:
-        return False
-    return not row["expires_at"] or float(row["expires_at"]) > now
-
-
-def _candidate(lesson_id: str, row: dict[str, str], relevance: float) -> Candidate:
-    last_used = float(row["last_accessed"] or row["created_at"])
-    return Candidate(
-        lesson_id,
-        float(relevance),
-        int(row["access_count"] or 0),
-        float(row["confidence"]),
-        bool(row["pinned"]),
-        last_used,
-    )
-
-
-def _lesson(values: Sequence[Any]) -> Lesson | None:
-    """A lesson from its hash's ``data``, ``access_count`` and ``last_accessed`` fields."""
-    data, access_count, last_accessed = values
-    if not data:
-        return None
-    fields = json.loads(data)
-    fields["access_count"] = int(access_count or 0)
-    fields["last_accessed"] = float(last_accessed) if last_accessed else None
-    return Lesson.model_validate(fields)
-
-
-def _episode(row: Sequence[Any]) -> tuple[Episode, Decision | None]:
-    return Episode.model_validate_json(row[0]), Decision.model_validate_json(row[1]) if row[1] else None

@@ -1,0 +1,207 @@
+"""The PostgreSQL lesson index: the lessons table's columns, filters and lexical search.
+
+Invariants: every column but ``data`` is a copy of a lesson field (or derived from it: ``terms``,
+the tsvector of its tokens, and ``weights``, each token's BM25 factor), always written in the
+same statement as ``data``; search finds candidates through the GIN index on ``terms`` and
+ranks them in SQL, within the postings budget.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg import Connection
+from psycopg.types.json import Jsonb
+
+from lessonbank.models import Lesson
+from lessonbank.stores.base import Candidate, LessonQuery
+from lessonbank.stores.postgres_jobs import PostgresJobQueue
+from lessonbank.stores.shared import (
+    POSTINGS_BUDGET,
+    choose_terms,
+    common_idf,
+    idf,
+    index_terms,
+    term_weights,
+)
+
+COLUMNS = (
+    "id, namespace, kind, content_hash, status, task_type, agent, goal_id, tags, importance, confidence, "
+    "access_count, helpful, harmful, pinned, expires_at, superseded_by, last_used, created_at, doc_len, "
+    "terms, weights, data"
+)
+PLACEHOLDERS = ",".join(["%s"] * 20 + ["array_to_tsvector(%s::text[])", "%s", "%s"])
+SORTS: dict[str, str] = {
+    "created": "created_at DESC",
+    "access": "access_count DESC, created_at DESC",
+    "confidence": "confidence DESC, created_at DESC",
+    "utility": "(helpful - harmful) DESC, created_at DESC",
+    "score": "importance * (0.5 + confidence) DESC, created_at DESC",
+}
+CORPUS_STATS_TTL_S = 5.0
+CACHED_MIN_DF = 64
+
+
+class PostgresLessonIndex(PostgresJobQueue):
+    """Lesson rows and lexical search of the PostgreSQL store."""
+
+    def __init__(self, url: str, **kwargs: Any) -> None:
+        super().__init__(url, **kwargs)
+        self._corpus: dict[str, tuple[float, int, float]] = {}
+        self._df_cache: dict[str, tuple[int, dict[str, int]]] = {}
+
+    def _overwrite(self, conn: Connection[Any], lesson: Lesson) -> int:
+        names = [c.strip() for c in COLUMNS.split(",")][2:]
+        placeholders = PLACEHOLDERS.split(",")[2:]
+        assignments = ", ".join(f"{n} = {p}" for n, p in zip(names, placeholders, strict=True))
+        return conn.execute(
+            f"UPDATE lessons SET {assignments} WHERE id = %s AND namespace = %s",
+            (*values(lesson, self._avg_len(lesson.namespace))[2:], lesson.id, lesson.namespace),
+        ).rowcount
+
+    def _search(
+        self, conn: Connection[Any], query: LessonQuery, terms: Sequence[str], limit: int
+    ) -> list[Candidate]:
+        """Top ``limit`` lessons by BM25 over the query's selective terms that pass the filters."""
+        terms = list(dict.fromkeys(t for t in terms if t))
+        if not terms:
+            return []
+        docs, _ = self._corpus_stats(conn, query.namespace)
+        frequencies = self._document_frequencies(conn, query.namespace, terms, docs)
+        chosen, rarest = choose_terms(frequencies)
+        if rarest is None:
+            return []
+        where, params = self._filters(query)
+        columns = "l.id, l.access_count, l.confidence, l.pinned, l.last_used"
+        if chosen:
+            # BM25 = Σ idf(term) × the term's factor stored with the lesson (see term_weights).
+            score = " + ".join(["coalesce((l.weights->>%s)::float8, 0) * %s"] * len(chosen))
+            weights = [value for term in chosen for value in (term, idf(docs, frequencies[term]))]
+            found = conn.execute(
+                f"SELECT {columns}, {score} AS rel FROM lessons l WHERE {where} AND l.terms @@ %s::tsquery "
+                "ORDER BY rel DESC LIMIT %s",
+                (*weights, *params, " | ".join(_lexeme(t) for t in chosen), limit),
+            ).fetchall()
+            return [_candidate(row, row[5]) for row in found]
+        flat = common_idf(docs, rarest[0])
+        found = conn.execute(
+            f"SELECT {columns} FROM lessons l WHERE {where} AND l.seq IN (SELECT seq FROM lessons "
+            "WHERE namespace = %s AND terms @@ %s::tsquery ORDER BY namespace, seq DESC LIMIT %s) LIMIT %s",
+            (*params, query.namespace, _lexeme(rarest[1]), POSTINGS_BUDGET, limit),
+        ).fetchall()
+        return [_candidate(row, flat) for row in found]
+
+    def _document_frequencies(
+        self, conn: Connection[Any], namespace: str, terms: Sequence[str], docs: int
+    ) -> dict[str, int]:
+        """How many lessons hold each term, capped just above the postings budget.
+
+        As in SQLite, only frequent terms are cached (counting them is what costs), and the
+        cache is dropped when the namespace grows or shrinks by 10 %.
+        """
+        size, cache = self._df_cache.get(namespace, (docs, {}))
+        if docs > size * 1.1 or docs < size:
+            size, cache = docs, {}
+        self._df_cache[namespace] = (size, cache)
+        missing = [t for t in terms if t not in cache]
+        out = {t: cache[t] for t in terms if t in cache}
+        if missing:
+            # One count per term, each with its tsquery as a plain parameter so the GIN index is used.
+            sql = "SELECT %s, count(*) FROM (SELECT 1 FROM lessons WHERE namespace = %s AND terms @@ %s::tsquery LIMIT %s) s"
+            params: list[Any] = []
+            for index, term in enumerate(missing):
+                params += [index, namespace, _lexeme(term), POSTINGS_BUDGET + 1]
+            rows = conn.execute(" UNION ALL ".join([sql] * len(missing)), params).fetchall()
+            for index, count_found in rows:
+                term = missing[index]
+                count = int(count_found)
+                out[term] = count
+                if count >= CACHED_MIN_DF:
+                    cache[term] = count
+        return out
+
+    def _avg_len(self, namespace: str) -> float:
+        """The mean lesson length last seen by a search (writes search first; 0 before any)."""
+        cached = self._corpus.get(namespace)
+        return cached[2] if cached is not None else 0.0
+
+    def _corpus_stats(self, conn: Connection[Any], namespace: str) -> tuple[int, float]:
+        """Lesson count and mean document length of the namespace, cached a few seconds."""
+        cached = self._corpus.get(namespace)
+        if cached is not None and time.monotonic() - cached[0] < CORPUS_STATS_TTL_S:
+            return cached[1], cached[2]
+        row = conn.execute(
+            "SELECT count(*), coalesce(avg(doc_len), 0) FROM lessons WHERE namespace = %s", (namespace,)
+        ).fetchone()
+        docs, avg_len = (int(row[0]), float(row[1])) if row else (0, 0.0)
+        self._corpus[namespace] = (time.monotonic(), docs, avg_len)
+        return docs, avg_len
+
+    def _lessons_by_id(self, conn: Connection[Any], lesson_ids: Sequence[str]) -> list[Lesson]:
+        if not lesson_ids:
+            return []
+        rows = conn.execute("SELECT data FROM lessons WHERE id = ANY(%s)", (list(lesson_ids),)).fetchall()
+        by_id = {lesson.id: lesson for lesson in (Lesson.model_validate(row[0]) for row in rows)}
+        return [by_id[lesson_id] for lesson_id in lesson_ids if lesson_id in by_id]
+
+    def _filters(self, query: LessonQuery) -> tuple[str, list[Any]]:
+        clauses = ["l.namespace = %s"]
+        params: list[Any] = [query.namespace]
+        if query.statuses:
+            clauses.append("l.status = ANY(%s)")
+            params.append(list(query.statuses))
+        if query.kinds:
+            clauses.append("l.kind = ANY(%s)")
+            params.append(list(query.kinds))
+        for column in ("task_type", "agent", "goal_id"):
+            value = getattr(query, column)
+            if value is not None:
+                clauses.append(f"l.{column} = %s")
+                params.append(value)
+        if query.tags:
+            clauses.append("l.tags @> %s::text[]")
+            params.append(list(query.tags))
+        clauses.append("l.superseded_by IS NULL")
+        clauses.append("(l.expires_at IS NULL OR l.expires_at > %s)")
+        params.append(self.clock())
+        return " AND ".join(clauses), params
+
+
+def _lexeme(term: str) -> str:
+    """``term`` as one quoted tsquery lexeme (taken as is, never read as syntax)."""
+    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def values(lesson: Lesson, avg_len: float) -> tuple[Any, ...]:
+    terms = index_terms(lesson.content, lesson.tags)
+    return (
+        lesson.id,
+        lesson.namespace,
+        lesson.kind,
+        lesson.content_hash,
+        lesson.status,
+        lesson.task_type,
+        lesson.agent,
+        lesson.goal_id,
+        list(lesson.tags),
+        lesson.importance,
+        lesson.confidence,
+        lesson.access_count,
+        lesson.helpful,
+        lesson.harmful,
+        lesson.pinned,
+        None if lesson.expires_at is None else lesson.expires_at.timestamp(),
+        lesson.superseded_by,
+        (lesson.last_accessed or lesson.created_at).timestamp(),
+        lesson.created_at.timestamp(),
+        len(terms),
+        list(dict.fromkeys(terms)),
+        Jsonb(term_weights(terms, avg_len)),
+        Jsonb(lesson.model_dump(mode="json")),
+    )
+
+
+def _candidate(row: Sequence[Any], relevance: float) -> Candidate:
+    return Candidate(row[0], float(relevance), int(row[1]), float(row[2]), bool(row[3]), float(row[4]))
