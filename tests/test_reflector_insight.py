@@ -81,6 +81,8 @@ def test_importance_follows_the_seed(status: str, errors: list[str], expected: f
         f"## Reflection\n\n- {INSIGHT}",
         f'"{INSIGHT}"',
         f"Insight - {INSIGHT}",
+        f'```json\n{{"insight": "{INSIGHT}"}}\n```',
+        f'{{"reflection": "{INSIGHT}", "importance": 0.8}}',
         f"  {INSIGHT.replace('web_search', '`web_search`')}  ",
     ],
 )

@@ -17,6 +17,9 @@ tables; the structured extras sit in ``Lesson.metadata`` (times as Unix seconds)
 Expired lessons never come back: reads filter them, and every write here purges them first,
 so an exact repeat of an expired text is added fresh instead of reviving the old one. Room
 under a cap is made before the job's result is written, so no reader sees a pool over its cap.
+
+Known limit: lessons are unique per (namespace, kind, content), so the very same rule text
+derived for two agents is one rule, kept by the agent that learned it first.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ sentences, at most 500 characters. Importance follows the seed: failed 0.8, comp
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -75,11 +76,26 @@ def clip(text: str, limit: int = INSIGHT_MAX_CHARS) -> str:
     return cut + "…"
 
 
+def _unwrap_json(text: str) -> str:
+    """The insight inside a JSON answer (``{"insight": "…"}``), else the text unchanged."""
+    body = _FENCE.sub("", text).strip()
+    if not (body.startswith("{") and body.endswith("}")):
+        return text
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return text
+    for key in ("insight", "reflection", "text"):
+        if isinstance(data, dict) and isinstance(data.get(key), str):
+            return str(data[key])
+    return text
+
+
 def parse_insight(text: str) -> Parsed:
     """Parse an insight answer. Raises :class:`ParseError` when there is no usable sentence."""
     if not isinstance(text, str) or not text.strip():
         raise ParseError("empty reply", raw=text if isinstance(text, str) else "")
-    plain = _LABEL.sub("", strip_markdown(text)).strip(_STRAY).strip("\"'").strip(_STRAY)
+    plain = _LABEL.sub("", strip_markdown(_unwrap_json(text))).strip(_STRAY).strip("\"'").strip(_STRAY)
     parts = sentences(plain)[:INSIGHT_MAX_SENTENCES]
     insight = clip(" ".join(parts))
     if len(insight.split()) < 3:
