@@ -346,3 +346,57 @@ def test_worker_processes_share_one_queue(backend_name: str, tmp_path: Path) -> 
             drop_redis_prefix(f"lbtest{tag}:")
         else:
             drop_postgres_schema(f"lbtest_{tag}")
+
+
+def test_redis_entries_left_pending_by_a_vanished_consumer_are_reclaimed(redis_prefix: str) -> None:
+    """A worker that read a job's stream entry and died before leasing it: XAUTOCLAIM after the lease."""
+    from lessonbank.models import Job
+    from lessonbank.stores.redis import RedisStore
+
+    store = open_store(f"{REDIS_URL}?prefix={redis_prefix}")
+    assert isinstance(store, RedisStore)
+    try:
+        store.enqueue_job(Job(namespace="default", dedupe_key="k", episode_id="ep_1"))
+        stream = store.k("default", "stream")
+        store.r.xreadgroup("workers", "vanished@1:x", {stream: ">"}, count=1)  # read, never leased
+        assert store.r.xpending(stream, "workers")["pending"] == 1
+        assert store.lease_job("host@2:b", None, 0.3) is None  # not idle long enough yet
+        time.sleep(0.4)
+        taken = store.lease_job("host@2:b", None, 0.3)
+        assert taken is not None and taken.lease_owner == "host@2:b" and taken.attempts == 1
+        store.finish_job(taken.id, "host@2:b", reflection=None, lessons=[], detail="ok")
+        assert store.r.xpending(stream, "workers")["pending"] == 0 and store.r.xlen(stream) == 0
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("redis://127.0.0.1:6379/0?retry_s=soon", "bad retry_s"),
+        ("postgresql://127.0.0.1:5432/test?schema=", "bad schema name"),
+        ("postgresql://127.0.0.1:5432/test?pool_max=many", "bad option"),
+        ("mysql://127.0.0.1/db", "unknown database URL scheme"),
+    ],
+)
+def test_bad_urls_are_config_errors(url: str, message: str) -> None:
+    from lessonbank.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        open_store(url)
+
+
+@pytest.mark.parametrize(
+    ("module", "url", "extra"),
+    [("redis", "redis://127.0.0.1:6379/0", "redis"), ("psycopg", "postgresql://127.0.0.1/test", "postgres")],
+)
+def test_a_missing_client_library_names_the_extra(
+    module: str, url: str, extra: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lessonbank.errors import ConfigError
+
+    monkeypatch.setitem(sys.modules, module, None)  # import fails as if not installed
+    for name in [n for n in sys.modules if n.startswith(f"lessonbank.stores.{extra}")]:
+        monkeypatch.delitem(sys.modules, name)
+    with pytest.raises(ConfigError, match=rf"pip install 'lessonbank\[{extra}\]'"):
+        open_store(url)

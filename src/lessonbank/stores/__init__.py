@@ -40,12 +40,20 @@ def open_store(url: str, *, clock: Callable[[], float] = time.time) -> Store:
     if scheme == "":
         return SQLiteStore(url, clock=clock)
     if scheme in ("redis", "rediss"):
-        from lessonbank.stores.redis import RedisStore
-
+        try:
+            from lessonbank.stores.redis import RedisStore
+        except ImportError as exc:
+            raise ConfigError(
+                f"the Redis backend needs redis-py ({exc}): pip install 'lessonbank[redis]'"
+            ) from exc
         return RedisStore(url, clock=clock)
     if scheme in ("postgresql", "postgres"):
-        from lessonbank.stores.postgres import PostgresStore
-
+        try:
+            from lessonbank.stores.postgres import PostgresStore
+        except ImportError as exc:
+            raise ConfigError(
+                f"the PostgreSQL backend needs psycopg 3 and psycopg-pool ({exc}): pip install 'lessonbank[postgres]'"
+            ) from exc
         return PostgresStore(url, clock=clock)
     raise ConfigError(
         f"unknown database URL scheme {scheme!r} in {url!r}; use sqlite:///path.db, redis://host:6379/0 or postgresql://host/db"
