@@ -368,3 +368,12 @@ def test_reflections_and_stats(store: Store, clock: Clock) -> None:
     day = at(clock.now).strftime("%Y-%m-%d")
     assert stats.by_day[day]["reflections"] == 2
     assert store.stats("other").episodes == 0
+
+
+def test_recall_matches_word_forms_as_sqlite_stems_them(store: Store, clock: Clock) -> None:
+    made = store.write_lesson(lesson("when editing large Go files use Edit, not full rewrite", clock)).lesson
+    deploys = store.write_lesson(lesson("deploys on fridays need a second reviewer", clock)).lesson
+    assert [c.lesson_id for c in store.search(LessonQuery(NS), ["file"], 5)] == [made.id]
+    assert [c.lesson_id for c in store.search(LessonQuery(NS), ["edits"], 5)] == [made.id]
+    assert [c.lesson_id for c in store.search(LessonQuery(NS), ["deploying"], 5)] == [deploys.id]
+    assert [c.lesson_id for c in store.search(LessonQuery(NS), ["Reviewers"], 5)] == [deploys.id]

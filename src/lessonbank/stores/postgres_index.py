@@ -24,6 +24,7 @@ from lessonbank.stores.shared import (
     common_idf,
     idf,
     index_terms,
+    query_terms,
     term_weights,
 )
 
@@ -65,7 +66,7 @@ class PostgresLessonIndex(PostgresJobQueue):
         self, conn: Connection[Any], query: LessonQuery, terms: Sequence[str], limit: int
     ) -> list[Candidate]:
         """Top ``limit`` lessons by BM25 over the query's selective terms that pass the filters."""
-        terms = list(dict.fromkeys(t for t in terms if t))
+        terms = query_terms(terms)
         if not terms:
             return []
         docs, _ = self._corpus_stats(conn, query.namespace)

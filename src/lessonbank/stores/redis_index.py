@@ -24,6 +24,7 @@ from lessonbank.stores.shared import (
     common_idf,
     idf,
     index_terms,
+    query_terms,
     term_weights,
 )
 
@@ -150,7 +151,7 @@ class RedisLessonIndex(RedisJobQueue):
         one weighs most are taken, all with the same relevance.
         """
         ns = query.namespace
-        terms = list(dict.fromkeys(t for t in terms if t))
+        terms = query_terms(terms)
         if not terms or limit <= 0:
             return []
         pipe = self.r.pipeline(transaction=False)

@@ -3,8 +3,8 @@
 Invariants:
 
 - Lexical relevance is FTS5's BM25 (k1 = 1.2, b = 0.75, IDF floored at 1e-6) over one
-  document per lesson: its content and tags tokenised by :func:`index_terms`, so every
-  backend ranks the same candidates the same way SQLite does (SQLite also stems words).
+  document per lesson: its content and tags tokenised and Porter-stemmed by :func:`index_terms`
+  as SQLite's FTS5 ``porter`` tokenizer does, so every backend matches the same words.
 - Recall reads a bounded number of postings (``POSTINGS_BUDGET``): words held by more
   lessons act as stopwords; when every word is that common, the newest lessons holding the
   rarest word are taken, all with the same relevance (as SQLite does).
@@ -23,6 +23,7 @@ from typing import TypeVar
 from lessonbank.errors import InputError, StoreError
 from lessonbank.models import Lesson
 from lessonbank.stores.base import LessonQuery, LessonSort
+from lessonbank.stores.stem import stem
 from lessonbank.text import content_hash, words
 
 log = logging.getLogger("lessonbank.stores")
@@ -37,8 +38,13 @@ T = TypeVar("T")
 
 
 def index_terms(content: str, tags: Sequence[str]) -> list[str]:
-    """The tokens a lesson is indexed under (repeats kept: they are the term frequencies)."""
-    return words(content) + [w for tag in tags for w in words(tag)]
+    """The stemmed tokens a lesson is indexed under (repeats kept: they are the term frequencies)."""
+    return [stem(w) for w in words(content)] + [stem(w) for tag in tags for w in words(tag)]
+
+
+def query_terms(terms: Sequence[str]) -> list[str]:
+    """Query words as the index holds them: stemmed, each once."""
+    return list(dict.fromkeys(stem(term.lower()) for term in terms if term))
 
 
 def bm25(doc_terms: Sequence[str], query_df: dict[str, int], docs: int, avg_len: float) -> float:
