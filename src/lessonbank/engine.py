@@ -47,6 +47,7 @@ from lessonbank.policy import (
     HISTORY_LIMIT,
     OFF,
     decide_all,
+    decision_rows,
     dedupe_key,
     history_of,
     history_since,
@@ -256,14 +257,7 @@ class Engine:
         return routing.insights(self.store, self.namespace, goal_id, fallback=False)
 
     def _rules(self, agent: str | None, stream: str | None) -> list[Lesson]:
-        if stream not in (None, "tactical", "strategic"):
-            raise InputError(f"stream must be tactical or strategic, got {stream!r}", field="stream")
-        found = (
-            routing.rules_all(self.store, self.namespace)
-            if agent is None
-            else routing.rules(self.store, self.namespace, agent)
-        )
-        return [rule for rule in found if stream is None or routing.stream_of(rule) == stream]
+        return routing.list_rules(self.store, self.namespace, agent, stream)
 
     def _replay(self, task: str | None, task_type: str | None, k: int) -> list[Lesson]:
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
@@ -274,37 +268,11 @@ class Engine:
         """The policy's latest decisions, newest first: reflect (trigger, reflector, job) or skip and why."""
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InputError(f"limit must be a whole number ≥ 1, got {limit!r}", field="limit")
-        rows = []
-        for episode, decision in self.store.recent_episodes(self.namespace, agent=agent, limit=limit):
-            rows.append(
-                {
-                    "episode_id": episode.id,
-                    "created_at": episode.created_at.isoformat(),
-                    "agent": episode.agent,
-                    "status": episode.status,
-                    "task": episode.task,
-                    **(
-                        decision.model_dump(mode="json")
-                        if decision
-                        else {"reflect": False, "reason": "unknown"}
-                    ),
-                }
-            )
-        return rows
+        return decision_rows(self.store.recent_episodes(self.namespace, agent=agent, limit=limit))
 
     def _confirm_rule(self, rule_id: str) -> Lesson:
         """Mark a rule helpful: one more confirmation (see :mod:`lessonbank.routing`)."""
-        rule = self.store.get_lesson(rule_id)
-        if rule.namespace != self.namespace or rule.kind != "principle":
-            raise NotFoundError("rule", rule_id)
-        self.store.purge_expired(self.namespace)
-        try:
-            live = self.store.get_lesson(rule_id)
-        except NotFoundError:
-            raise InputError(
-                f"rule {rule_id} has expired; expired rules do not come back", field="id"
-            ) from None
-        return routing.confirm_rule(self.store, live, self.clock(), helpful=True)
+        return routing.confirm_rule_by_id(self.store, self.namespace, rule_id, self.clock())
 
     def _add_lesson(
         self,

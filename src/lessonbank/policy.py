@@ -38,6 +38,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from lessonbank.config import Settings
 from lessonbank.models import Decision, Episode
@@ -262,3 +263,19 @@ def dedupe_key(episode: Episode, trigger: str) -> str:
     outcome = " | ".join(part for part in (episode.status, episode.error or "", episode.output or "") if part)
     parts = [normalize(episode.task), trigger, normalize(attempt), normalize(outcome)]
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+
+
+def decision_rows(recent: Sequence[tuple[Episode, Decision | None]]) -> list[dict[str, Any]]:
+    """Stored decisions as rows for listing: the episode's id, time, agent, status and task, then
+    the decision (reflect, trigger, reflector, reason, job_id)."""
+    return [
+        {
+            "episode_id": episode.id,
+            "created_at": episode.created_at.isoformat(),
+            "agent": episode.agent,
+            "status": episode.status,
+            "task": episode.task,
+            **(decision.model_dump(mode="json") if decision else {"reflect": False, "reason": "unknown"}),
+        }
+        for episode, decision in recent
+    ]

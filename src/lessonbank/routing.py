@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
+from lessonbank.errors import InputError, NotFoundError
 from lessonbank.models import Lesson, from_timestamp
 from lessonbank.stores.base import NEAR_DUPLICATE_JACCARD, LessonQuery, Store, pick_near_duplicate
 from lessonbank.text import keywords, normalize
@@ -176,6 +177,19 @@ def confirm_rule(store: Store, rule: Lesson, now: float, *, helpful: bool = Fals
     return stored
 
 
+def confirm_rule_by_id(store: Store, namespace: str, rule_id: str, now: float) -> Lesson:
+    """Mark a live rule of ``namespace`` helpful (a confirmation). An expired rule stays gone."""
+    rule = store.get_lesson(rule_id)
+    if rule.namespace != namespace or rule.kind != "principle":
+        raise NotFoundError("rule", rule_id)
+    store.purge_expired(namespace)
+    try:
+        live = store.get_lesson(rule_id)
+    except NotFoundError:
+        raise InputError(f"rule {rule_id} has expired; expired rules do not come back", field="id") from None
+    return confirm_rule(store, live, now, helpful=True)
+
+
 def _cap_rules(store: Store, namespace: str, agent: str | None) -> None:
     found = rules(store, namespace, agent)
     for stream, cap in (("strategic", STRATEGIC_PER_AGENT), ("tactical", TACTICAL_PER_AGENT)):
@@ -219,6 +233,14 @@ def context_rules(store: Store, namespace: str, agent: str | None) -> list[Lesso
     own = rules(store, namespace, agent)
     shared = store.list_lessons(LessonQuery(namespace, kinds=["principle"]), limit=RECENT_SCAN)
     return [*own, *_ranked_rules([rule for rule in shared if rule.agent is None])]
+
+
+def list_rules(store: Store, namespace: str, agent: str | None, stream: str | None) -> list[Lesson]:
+    """Live rules, strategic first: one agent's, or every agent's when ``agent`` is None."""
+    if stream not in (None, "tactical", "strategic"):
+        raise InputError(f"stream must be tactical or strategic, got {stream!r}", field="stream")
+    found = rules_all(store, namespace) if agent is None else rules(store, namespace, agent)
+    return [rule for rule in found if stream is None or stream_of(rule) == stream]
 
 
 def rules_all(store: Store, namespace: str) -> list[Lesson]:
