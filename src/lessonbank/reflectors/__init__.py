@@ -1,6 +1,19 @@
 """Reflectors turn one episode into one reflection with one LLM call (see ``base.py``)."""
 
 from lessonbank.reflectors.base import Parsed, Reflector, ReflectorRun, reflect
+from lessonbank.reflectors.dual import DualReflector, parse_dual
+from lessonbank.reflectors.insight import InsightReflector, parse_insight
 from lessonbank.reflectors.lesson import LessonReflector, parse_lesson
 
-__all__ = ["LessonReflector", "Parsed", "Reflector", "ReflectorRun", "parse_lesson", "reflect"]
+__all__ = [
+    "DualReflector",
+    "InsightReflector",
+    "LessonReflector",
+    "Parsed",
+    "Reflector",
+    "ReflectorRun",
+    "parse_dual",
+    "parse_insight",
+    "parse_lesson",
+    "reflect",
+]
