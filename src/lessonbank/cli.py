@@ -190,7 +190,9 @@ def context(
             "--format", help="Section (repeatable): long_term_memory, past_reflections, learned_rules, replay"
         ),
     ] = None,
-    goal: Annotated[str | None, typer.Option("--goal", help="Goal id, for past_reflections")] = None,
+    goal: Annotated[
+        str | None, typer.Option("--goal", "--goal-id", help="Goal id, for past_reflections")
+    ] = None,
     agent: Annotated[str | None, typer.Option(help="Agent, for learned_rules")] = None,
     task_type: Annotated[str | None, typer.Option(help="Task type, for replay")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,

@@ -73,7 +73,9 @@ def goal_finish(
 @app.command()
 def insights(
     ctx: typer.Context,
-    goal: Annotated[str | None, typer.Option("--goal", help="Only this goal (default: recent goals)")] = None,
+    goal: Annotated[
+        str | None, typer.Option("--goal", "--goal-id", help="Only this goal (default: recent goals)")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """List live goal insights, most important first."""
