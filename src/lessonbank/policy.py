@@ -25,6 +25,9 @@ trivial success (< 5 s, no error, a single step at most); the agent's cooldown (
 decided for the same agent within ``cooldown_s``; loops and goals are exempt); an identical
 episode already reflected (same task, trigger, attempt and outcome: the store's dedupe key).
 
+The thresholds are settings too: 60 s ``LESSONBANK_LONG_DURATION_S``, 5 s
+``LESSONBANK_TRIVIAL_DURATION_S``, 2 failures ``LESSONBANK_FAILURE_STREAK`` within 24 h
+``LESSONBANK_FAILURE_WINDOW_S``, cooldown ``LESSONBANK_COOLDOWN_S`` (0, off, by default).
 Each row's reflector is configurable (``Settings.routes`` / ``LESSONBANK_ROUTE_<SITUATION>``):
 a reflector name, or ``off`` to ignore the row (the next row that applies is used). With
 ``max_reflections_per_episode`` (``LESSONBANK_MAX_REFLECTIONS_PER_EPISODE``) above 1, the next
