@@ -154,6 +154,7 @@ def bench_backend(backend: str, args: argparse.Namespace, workdir: Path) -> dict
         finally:
             probe.close()
     recorded = sum(r["recorded"] for r in rec)
+    record_seconds = max(r["seconds"] for r in rec)  # recorders ran side by side
     jobs_total = sum(counts.values())
     reflections = sum(stats["reflections"].values())
     processed = [
@@ -162,8 +163,8 @@ def bench_backend(backend: str, args: argparse.Namespace, workdir: Path) -> dict
     return {
         "backend": backend,
         "episodes_recorded": recorded,
-        "record_seconds": recorded_at,
-        "episodes_per_s": recorded / recorded_at if recorded_at else None,
+        "record_seconds": record_seconds,
+        "episodes_per_s": recorded / record_seconds,
         "jobs": jobs_total,
         "jobs_by_status": counts,
         "drain_seconds": drained,
@@ -235,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         [
             r["backend"],
             f"{r['episodes_recorded']:,}",
-            f"{r['episodes_per_s']:,.0f}" if r["episodes_per_s"] else "-",
+            f"{r['episodes_per_s']:,.0f}",
             f"{r['jobs']:,}",
             f"{r['jobs_per_s']:,.1f}",
             str(r["jobs_lost"]),

@@ -400,3 +400,23 @@ def test_a_missing_client_library_names_the_extra(
         monkeypatch.delitem(sys.modules, name)
     with pytest.raises(ConfigError, match=rf"pip install 'lessonbank\[{extra}\]'"):
         open_store(url)
+
+
+def test_redis_entries_read_by_a_dead_local_worker_are_taken_at_once(redis_prefix: str) -> None:
+    """Killed between reading an entry and leasing its job: no need to wait for the lease to pass."""
+    from lessonbank.models import Job
+    from lessonbank.stores.redis import RedisStore
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    store = open_store(f"{REDIS_URL}?prefix={redis_prefix}")
+    assert isinstance(store, RedisStore)
+    try:
+        store.enqueue_job(Job(namespace="default", dedupe_key="k", episode_id="ep_1"))
+        stream = store.k("default", "stream")
+        store.r.xreadgroup("workers", f"{socket.gethostname()}@{proc.pid}:dead", {stream: ">"}, count=1)
+        taken = store.lease_job("host@2:b", None, 3600)
+        assert taken is not None and taken.lease_owner == "host@2:b"
+        assert [c["name"] for c in store.r.xinfo_consumers(stream, "workers")] == ["host@2:b"]
+    finally:
+        store.close()

@@ -17,6 +17,7 @@ Job JSON) is the source of truth; the stream only delivers. Invariants:
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -46,6 +47,7 @@ class RedisJobQueue(RedisDatabase):
     def __init__(self, url: str, **kwargs: Any) -> None:
         super().__init__(url, **kwargs)
         self._promote = self.r.register_script(_PROMOTE)
+        self._consumers_checked: dict[str, float] = {}
 
     # ----------------------------------------------------------------- writing jobs
 
@@ -135,6 +137,9 @@ class RedisJobQueue(RedisDatabase):
             job = self._take(ns, str(job_id), owner, lease_s, entry=None)
             if job is not None:
                 return job
+        job = self._reclaim_from_dead_local_consumers(ns, stream, owner, lease_s)
+        if job is not None:
+            return job
         # Entries a vanished consumer left pending for longer than a lease: claim them, then let the
         # job hash decide (its lease is checked against the store clock like any other).
         claimed = self.r.xautoclaim(
@@ -157,6 +162,37 @@ class RedisJobQueue(RedisDatabase):
                 return None
             entry, fields = reply[0][1][0]
             job = self._take(ns, fields.get("job", ""), owner, lease_s, entry=entry)
+            if job is not None:
+                return job
+        return None
+
+    def _reclaim_from_dead_local_consumers(
+        self, ns: str, stream: str, owner: str, lease_s: float
+    ) -> Job | None:
+        """Entries read by a consumer process of this host that no longer exists are taken at once.
+
+        (A worker killed between reading an entry and leasing its job leaves the job queued with
+        its only entry pending under the dead consumer.) Checked at most once a second.
+        """
+        now = time.monotonic()
+        if now - self._consumers_checked.get(ns, 0.0) < 1.0:
+            return None
+        self._consumers_checked[ns] = now
+        host = socket.gethostname()
+        for consumer in self.r.xinfo_consumers(stream, GROUP):
+            name = str(consumer["name"])
+            consumer_host, pid = parse_owner(name)
+            if consumer_host != host or pid is None or pid_alive(pid):
+                continue
+            job = None
+            for pending in self.r.xpending_range(stream, GROUP, "-", "+", 100, consumername=name):
+                entry = str(pending["message_id"])
+                self.r.xclaim(stream, GROUP, owner, 0, [entry], justid=True)
+                job = self._take_entry(ns, stream, entry, owner, lease_s)
+                if job is not None:
+                    break
+            if not self.r.xpending_range(stream, GROUP, "-", "+", 1, consumername=name):
+                self.r.xgroup_delconsumer(stream, GROUP, name)
             if job is not None:
                 return job
         return None

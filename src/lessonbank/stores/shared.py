@@ -47,24 +47,10 @@ def query_terms(terms: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(stem(term.lower()) for term in terms if term))
 
 
-def bm25(doc_terms: Sequence[str], query_df: dict[str, int], docs: int, avg_len: float) -> float:
-    """FTS5's BM25 of one document for the query terms (``query_df``: term → document frequency)."""
-    counts = Counter(doc_terms)
-    length = len(doc_terms)
-    avg = avg_len or 1.0
-    score = 0.0
-    for term, df in query_df.items():
-        tf = counts.get(term, 0)
-        if not tf:
-            continue
-        idf = max(1e-6, math.log((docs - df + 0.5) / (df + 0.5)))
-        score += idf * tf * (BM25_K1 + 1.0) / (tf + BM25_K1 * (1.0 - BM25_B + BM25_B * length / avg))
-    return score
-
-
 def idf(docs: int, df: int) -> float:
     """FTS5's BM25 inverse document frequency, floored at 1e-6 as FTS5 does."""
-    return max(1e-6, math.log((docs - df + 0.5) / (df + 0.5)))
+    ratio = (docs - df + 0.5) / (df + 0.5)  # docs can lag df for a moment (cached counts)
+    return max(1e-6, math.log(ratio)) if ratio > 0 else 1e-6
 
 
 def term_weights(doc_terms: Sequence[str], avg_len: float) -> dict[str, float]:
@@ -80,7 +66,7 @@ def term_weights(doc_terms: Sequence[str], avg_len: float) -> dict[str, float]:
 
 def common_idf(docs: int, df: int) -> float:
     """The relevance every candidate gets when all query words are too common to rank by."""
-    size = max(1, docs)
+    size = max(1, docs, df)
     return math.log(1.0 + (size - df + 0.5) / (df + 0.5))
 
 
