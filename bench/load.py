@@ -151,6 +151,13 @@ def bench_backend(backend: str, args: argparse.Namespace, workdir: Path) -> dict
             counts = probe.store.count_jobs(None)
             stats = probe.stats()
             lessons = probe.store.list_lessons(LessonQuery(probe.namespace, statuses=()), limit=10 * total)
+            # How many reflections wrote each lesson: two episodes whose prompts are identical rightly
+            # share one lesson (reinforced once); a job run twice would reinforce it once too many.
+            refs: dict[str, int] = {}
+            for episode, _ in probe.store.recent_episodes(probe.namespace, limit=10 * total):
+                for reflection in probe.store.reflections_for_episode(episode.id):
+                    for lesson_id in reflection.lesson_ids:
+                        refs[lesson_id] = refs.get(lesson_id, 0) + 1
         finally:
             probe.close()
     recorded = sum(r["recorded"] for r in rec)
@@ -174,9 +181,12 @@ def bench_backend(backend: str, args: argparse.Namespace, workdir: Path) -> dict
         "reflections": reflections,
         "jobs_done_twice": reflections - counts.get("done", 0) - counts.get("dead", 0),
         "lessons": len(lessons),
-        "lessons_duplicated": sum(1 for lesson in lessons if lesson.access_count > 0)
+        "lessons_duplicated": sum(
+            max(0, lesson.access_count - (refs.get(lesson.id, 0) - 1)) for lesson in lessons
+        )
         + len(lessons)
         - len({lesson.content_hash for lesson in lessons}),
+        "lessons_shared_by_identical_prompts": sum(1 for lesson in lessons if refs.get(lesson.id, 0) > 1),
         "killed": killed_at,
         "processed_per_worker": processed,
     }
