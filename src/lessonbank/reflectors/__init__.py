@@ -4,6 +4,7 @@ from lessonbank.reflectors.base import Parsed, Reflector, ReflectorRun, reflect
 from lessonbank.reflectors.dual import DualReflector, parse_dual
 from lessonbank.reflectors.insight import InsightReflector, parse_insight
 from lessonbank.reflectors.lesson import LessonReflector, parse_lesson
+from lessonbank.reflectors.reflexion import ReflexionReflector, parse_reflexion
 
 __all__ = [
     "DualReflector",
@@ -12,8 +13,10 @@ __all__ = [
     "Parsed",
     "Reflector",
     "ReflectorRun",
+    "ReflexionReflector",
     "parse_dual",
     "parse_insight",
     "parse_lesson",
+    "parse_reflexion",
     "reflect",
 ]

@@ -6,7 +6,8 @@ call; if that fails too the result is a skip that keeps the raw output for inspe
 
 Built-in reflectors: :class:`lessonbank.reflectors.lesson.LessonReflector` (seed 004),
 :class:`lessonbank.reflectors.insight.InsightReflector` (seed 000),
-:class:`lessonbank.reflectors.dual.DualReflector` (seed 003).
+:class:`lessonbank.reflectors.dual.DualReflector` (seed 003),
+:class:`lessonbank.reflectors.reflexion.ReflexionReflector` (seed 001).
 """
 
 from __future__ import annotations
@@ -110,5 +111,10 @@ REPAIR_HINTS: dict[str, str] = {
     "dual": (
         "Answer again in exactly this shape: a line 'PRINCIPLE: IF <condition> THEN <action> BECAUSE <reason>', "
         "then a line 'PROCEDURE:' followed by numbered steps '1. …', one per line."
+    ),
+    "reflexion": (
+        "Answer again with only one JSON object with the keys reflection_text, credit_assignment "
+        "(failing_action_indices, root_cause, failure_category), causal_reasoning, actionable_insights, "
+        "lessons_learned, confidence."
     ),
 }
