@@ -60,6 +60,7 @@ from lessonbank.reflectors.base import Reflector, reflect
 from lessonbank.reflectors.dual import DualReflector
 from lessonbank.reflectors.insight import InsightReflector, goal_episode
 from lessonbank.reflectors.lesson import LessonReflector
+from lessonbank.reflectors.reflexion import ReflexionReflector
 from lessonbank.retrieval import recall_lexical
 from lessonbank.stores import open_store
 from lessonbank.stores.base import LessonQuery, Store
@@ -111,6 +112,7 @@ class Engine:
         self.reflectors: dict[str, Reflector] = {"lesson": LessonReflector()}
         self.reflectors["insight"] = InsightReflector()
         self.reflectors["dual"] = DualReflector()
+        self.reflectors["reflexion"] = ReflexionReflector()
         for situation, name in self.settings.routes().items():
             if name != OFF and name not in self.reflectors and name not in BUILT_IN_REFLECTORS:
                 raise ConfigError(
