@@ -19,6 +19,7 @@ from lessonbank.engine import Engine, ExportFormat
 from lessonbank.errors import NotFoundError
 from lessonbank.jobs import Worker
 from lessonbank.llm import LLM
+from lessonbank.loop.records import search_reflections
 from lessonbank.models import ContextBlock, Decision, Episode, Hit, Job, Lesson, LessonKind
 from lessonbank.stores.base import LessonSort
 from lessonbank.text import TokenCounter
@@ -234,6 +235,23 @@ class LessonBank(Engine):
 
     def export(self, format: ExportFormat = "json") -> str:
         return self._export(format)
+
+    def search_reflections(
+        self,
+        *,
+        failure_category: str | Sequence[str] | None = None,
+        min_confidence: float = 0.0,
+        keywords: Sequence[str] = (),
+        limit: int = 10,
+    ) -> list[dict[str, Any]]:
+        """Past loop reflections (AIWG records, newest first) by failure category, confidence, keywords."""
+        return search_reflections(
+            self,
+            failure_category=failure_category,
+            min_confidence=min_confidence,
+            keywords=keywords,
+            limit=limit,
+        )
 
     def jobs(self, *, status: str | Sequence[str] | None = None, limit: int = 100) -> list[Job]:
         statuses = [status] if isinstance(status, str) else status
@@ -495,6 +513,23 @@ class AsyncLessonBank:
 
     async def export(self, format: ExportFormat = "json") -> str:
         return await asyncio.to_thread(self._core._export, format)
+
+    async def search_reflections(
+        self,
+        *,
+        failure_category: str | Sequence[str] | None = None,
+        min_confidence: float = 0.0,
+        keywords: Sequence[str] = (),
+        limit: int = 10,
+    ) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(
+            search_reflections,
+            self._core,
+            failure_category=failure_category,
+            min_confidence=min_confidence,
+            keywords=keywords,
+            limit=limit,
+        )
 
     async def jobs(self, *, status: str | Sequence[str] | None = None, limit: int = 100) -> list[Job]:
         statuses = [status] if isinstance(status, str) else status

@@ -11,7 +11,8 @@ how to fix the problem::
     ├── LLMError             the model provider failed
     │   └── LLMTransientError    429, 5xx, timeouts, dropped connections: worth retrying
     ├── ParseError           model output could not be parsed (carries the raw text)
-    └── BudgetExceededError  a token or cost budget would be exceeded
+    ├── BudgetExceededError  a token or cost budget would be exceeded
+    └── EvaluatorError       a loop's verification could not run at all (tool missing, bad directory)
 """
 
 from __future__ import annotations
@@ -74,3 +75,11 @@ class BudgetExceededError(LessonbankError):
         super().__init__(message)
         self.budget = budget
         self.needed = needed
+
+
+class EvaluatorError(LessonbankError):
+    """A loop's evaluator could not run its check (as opposed to a check that ran and failed)."""
+
+    def __init__(self, message: str, *, command: str = "") -> None:
+        super().__init__(message)
+        self.command = command
