@@ -597,6 +597,7 @@ def _report(exc: Exception, code: int) -> NoReturn:
 
 # Commands for what reflections produced (goals, insights, rules, replay) live in their own module.
 from lessonbank import cli_learned  # noqa: E402, F401
+from lessonbank.loop import cli as loop_cli  # noqa: E402, F401
 
 if __name__ == "__main__":
     # Run the importable module's app: that is where cli_learned registered its commands.

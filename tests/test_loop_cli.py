@@ -1,0 +1,97 @@
+"""`lessonbank loop run|export` and `lessonbank analytics`, run as real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+
+from tests.test_loop import BUGGY, FIXED, SCHEMA, TESTS, reflection
+
+ACTOR = """
+from pathlib import Path
+
+FIXED = {fixed!r}
+
+
+def act(task, memory):
+    # Fix the file only once a reflection says what went wrong.
+    if memory.reflections:
+        Path("proj/calc.py").write_text(FIXED)
+        return {{"actions": [{{"type": "code_modification", "description": "fixed add", "file_path": "calc.py"}}],
+                "rationale": memory.reflections[-1]["self_reflection"]["actionable_insights"][0]}}
+    return {{"actions": ["looked at calc.py"], "rationale": "first look"}}
+"""
+
+
+def test_loop_run_export_analytics(tmp_path: Path) -> None:
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "calc.py").write_text(BUGGY.replace('"x"', "1").replace("import os\n\n\n", ""))
+    (tmp_path / "proj" / "test_calc.py").write_text(TESTS)
+    (tmp_path / "my_actor.py").write_text(ACTOR.format(fixed=FIXED))
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LESSONBANK_")}
+    env.update(
+        LESSONBANK_HOME=str(tmp_path / "home"),
+        LESSONBANK_DB=f"sqlite:///{tmp_path / 'bank.db'}",
+        LESSONBANK_LLM="fake",
+        LESSONBANK_FAKE_REPLIES=json.dumps([reflection("logic_error", "Compare operators with the test")]),
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+        PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
+    )
+
+    def cli(*args: str, code: int = 0) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-m", "lessonbank.cli", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            timeout=300,
+        )
+        assert proc.returncode == code, proc.stderr.decode()
+        return proc.stdout.decode()
+
+    result = json.loads(
+        cli(
+            "loop",
+            "run",
+            "Fix calc.add",
+            "--actor",
+            "my_actor:act",
+            "--check",
+            "pytest -q",
+            "--check",
+            "ruff check .",
+            "--cwd",
+            "proj",
+            "--json",
+        )
+    )
+    assert result["passed"] is True and result["iterations"] == 2
+    assert result["rewards"] == [0.75, 1.0]
+    assert result["reflections"][0]["credit_assignment"]["failure_category"] == "logic_error"
+
+    cli("loop", "export", result["loop_id"], "--format", "aiwg", "out")
+    files = sorted((tmp_path / "out" / result["loop_id"]).iterdir())
+    assert [f.name for f in files] == ["000.json", "001.json"]
+    for file in files:
+        jsonschema.validate(json.loads(file.read_text()), SCHEMA)
+
+    report = json.loads(cli("analytics", "--json", "--plot", "curves.png"))
+    assert report["success_rate"] == 1.0 and report["avg_iterations"] == 2.0
+    assert report["avg_learning_rate"] == 0.125
+    assert report["failure_categories"] == {"logic_error": 1}
+    assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "success rate 100%" in cli("analytics", "--no-plot")
+
+    missing = subprocess.run(
+        [sys.executable, "-m", "lessonbank.cli", "loop", "export", "ralph-nope", "out"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
+    assert missing.returncode == 1 and b"ralph-nope" in missing.stderr
