@@ -54,6 +54,7 @@ from lessonbank.reflectors.reflexion import ReflexionReflector
 from lessonbank.stores.base import LessonQuery
 
 if TYPE_CHECKING:
+    from lessonbank.bank import AsyncLessonBank
     from lessonbank.engine import Engine
 
 T = TypeVar("T")
@@ -165,7 +166,7 @@ class ReflexionLoop:
 
     def __init__(
         self,
-        bank: Engine,
+        bank: Engine | AsyncLessonBank,
         *,
         actor: Actor,
         evaluator: Evaluator,
@@ -183,7 +184,8 @@ class ReflexionLoop:
             raise InputError(f"max_iterations must be an int, got {max_iterations!r}", field="max_iterations")
         if not 1 <= max_iterations <= MAX_ITERATIONS_LIMIT:
             raise InputError(f"max_iterations must be 1..{MAX_ITERATIONS_LIMIT}", field="max_iterations")
-        self.bank = bank
+        # An AsyncLessonBank wraps the same engine: the loop is synchronous, so it uses that.
+        self.bank: Engine = getattr(bank, "_core", bank)
         self.actor = actor
         self.evaluator = evaluator
         self.omega = check_omega(omega)
