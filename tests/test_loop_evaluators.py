@@ -135,3 +135,24 @@ def test_analytics_learning_rate_reuse_and_plot(db_url: str, tmp_path: Path) -> 
         assert report.lessons_written == 1 and report.lesson_reuse_rate == 1.0
         png = plot_rewards(report, tmp_path / "r.png")
         assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_async_bank_runs_a_loop_from_a_coroutine(db_url: str) -> None:
+    import asyncio
+
+    from lessonbank import AsyncLessonBank
+
+    async def main() -> None:
+        llm = FakeLLM([reflection("logic_error", "Return the sum, not the difference")])
+        async with AsyncLessonBank(db_url, llm=llm) as bank:
+            loop = ReflexionLoop(
+                bank,
+                actor=lambda task, memory: {"output": "ok" if memory.reflections else "bad"},
+                evaluator=FunctionEvaluator(lambda out: out.output == "ok"),
+            )
+            result = loop.run("sum two numbers")  # the reflection call runs beside this event loop
+            assert result.passed and result.iterations == 2 and len(llm.calls) == 1
+            found = await bank.search_reflections(keywords=["SUM"])
+            assert [r["loop_id"] for r in found] == [result.loop_id]
+
+    asyncio.run(main())

@@ -185,7 +185,9 @@ class ReflexionLoop:
         if not 1 <= max_iterations <= MAX_ITERATIONS_LIMIT:
             raise InputError(f"max_iterations must be 1..{MAX_ITERATIONS_LIMIT}", field="max_iterations")
         # An AsyncLessonBank wraps the same engine: the loop is synchronous, so it uses that.
-        self.bank: Engine = getattr(bank, "_core", bank)
+        from lessonbank.bank import AsyncLessonBank  # here: bank.py imports this package
+
+        self.bank: Engine = bank._core if isinstance(bank, AsyncLessonBank) else bank
         self.actor = actor
         self.evaluator = evaluator
         self.omega = check_omega(omega)
