@@ -190,6 +190,22 @@ def run_mode(
     }
 
 
+def oracle(problems: Sequence[dict[str, Any]]) -> LLM:
+    """A scripted model that answers each problem with its canonical solution: pass@1 must be 1.0."""
+    from lessonbank.llm import FakeLLM
+
+    by_prompt = {problem["prompt"]: problem for problem in problems}
+
+    def reply(messages: Any) -> str:
+        user = messages[-1]["content"]
+        problem = next((p for prompt, p in by_prompt.items() if user.endswith(prompt)), None)
+        if problem is None:  # a reflection request: the oracle never fails, so this is not expected
+            return '{"reflection_text": "unexpected failure"}'
+        return f"```python\n{problem['prompt']}{problem['canonical_solution']}```"
+
+    return FakeLLM(default=reply, model="fake:oracle")
+
+
 def main(argv: Sequence[str] | None = None, *, llm: LLM | None = None) -> list[dict[str, Any]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--llm", default=None, help="provider:model, e.g. openai:gpt-4o-mini or fake")
@@ -200,11 +216,16 @@ def main(argv: Sequence[str] | None = None, *, llm: LLM | None = None) -> list[d
     parser.add_argument("--memory-mb", type=int, default=512)
     parser.add_argument("--modes", nargs="*", default=["isolated", "bank"], choices=["isolated", "bank"])
     parser.add_argument("--out", type=Path, default=RESULTS / "humaneval.json")
+    parser.add_argument(
+        "--oracle",
+        action="store_true",
+        help="answer with the canonical solutions (checks the harness itself)",
+    )
     args = parser.parse_args(argv)
-    model = llm or get_llm(args.llm)
+    problems = load_problems(args.problems, args.ids)
+    model = llm or (oracle(problems) if args.oracle else get_llm(args.llm))
     if model is None:
         parser.error("pass --llm provider:model (or set LESSONBANK_LLM)")
-    problems = load_problems(args.problems, args.ids)
     rows = []
     with tempfile.TemporaryDirectory(prefix="humaneval-") as scratch:
         for mode in args.modes:
