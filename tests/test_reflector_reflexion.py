@@ -185,3 +185,6 @@ def test_policy_routes_a_failed_loop_iteration_to_reflexion(db_url: str) -> None
         assert "edge-case-miss" in lesson.tags
         assert lesson.confidence == 0.9
         assert len(llm.calls) == 1
+        # An iteration the agent recorded itself is searchable once its background reflection ran.
+        (found,) = bank.search_reflections(failure_category="edge_case_miss", keywords=["userData"])
+        assert found["loop_id"] == "ralph-auth" and found["iteration"] == 1

@@ -100,9 +100,32 @@ def performance_delta(previous: dict[str, Any] | None, current: dict[str, Any]) 
 # --------------------------------------------------------------------------- reading
 
 
-def _loop_episodes(engine: Engine) -> list[Episode]:
+def _loop_episodes(engine: Engine, *, recorded_by_hand: bool = False) -> list[Episode]:
+    """Iterations a ReflexionLoop recorded (newest first); with ``recorded_by_hand``, also loop
+    episodes an agent recorded itself, whose reflexion ran in the background worker."""
     found = engine.store.recent_episodes(engine.namespace, limit=SCAN_LIMIT)
-    return [episode for episode, _ in found if episode.loop_id and "reflexion" in episode.metadata]
+    return [
+        episode
+        for episode, _ in found
+        if episode.loop_id and ("reflexion" in episode.metadata or recorded_by_hand)
+    ]
+
+
+def _record_of(engine: Engine, episode: Episode) -> dict[str, Any] | None:
+    """The AIWG record of an iteration, or for a hand-recorded one a partial record built from its
+    background reflexion reflection (None when it has none yet)."""
+    if "reflexion" in episode.metadata:
+        return dict(episode.metadata["reflexion"])
+    for reflection in engine.store.reflections_for_episode(episode.id):
+        if reflection.reflector == "reflexion" and reflection.status == "ok":
+            return {
+                "loop_id": episode.loop_id,
+                "iteration": episode.iteration or 0,
+                "timestamp": iso(reflection.created_at),
+                "task_description": episode.task,
+                "self_reflection": reflection.parsed.get("self_reflection", {}),
+            }
+    return None
 
 
 def loops(engine: Engine) -> dict[str, list[Episode]]:
@@ -159,8 +182,10 @@ def search_reflections(
         raise InputError(f"min_confidence must be a number, got {min_confidence!r}", field="min_confidence")
     wanted = [word.lower() for word in keywords if isinstance(word, str) and word.strip()]
     out: list[dict[str, Any]] = []
-    for episode in _loop_episodes(engine):  # newest first
-        record = episode.metadata["reflexion"]
+    for episode in _loop_episodes(engine, recorded_by_hand=True):  # newest first
+        record = _record_of(engine, episode)
+        if record is None:
+            continue
         reflection = record.get("self_reflection") or {}
         if not reflection.get("reflection_text"):
             continue  # a passed iteration: nothing was reflected

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import os
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     from lessonbank.engine import Engine
 
 T = TypeVar("T")
+log = logging.getLogger("lessonbank")
 PRIOR_LESSONS = 5
 MAX_ITERATIONS_LIMIT = 100
 SKIP_REFLECTED = "skip: reflected in the loop by reflexion (one call, recorded on the iteration)"
@@ -80,9 +82,16 @@ class ActorOutput:
             return value
         if not isinstance(value, dict):
             raise InputError(f"the actor returned {type(value).__name__}; return an ActorOutput or a dict")
-        unknown = set(value) - {"actions", "rationale", "strategy", "files_modified", "output"}
-        if unknown:
-            raise InputError(f"the actor returned unknown field(s) {sorted(unknown)}")
+        unknown = set(value) - {
+            "actions",
+            "rationale",
+            "strategy",
+            "files_modified",
+            "output",
+            "total_changes",
+        }
+        if unknown:  # total_changes is recomputed from the actions; other extras are not kept
+            log.warning("actor output: ignoring unknown field(s) %s", sorted(unknown))
         actions = value.get("actions", [])
         if not isinstance(actions, list) or not all(isinstance(a, str | dict) for a in actions):
             raise InputError("actions must be a list of strings or dicts")
