@@ -56,6 +56,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (root / "test_calc.py").write_text(TESTS)
     # The exact commands of the docs ("pytest -q", …) resolve through PATH: put this venv first.
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # the fixture project needs no plugins
     return root
 
 
