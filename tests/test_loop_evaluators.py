@@ -156,3 +156,28 @@ def test_async_bank_runs_a_loop_from_a_coroutine(db_url: str) -> None:
             assert [r["loop_id"] for r in found] == [result.loop_id]
 
     asyncio.run(main())
+
+
+def test_unsure_reflection_without_improvement_is_flagged_low_quality(db_url: str) -> None:
+    unsure = json.dumps(
+        {
+            "reflection_text": "I am not sure why this failed; maybe the input format was different from what I assumed here.",
+            "credit_assignment": {
+                "failing_action_indices": [0],
+                "root_cause": "unknown",
+                "failure_category": "other",
+            },
+            "actionable_insights": ["Print the input"],
+            "confidence": 0.3,
+        }
+    )
+    with LessonBank(db_url, llm=FakeLLM(default=unsure)) as bank:
+        loop = ReflexionLoop(
+            bank,
+            actor=lambda task, memory: {"actions": ["try"]},
+            evaluator=FunctionEvaluator(lambda out: 0.4),
+            max_iterations=2,
+        )
+        result = loop.run("Parse the odd file")
+        assert "notes" not in result.records[0] or "low quality" not in result.records[0]["notes"]
+        assert "reflection 0 was low quality" in result.records[1]["notes"]

@@ -269,6 +269,14 @@ class ReflexionLoop:
             )
             if delta is not None:
                 record["performance_delta"] = delta
+                # The seed's fourth low-quality indicator needs the next attempt: the previous
+                # reflection had confidence < 0.5 and this attempt did not improve.
+                previous = next((m for m in memory if m["iteration"] == iteration - 1), None)
+                weak = (
+                    previous is not None and float(previous["self_reflection"].get("confidence", 1.0)) < 0.5
+                )
+                if weak and not delta["is_improvement"]:
+                    run_info = {**run_info, "previous_reflection_low_quality": iteration - 1}
             notes = _notes(evaluation.passed, critical, run_info, final)
             if notes:
                 record["notes"] = notes
@@ -462,6 +470,11 @@ def _notes(passed: bool, critical: str | None, run_info: dict[str, Any], final: 
         notes.append("max iterations reached: final reflection, loop aborted")
     if run_info.get("reflection_error"):
         notes.append(f"reflection failed: {str(run_info['reflection_error'])[:300]}")
+    if "previous_reflection_low_quality" in run_info:
+        notes.append(
+            f"reflection {run_info['previous_reflection_low_quality']} was low quality: "
+            "confidence < 0.5 and no improvement followed"
+        )
     if run_info.get("low_quality_indicators"):
         notes.append(f"low-quality reflection: {', '.join(run_info['low_quality_indicators'])}")
     return "; ".join(notes)
