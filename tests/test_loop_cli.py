@@ -54,6 +54,7 @@ def test_loop_run_export_analytics(tmp_path: Path) -> None:
         assert proc.returncode == code, proc.stderr.decode()
         return proc.stdout.decode()
 
+    assert json.loads(cli("analytics", "--json"))["loops"] == []  # an empty bank: zeros, no plot
     result = json.loads(
         cli(
             "loop",

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from lessonbank.cli import _emit_json, _fail, app, err, out
+from lessonbank.cli import _emit_json, app, err, out
 from lessonbank.errors import ConfigError, InputError
 from lessonbank.loop.analytics import analyze, plot_rewards
 from lessonbank.loop.evaluators import CommandEvaluator
@@ -130,7 +130,11 @@ def analytics(
     finally:
         bank.close()
     if not report.loops:
-        _fail("no loops recorded in this namespace yet; run `lessonbank loop run` first")
+        if as_json:
+            _emit_json({**report.as_dict(), "plot": None})
+        else:
+            out.print("no loops recorded in this namespace yet; run `lessonbank loop run` first")
+        return
     written = None
     if plot is not None and not no_plot:
         try:
