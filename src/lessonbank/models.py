@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 EPISODE_MAX_BYTES = 1024 * 1024
 LESSON_MAX_CHARS = 10_000
 TAG_MAX_CHARS = 64
+LEARNED_FROM_MAX_CHARS = 1_000
 MAX_TAGS = 32
 
 Status = Literal["success", "failure", "partial"]
@@ -229,6 +230,9 @@ class Lesson(Record):
     situation: str | None = None
     mistake: str | None = None
     correction: str | None = None
+    # Provenance: the task text of the episode the lesson was learned on. Indexed with the content
+    # (weighted lower), so a new task that reads like the old one finds the lesson.
+    learned_from: str | None = None
     trigger: str | None = None
     tags: list[str] = Field(default_factory=list)
     task_type: str | None = None
@@ -271,6 +275,14 @@ class Lesson(Record):
     @classmethod
     def _tags(cls, value: list[str]) -> list[str]:
         return _clean_tags(value)
+
+    @field_validator("learned_from")
+    @classmethod
+    def _learned_from(cls, value: str | None) -> str | None:
+        """Trimmed; blank is None; a long task is cut to its first 1,000 chars (provenance, not payload)."""
+        if value is None:
+            return None
+        return value.strip()[:LEARNED_FROM_MAX_CHARS].rstrip() or None
 
 
 class Reflection(Record):
@@ -322,8 +334,10 @@ class Hit(BaseModel):
 
     lesson: Lesson
     score: float
-    lexical: float = 0.0
-    temporal: float = 0.0
+    lexical: float = 0.0  # BM25 relevance (0 when the lesson came from the vector search alone)
+    vector: float = 0.0  # cosine with the query (0 without an embedder)
+    temporal: float = 0.0  # the prior: use, recency, confidence and importance
+    utility: float = 0.5  # share of helpful outcomes when the lesson was injected (0.5: no evidence)
 
 
 class ContextBlock(BaseModel):

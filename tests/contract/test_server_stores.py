@@ -21,6 +21,7 @@ from lessonbank.errors import StoreError
 from lessonbank.models import Lesson
 from lessonbank.stores import Store, open_store
 from lessonbank.stores.base import LessonQuery
+from lessonbank.stores.postgres_schema import MIGRATIONS as PG_MIGRATIONS
 from tests.conftest import SEED_004_REPLY
 from tests.contract.conftest import (
     POSTGRES_URL,
@@ -269,6 +270,31 @@ def test_an_absent_server_is_a_clear_error(url: str) -> None:
         open_store(url)
 
 
+# ------------------------------------------------------------------ Redis: hashes of an earlier release
+
+
+def test_redis_lesson_hashes_without_flat_counters_read_them_from_their_json(redis_prefix: str) -> None:
+    """Lesson hashes written before importance and the helpful/harmful counters had flat copies."""
+    import redis
+
+    store = open_store(f"{REDIS_URL}?prefix={redis_prefix}")
+    try:
+        made = store.write_lesson(Lesson(content="vacuum the reporting tables", importance=0.9, helpful=4))
+        client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
+        key = f"{redis_prefix}lb:default:lesson:{made.lesson.id}"
+        assert client.hdel(key, "importance", "helpful", "harmful") == 3
+        [hit] = store.search(LessonQuery("default"), ["vacuum"], 5)
+        assert (hit.importance, hit.helpful, hit.harmful) == (0.9, 4, 0)
+        assert store.get_lesson(made.lesson.id).helpful == 4
+        # The first credit starts from the JSON's counts, not from zero.
+        assert store.credit_lessons("default", [made.lesson.id], helpful=1, harmful=2) == 1
+        stored = store.get_lesson(made.lesson.id)
+        assert (stored.helpful, stored.harmful) == (5, 2)
+        client.close()
+    finally:
+        store.close()
+
+
 # ------------------------------------------------------------------ PostgreSQL migrations
 
 
@@ -286,10 +312,43 @@ def test_postgres_migrations_apply_once_and_refuse_a_newer_schema(pg_schema: str
         store.close()
     with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
         rows = conn.execute(f'SELECT version FROM "{pg_schema}".schema_migrations').fetchall()
-        assert rows == [(1,)]
+        assert rows == [(n + 1,) for n in range(len(PG_MIGRATIONS))]
         conn.execute(f'INSERT INTO "{pg_schema}".schema_migrations VALUES (99, 0)')
     with pytest.raises(StoreError, match="newer lessonbank"):
         open_store(url)
+
+
+def test_postgres_schema_of_the_previous_release_is_upgraded(
+    pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psycopg
+
+    from lessonbank.stores import postgres_db
+    from lessonbank.stores.postgres_index import COLUMNS, PLACEHOLDERS, values
+
+    url = f"{POSTGRES_URL}?schema={pg_schema}"
+    monkeypatch.setattr(postgres_db, "MIGRATIONS", PG_MIGRATIONS[:1])
+    open_store(url).close()
+    old = Lesson(content="rotate the signing keys every quarter")
+    old = old.model_copy(update={"content_hash": "h-old"})
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f'SET search_path TO "{pg_schema}"')
+        columns = COLUMNS.rsplit(",", 1)[0]  # as the previous release wrote them: no learned_from
+        conn.execute(
+            f"INSERT INTO lessons ({columns}) VALUES ({PLACEHOLDERS.rsplit(',', 1)[0]})",
+            values(old, 0.0)[:-1],
+        )
+    monkeypatch.setattr(postgres_db, "MIGRATIONS", PG_MIGRATIONS)
+    store = open_store(url)
+    try:
+        assert [c.lesson_id for c in store.search(LessonQuery("default"), ["signing"], 5)] == [old.id]
+        new = store.write_lesson(Lesson(content="pin the base image", learned_from="Harden the docker build"))
+        assert [c.lesson_id for c in store.search(LessonQuery("default"), ["docker"], 5)] == [new.lesson.id]
+        assert store.put_vectors("default", "m", [(old.id, "h", b"\x00\x00\x80?")]) == 1
+        assert store.delete_lesson("default", old.id)
+        assert store.vector_changes("default", "m", 0).count == 0
+    finally:
+        store.close()
 
 
 # ------------------------------------------------------------------ many worker processes

@@ -11,13 +11,23 @@ Invariants every store keeps:
   (reflection + lessons) and the job leaving the ``leased`` state. A worker that lost its
   lease cannot write a result.
 - Jobs are unique per (namespace, dedupe_key).
+- A lesson is indexed lexically on its content, tags and ``learned_from`` (provenance, weighted
+  below the content); the near-duplicate check compares content only.
+- A superseded lesson (``superseded_by`` set) is kept but never recalled: ``search`` and
+  ``candidates`` skip it, as they skip expired lessons.
+- Vectors: each (lesson, embedder model) has at most one stored vector, with the hash of the
+  text it embeds. Every write of a vector takes a new, ever-growing sequence number; removing a
+  lesson removes its vectors in the same transaction; changing its content keeps them (the
+  text hash no longer matches, which tells the engine to embed it again).
+- Outcome credit (``helpful``/``harmful``) is added atomically in the store, never read-modify-
+  written by the caller, and an episode's credit is written in the episode's own transaction.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -53,6 +63,24 @@ class Candidate:
     confidence: float
     pinned: bool
     last_used: float  # Unix time of the last use, or of creation
+    importance: float = 0.5
+    helpful: int = 0
+    harmful: int = 0
+
+
+@dataclass(frozen=True)
+class VectorChanges:
+    """What changed in the vectors of one (namespace, model) since a sequence number.
+
+    Readers keep a cache of the vectors and call ``vector_changes(ns, model, after=seq)`` with the
+    ``seq`` of their last call. Sequence numbers only grow, but on a server store two writers may
+    commit theirs out of order, and deletes have no sequence number: a reader whose cached id
+    count differs from ``count`` reloads everything (``after=0``), which catches both.
+    """
+
+    rows: list[tuple[str, bytes]]  # (lesson_id, vector bytes) written after `after`, newest write per lesson
+    seq: int  # the highest sequence now (pass it as `after` next time)
+    count: int  # live vectors of (namespace, model) in all
 
 
 @dataclass(frozen=True)
@@ -103,6 +131,11 @@ def pick_near_duplicate(
     return best[1] if best else None
 
 
+def episode_credit(episode: Episode) -> tuple[int, int]:
+    """The (helpful, harmful) increments an episode's outcome gives the lessons injected for it."""
+    return {"success": (1, 0), "failure": (0, 1)}.get(episode.status, (0, 0))
+
+
 def worker_owner() -> str:
     """A lease owner id that says which host and process holds the lease."""
     return f"{socket.gethostname()}@{os.getpid()}:{os.urandom(4).hex()}"
@@ -138,7 +171,16 @@ class Store(Protocol):
     def close(self) -> None: ...
 
     # episodes
-    def record_episode(self, episode: Episode, decision: Decision, job: Job | None) -> Decision: ...
+    def record_episode(
+        self, episode: Episode, decision: Decision, job: Job | None, *, credit: bool = True
+    ) -> Decision:
+        """Store the episode and its job in one transaction; a repeated id is a no-op.
+
+        With ``credit`` and ``episode.context_ids``, the lessons injected for it (of its namespace)
+        get helpful +1 on a success or harmful +1 on a failure (a partial credits nothing), in the
+        same transaction."""
+        ...
+
     def get_episode(self, episode_id: str) -> tuple[Episode, Decision | None]: ...
     def recent_episodes(
         self, namespace: str, *, agent: str | None = None, since: float = 0.0, limit: int = 20
@@ -148,7 +190,20 @@ class Store(Protocol):
         ...
 
     # lessons
-    def write_lesson(self, lesson: Lesson, *, threshold: float = NEAR_DUPLICATE_JACCARD) -> WriteResult: ...
+    def write_lesson(
+        self,
+        lesson: Lesson,
+        *,
+        threshold: float = NEAR_DUPLICATE_JACCARD,
+        duplicate_of: str | None = None,
+    ) -> WriteResult:
+        """Add ``lesson``, or reinforce the stored one it repeats: same content, else ``duplicate_of``
+        when that names a live lesson of the namespace (a near duplicate the caller found, e.g. by
+        cosine), else a near duplicate by token Jaccard ≥ ``threshold``. When the lesson is added and
+        ``lesson.supersedes`` names a live lesson of the namespace, that lesson gets ``superseded_by``
+        = the new id in the same transaction (kept, no longer recalled)."""
+        ...
+
     def import_lessons(self, lessons: Sequence[Lesson]) -> tuple[int, int]: ...
     def get_lesson(self, lesson_id: str) -> Lesson: ...
     def list_lessons(
@@ -166,6 +221,38 @@ class Store(Protocol):
         ...
 
     def search(self, query: LessonQuery, terms: Sequence[str], limit: int) -> list[Candidate]: ...
+    def candidates(self, query: LessonQuery, lesson_ids: Sequence[str]) -> list[Candidate]:
+        """Candidates (relevance 0.0) for those ids that pass every filter of ``query``, exactly the
+        filters ``search`` applies (namespace, kinds, tags, task_type, agent, goal_id, statuses, not
+        expired, not superseded), in the order given."""
+        ...
+
+    def credit_lessons(
+        self, namespace: str, lesson_ids: Sequence[str], *, helpful: int = 0, harmful: int = 0
+    ) -> int:
+        """Atomically add to the helpful/harmful counters of those lessons (unknown ids ignored);
+        returns how many were updated."""
+        ...
+
+    # vectors (plain bytes; the store never looks inside them)
+    def put_vectors(self, namespace: str, model: str, rows: Sequence[tuple[str, str, bytes]]) -> int:
+        """Store (lesson_id, text_hash, vector bytes) for embedder ``model``, replacing that lesson's
+        earlier vector for the same model. Rows whose lesson does not exist (deleted meanwhile) are
+        skipped. Returns how many were written."""
+        ...
+
+    def vector_hashes(self, namespace: str, model: str, lesson_ids: Sequence[str]) -> dict[str, str]:
+        """text_hash of the stored vector, per lesson id that has one for ``model``."""
+        ...
+
+    def vector_changes(self, namespace: str, model: str, after: int) -> VectorChanges:
+        """Vectors of ``model`` in ``namespace`` written with sequence > ``after`` (see VectorChanges)."""
+        ...
+
+    def lessons_missing_vectors(self, namespace: str, model: str, limit: int) -> list[Lesson]:
+        """Lessons of the namespace (any status) that have no vector for ``model``, oldest first."""
+        ...
+
     def get_lessons(self, lesson_ids: Sequence[str]) -> list[Lesson]: ...
     def touch_lessons(self, lesson_ids: Sequence[str]) -> None: ...
 
@@ -184,7 +271,12 @@ class Store(Protocol):
         reflection: Reflection | None,
         lessons: Sequence[Lesson],
         detail: str,
-    ) -> list[WriteResult]: ...
+        duplicate_of: Mapping[str, str] | None = None,
+    ) -> list[WriteResult]:
+        """Write the job's result and mark it done, in one transaction. Each lesson is written as
+        ``write_lesson`` writes it, with ``duplicate_of.get(lesson.id)``."""
+        ...
+
     def fail_job(self, job_id: str, owner: str, *, error: str, retry_at: float | None) -> Job: ...
     def release_job(self, job_id: str, owner: str) -> None: ...
     def park_job(self, job_id: str, owner: str, *, detail: str) -> None: ...

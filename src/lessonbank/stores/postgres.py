@@ -13,16 +13,18 @@ wake-ups live in ``postgres_db.py``, the job queue in ``postgres_jobs.py``. Inva
   ``tsvector`` with a GIN index; candidates are found through it within the postings budget
   and ranked with the same BM25 as the other stores.
 - An episode and its job, and a job's result and its completion, are each one transaction.
-- pgvector is not used yet (lexical recall only).
+- Vectors are plain ``bytea`` in ``lesson_vectors`` (no server extension: pgvector is not on
+  users' servers); the caller's in-process index scans them. Writes of one (namespace, model)
+  hold an advisory lock, so their sequence numbers are committed in order.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from psycopg import Connection
+from psycopg import Connection, errors
 from psycopg.types.json import Jsonb
 
 from lessonbank.errors import NotFoundError
@@ -34,11 +36,21 @@ from lessonbank.stores.base import (
     LessonQuery,
     LessonSort,
     StoreStats,
+    VectorChanges,
     WriteResult,
+    episode_credit,
     pick_near_duplicate,
 )
 from lessonbank.stores.postgres_db import Clock
-from lessonbank.stores.postgres_index import COLUMNS, PLACEHOLDERS, SORTS, PostgresLessonIndex, values
+from lessonbank.stores.postgres_index import (
+    CANDIDATE_COLUMNS,
+    COLUMNS,
+    PLACEHOLDERS,
+    SORTS,
+    PostgresLessonIndex,
+    candidate,
+    values,
+)
 from lessonbank.stores.shared import (
     batched,
     check_sort,
@@ -55,9 +67,13 @@ class PostgresStore(PostgresLessonIndex):
 
     # ----------------------------------------------------------------- episodes
 
-    def record_episode(self, episode: Episode, decision: Decision, job: Job | None) -> Decision:
-        """Store the episode and its job; an id already stored is a repeat (a retried call): no-op."""
+    def record_episode(
+        self, episode: Episode, decision: Decision, job: Job | None, *, credit: bool = True
+    ) -> Decision:
+        """Store the episode and its job, and credit the lessons injected for it (see the Store
+        protocol), in one transaction; an id already stored is a repeat (a retried call): no-op."""
         namespace = episode.namespace or "default"
+        helpful, harmful = episode_credit(episode) if credit and episode.context_ids else (0, 0)
 
         def run() -> Decision:
             with self._tx() as conn:
@@ -92,6 +108,8 @@ class PostgresStore(PostgresLessonIndex):
                         Jsonb(final.model_dump(mode="json")),
                     ),
                 )
+                if helpful or harmful:
+                    self._credit(conn, namespace, episode.context_ids, helpful, harmful)
                 return final
 
         result: Decision = self._run(run)
@@ -128,13 +146,19 @@ class PostgresStore(PostgresLessonIndex):
 
     # ----------------------------------------------------------------- lessons
 
-    def write_lesson(self, lesson: Lesson, *, threshold: float = NEAR_DUPLICATE_JACCARD) -> WriteResult:
+    def write_lesson(
+        self,
+        lesson: Lesson,
+        *,
+        threshold: float = NEAR_DUPLICATE_JACCARD,
+        duplicate_of: str | None = None,
+    ) -> WriteResult:
         lesson = hashed(lesson)
 
         def run() -> WriteResult:
             similar = self._near_duplicate(lesson, threshold)
             with self._tx() as conn:
-                return self._write_lesson(conn, lesson, similar)
+                return self._write_lesson(conn, lesson, similar, duplicate_of)
 
         result: WriteResult = self._run(run)
         return result
@@ -149,13 +173,29 @@ class PostgresStore(PostgresLessonIndex):
             candidates = self._lessons_by_id(conn, [c.lesson_id for c in found])
         return pick_near_duplicate(lesson.content, candidates, threshold)
 
-    def _write_lesson(self, conn: Connection[Any], lesson: Lesson, similar: Lesson | None) -> WriteResult:
-        """Reinforce the lesson with the same content, else the near duplicate if it still exists, else add."""
+    def _write_lesson(
+        self,
+        conn: Connection[Any],
+        lesson: Lesson,
+        similar: Lesson | None,
+        duplicate_of: str | None = None,
+    ) -> WriteResult:
+        """Reinforce the lesson with the same content, else ``duplicate_of`` if it is live, else the
+        near duplicate if it still exists, else add (marking the lesson it supersedes). The lesson
+        it supersedes is never the one reinforced: "never do X" replacing "do X" is no repeat."""
+        if lesson.supersedes is not None:
+            duplicate_of = None if duplicate_of == lesson.supersedes else duplicate_of
+            similar = None if similar is not None and similar.id == lesson.supersedes else similar
         for _ in range(3):
             row = conn.execute(
                 "SELECT data FROM lessons WHERE namespace = %s AND content_hash = %s FOR UPDATE",
                 (lesson.namespace, lesson.content_hash),
             ).fetchone()
+            if row is None and duplicate_of is not None:
+                row = conn.execute(
+                    f"SELECT data FROM lessons l WHERE id = %s AND {_LIVE} FOR UPDATE",
+                    (duplicate_of, lesson.namespace, self.clock()),
+                ).fetchone()
             if row is None and similar is not None:
                 row = conn.execute(
                     "SELECT data FROM lessons WHERE id = %s FOR UPDATE", (similar.id,)
@@ -171,9 +211,27 @@ class PostgresStore(PostgresLessonIndex):
             ).fetchone()
             if inserted is not None:
                 self._corpus.pop(lesson.namespace, None)
+                if lesson.supersedes is not None and lesson.supersedes != lesson.id:
+                    self._supersede(conn, lesson)
                 return WriteResult(lesson, "added")
             # Another writer added the same content in the meantime: reinforce theirs.
         raise NotFoundError("lesson", lesson.id)  # pragma: no cover - three lost races in a row
+
+    def _supersede(self, conn: Connection[Any], lesson: Lesson) -> None:
+        """Mark the live lesson ``lesson`` supersedes (kept, no longer recalled)."""
+        now = self.clock()
+        conn.execute(
+            "UPDATE lessons l SET superseded_by = %s, data = data || jsonb_build_object("
+            f"'superseded_by', %s::text, 'updated_at', %s::text) WHERE id = %s AND {_LIVE}",
+            (
+                lesson.id,
+                lesson.id,
+                from_timestamp(now).isoformat(),  # type: ignore[union-attr]
+                lesson.supersedes,
+                lesson.namespace,
+                now,
+            ),
+        )
 
     def _reinforced(self, lesson: Lesson, new_tags: Sequence[str]) -> Lesson:
         now = from_timestamp(self.clock())
@@ -324,6 +382,138 @@ class PostgresStore(PostgresLessonIndex):
         result: list[Candidate] = self._run(run)
         return result
 
+    def candidates(self, query: LessonQuery, lesson_ids: Sequence[str]) -> list[Candidate]:
+        if not lesson_ids:
+            return []
+        where, params = self._filters(query)
+
+        def run() -> list[Any]:
+            with self._conn() as conn:
+                return conn.execute(
+                    f"SELECT {CANDIDATE_COLUMNS} FROM lessons l WHERE l.id = ANY(%s) AND {where}",
+                    (list(lesson_ids), *params),
+                ).fetchall()
+
+        by_id = {row[0]: candidate(row, 0.0) for row in self._run(run)}
+        return [by_id[lesson_id] for lesson_id in dict.fromkeys(lesson_ids) if lesson_id in by_id]
+
+    def credit_lessons(
+        self, namespace: str, lesson_ids: Sequence[str], *, helpful: int = 0, harmful: int = 0
+    ) -> int:
+        if not lesson_ids or not (helpful or harmful):
+            return 0
+
+        def run() -> int:
+            with self._tx() as conn:
+                return self._credit(conn, namespace, lesson_ids, helpful, harmful)
+
+        result: int = self._run(run)
+        return result
+
+    @staticmethod
+    def _credit(
+        conn: Connection[Any], namespace: str, lesson_ids: Sequence[str], helpful: int, harmful: int
+    ) -> int:
+        # One statement: the row lock makes the additions atomic against any concurrent writer.
+        return conn.execute(
+            "UPDATE lessons SET helpful = helpful + %s, harmful = harmful + %s, data = data || "
+            "jsonb_build_object('helpful', helpful + %s, 'harmful', harmful + %s) "
+            "WHERE namespace = %s AND id = ANY(%s)",
+            (helpful, harmful, helpful, harmful, namespace, list(dict.fromkeys(lesson_ids))),
+        ).rowcount
+
+    # ----------------------------------------------------------------- vectors
+
+    def put_vectors(self, namespace: str, model: str, rows: Sequence[tuple[str, str, bytes]]) -> int:
+        latest = {lesson_id: (text_hash, vector) for lesson_id, text_hash, vector in rows}
+        if not latest:
+            return 0
+        ids = list(latest)
+        hashes = [latest[i][0] for i in ids]
+        vectors = [bytes(latest[i][1]) for i in ids]
+
+        def run() -> int:
+            for _ in range(3):
+                try:
+                    with self._tx() as conn:
+                        # Writers of one (namespace, model) take turns, so sequence numbers are
+                        # committed in the order they are drawn and readers miss none.
+                        conn.execute(
+                            "SELECT pg_advisory_xact_lock(hashtext(%s))",
+                            (f"lessonbank:vectors:{self.schema}:{namespace}:{model}",),
+                        )
+                        return conn.execute(
+                            "INSERT INTO lesson_vectors (lesson_id, model, namespace, text_hash, vector) "
+                            "SELECT l.id, %s, l.namespace, r.h, r.v FROM unnest(%s::text[], %s::text[], "
+                            "%s::bytea[]) AS r(id, h, v) JOIN lessons l ON l.id = r.id AND l.namespace = %s "
+                            "ON CONFLICT (lesson_id, model) DO UPDATE SET text_hash = excluded.text_hash, "
+                            "vector = excluded.vector, seq = excluded.seq",
+                            (model, ids, hashes, vectors, namespace),
+                        ).rowcount
+                except errors.ForeignKeyViolation:
+                    continue  # a lesson was deleted while this ran: the next pass skips it
+            return 0  # pragma: no cover - lessons deleted under three passes in a row
+
+        result: int = self._run(run)
+        return result
+
+    def vector_hashes(self, namespace: str, model: str, lesson_ids: Sequence[str]) -> dict[str, str]:
+        if not lesson_ids:
+            return {}
+
+        def run() -> list[Any]:
+            with self._conn() as conn:
+                # By primary key only: with the namespace in the condition the planner, short of
+                # fresh statistics, may walk the namespace's whole change index instead.
+                return conn.execute(
+                    "SELECT lesson_id, text_hash, namespace FROM lesson_vectors WHERE lesson_id = ANY(%s) "
+                    "AND model = %s",
+                    (list(lesson_ids), model),
+                ).fetchall()
+
+        return {row[0]: row[1] for row in self._run(run) if row[2] == namespace}
+
+    def vector_changes(self, namespace: str, model: str, after: int) -> VectorChanges:
+        def run() -> list[Any]:
+            with self._conn() as conn:
+                # One statement, one snapshot: the rows, the top sequence and the count agree.
+                return conn.execute(
+                    "WITH totals AS (SELECT (SELECT coalesce(max(seq), 0) FROM lesson_vectors WHERE "
+                    "namespace = %s AND model = %s) AS top, (SELECT coalesce(max(n), 0) FROM vector_counts "
+                    "WHERE namespace = %s AND model = %s) AS n) "
+                    "SELECT t.top, t.n, v.lesson_id, v.vector FROM totals t LEFT JOIN lesson_vectors v "
+                    "ON v.namespace = %s AND v.model = %s AND v.seq > %s ORDER BY v.seq",
+                    (namespace, model, namespace, model, namespace, model, after),
+                ).fetchall()
+
+        found = self._run(run)
+        top, count = (int(found[0][0]), int(found[0][1])) if found else (0, 0)
+        rows = [(row[2], bytes(row[3])) for row in found if row[2] is not None]
+        return VectorChanges(rows=rows, seq=max(after, top), count=count)
+
+    def lessons_missing_vectors(self, namespace: str, model: str, limit: int) -> list[Lesson]:
+        if limit <= 0:
+            return []
+
+        def run() -> list[Any]:
+            with self._conn() as conn:
+                # Vectors go with their lessons: as many vectors as lessons means none is missing.
+                complete = conn.execute(
+                    "SELECT (SELECT count(*) FROM lessons WHERE namespace = %s) <= "
+                    "(SELECT coalesce(max(n), 0) FROM vector_counts WHERE namespace = %s AND model = %s)",
+                    (namespace, namespace, model),
+                ).fetchone()
+                if complete is not None and complete[0]:
+                    return []
+                return conn.execute(
+                    "SELECT data FROM lessons l WHERE namespace = %s AND NOT EXISTS (SELECT 1 FROM "
+                    "lesson_vectors v WHERE v.lesson_id = l.id AND v.model = %s) "
+                    "ORDER BY created_at, seq LIMIT %s",
+                    (namespace, model, limit),
+                ).fetchall()
+
+        return [Lesson.model_validate(row[0]) for row in self._run(run)]
+
     def get_lessons(self, lesson_ids: Sequence[str]) -> list[Lesson]:
         """The lessons with these ids, in the order given (missing ids are left out)."""
         if not lesson_ids:
@@ -402,8 +592,10 @@ class PostgresStore(PostgresLessonIndex):
         reflection: Reflection | None,
         lessons: Sequence[Lesson],
         detail: str,
+        duplicate_of: Mapping[str, str] | None = None,
     ) -> list[WriteResult]:
         hashed_lessons = [hashed(lesson) for lesson in lessons]
+        twins = duplicate_of or {}
 
         def run() -> list[WriteResult]:
             now = self.clock()
@@ -411,7 +603,7 @@ class PostgresStore(PostgresLessonIndex):
             with self._tx() as conn:
                 self._check_lease(conn, job_id, owner)
                 results = [
-                    self._write_lesson(conn, lesson, twin)
+                    self._write_lesson(conn, lesson, twin, twins.get(lesson.id))
                     for lesson, twin in zip(hashed_lessons, similar, strict=True)
                 ]
                 if reflection is not None:
@@ -489,6 +681,9 @@ class PostgresStore(PostgresLessonIndex):
 
 
 # --------------------------------------------------------------------- helpers
+
+# A live lesson of a namespace (parameters: namespace, now): not superseded, not expired.
+_LIVE = "l.namespace = %s AND l.superseded_by IS NULL AND (l.expires_at IS NULL OR l.expires_at > %s)"
 
 
 def _episode(row: Sequence[Any]) -> tuple[Episode, Decision | None]:

@@ -4,6 +4,12 @@ Invariants: every column but ``data`` is a copy of a lesson field (or derived fr
 the tsvector of its tokens, and ``weights``, each token's BM25 factor), always written in the
 same statement as ``data``; search finds candidates through the GIN index on ``terms`` and
 ranks them in SQL, within the postings budget.
+
+The tokens of content, tags and ``learned_from`` all sit in ``terms``; their weights
+(``FIELD_WEIGHTS``) enter the BM25 factors in ``weights``, computed as SQLite's FTS5 ``bm25()``
+with column weights does, so the three stores rank alike. (tsvector ``setweight`` labels are not
+used: they live on lexeme positions, which these position-free vectors do not keep, and
+``ts_rank`` is not BM25.)
 """
 
 from __future__ import annotations
@@ -20,20 +26,25 @@ from lessonbank.stores.base import Candidate, LessonQuery
 from lessonbank.stores.postgres_jobs import PostgresJobQueue
 from lessonbank.stores.shared import (
     POSTINGS_BUDGET,
+    bm25_factors,
     choose_terms,
     common_idf,
     idf,
-    index_terms,
     query_terms,
-    term_weights,
+    weighted_terms,
 )
 
 COLUMNS = (
     "id, namespace, kind, content_hash, status, task_type, agent, goal_id, tags, importance, confidence, "
     "access_count, helpful, harmful, pinned, expires_at, superseded_by, last_used, created_at, doc_len, "
-    "terms, weights, data"
+    "terms, weights, data, learned_from"
 )
-PLACEHOLDERS = ",".join(["%s"] * 20 + ["array_to_tsvector(%s::text[])", "%s", "%s"])
+PLACEHOLDERS = ",".join(["%s"] * 20 + ["array_to_tsvector(%s::text[])", "%s", "%s", "%s"])
+# BM25 weight of each indexed field: where a lesson was learned counts, but less than what it says.
+FIELD_WEIGHTS: dict[str, float] = {"content": 1.0, "tags": 1.0, "learned_from": 0.5}
+CANDIDATE_COLUMNS = (
+    "l.id, l.access_count, l.confidence, l.pinned, l.last_used, l.importance, l.helpful, l.harmful"
+)
 SORTS: dict[str, str] = {
     "created": "created_at DESC",
     "access": "access_count DESC, created_at DESC",
@@ -75,7 +86,7 @@ class PostgresLessonIndex(PostgresJobQueue):
         if rarest is None:
             return []
         where, params = self._filters(query)
-        columns = "l.id, l.access_count, l.confidence, l.pinned, l.last_used"
+        columns = CANDIDATE_COLUMNS
         if chosen:
             # BM25 = Σ idf(term) × the term's factor stored with the lesson (see term_weights).
             score = " + ".join(["coalesce((l.weights->>%s)::float8, 0) * %s"] * len(chosen))
@@ -85,14 +96,14 @@ class PostgresLessonIndex(PostgresJobQueue):
                 "ORDER BY rel DESC LIMIT %s",
                 (*weights, *params, " | ".join(_lexeme(t) for t in chosen), limit),
             ).fetchall()
-            return [_candidate(row, row[5]) for row in found]
+            return [candidate(row, row[8]) for row in found]
         flat = common_idf(docs, rarest[0])
         found = conn.execute(
             f"SELECT {columns} FROM lessons l WHERE {where} AND l.seq IN (SELECT seq FROM lessons "
             "WHERE namespace = %s AND terms @@ %s::tsquery ORDER BY namespace, seq DESC LIMIT %s) LIMIT %s",
             (*params, query.namespace, _lexeme(rarest[1]), POSTINGS_BUDGET, limit),
         ).fetchall()
-        return [_candidate(row, flat) for row in found]
+        return [candidate(row, flat) for row in found]
 
     def _document_frequencies(
         self, conn: Connection[Any], namespace: str, terms: Sequence[str], docs: int
@@ -176,7 +187,7 @@ def _lexeme(term: str) -> str:
 
 
 def values(lesson: Lesson, avg_len: float) -> tuple[Any, ...]:
-    terms = index_terms(lesson.content, lesson.tags)
+    frequencies, length = weighted_terms(lesson, FIELD_WEIGHTS)
     return (
         lesson.id,
         lesson.namespace,
@@ -197,12 +208,23 @@ def values(lesson: Lesson, avg_len: float) -> tuple[Any, ...]:
         lesson.superseded_by,
         (lesson.last_accessed or lesson.created_at).timestamp(),
         lesson.created_at.timestamp(),
-        len(terms),
-        list(dict.fromkeys(terms)),
-        Jsonb(term_weights(terms, avg_len)),
+        length,
+        list(frequencies),
+        Jsonb(bm25_factors(frequencies, length, avg_len)),
         Jsonb(lesson.model_dump(mode="json")),
+        lesson.learned_from,
     )
 
 
-def _candidate(row: Sequence[Any], relevance: float) -> Candidate:
-    return Candidate(row[0], float(relevance), int(row[1]), float(row[2]), bool(row[3]), float(row[4]))
+def candidate(row: Sequence[Any], relevance: float) -> Candidate:
+    return Candidate(
+        row[0],
+        float(relevance),
+        int(row[1]),
+        float(row[2]),
+        bool(row[3]),
+        float(row[4]),
+        float(row[5]),
+        int(row[6]),
+        int(row[7]),
+    )

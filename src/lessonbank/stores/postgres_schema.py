@@ -91,4 +91,44 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX jobs_runnable ON jobs (status, run_after);
     """,
+    # 2: vectors, one row per (lesson, model), replaced on re-embedding and removed with the lesson
+    # (ON DELETE CASCADE). seq comes from a sequence at every write; put_vectors takes a per-
+    # (namespace, model) advisory lock so sequence numbers are committed in order. Lessons gain
+    # learned_from (provenance), indexed with their tokens: its lexemes join ``terms`` and its
+    # BM25 factors ``weights``. No lesson stored before this migration has one, so none needs
+    # re-indexing.
+    """
+    ALTER TABLE lessons ADD COLUMN learned_from text;
+    CREATE SEQUENCE lesson_vector_seq;
+    CREATE TABLE lesson_vectors (
+        lesson_id text NOT NULL REFERENCES lessons (id) ON DELETE CASCADE,
+        model text NOT NULL,
+        namespace text NOT NULL,
+        seq bigint NOT NULL DEFAULT nextval('lesson_vector_seq'),
+        text_hash text NOT NULL,
+        vector bytea NOT NULL,
+        PRIMARY KEY (lesson_id, model)
+    );
+    CREATE INDEX lesson_vectors_changes ON lesson_vectors (namespace, model, seq);
+    -- How many vectors each (namespace, model) holds, kept by a trigger: readers ask on every
+    -- sync, and counting 100k index entries costs milliseconds each time.
+    CREATE TABLE vector_counts (
+        namespace text NOT NULL,
+        model text NOT NULL,
+        n bigint NOT NULL,
+        PRIMARY KEY (namespace, model)
+    );
+    CREATE FUNCTION lesson_vectors_count() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'INSERT' THEN
+            INSERT INTO vector_counts AS c (namespace, model, n) VALUES (NEW.namespace, NEW.model, 1)
+                ON CONFLICT (namespace, model) DO UPDATE SET n = c.n + 1;
+        ELSE
+            UPDATE vector_counts SET n = n - 1 WHERE namespace = OLD.namespace AND model = OLD.model;
+        END IF;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER lesson_vectors_count AFTER INSERT OR DELETE ON lesson_vectors
+        FOR EACH ROW EXECUTE FUNCTION lesson_vectors_count();
+    """,
 ]

@@ -14,12 +14,16 @@ and retries live in ``redis_db.py``, the job queue in ``redis_jobs.py``. Invaria
 - An episode and its job, and a job's result and its completion, are each one MULTI/EXEC.
 - The Redis Query Engine (FT.*) is detected (``query_engine``) but recall uses the token
   index above on every server, so results do not depend on the server edition.
+- Vectors are plain bytes in a hash per (namespace, model), scanned by the caller's in-process
+  index (no server module needed). A script writes each with the next value of the model's
+  counter, so sequence numbers are committed in order; removing a lesson removes its vectors in
+  the same MULTI/EXEC.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC
 from functools import partial
 from typing import Any
@@ -33,11 +37,20 @@ from lessonbank.stores.base import (
     LessonQuery,
     LessonSort,
     StoreStats,
+    VectorChanges,
     WriteResult,
+    episode_credit,
     pick_near_duplicate,
 )
 from lessonbank.stores.redis_db import Clock, Pipe
-from lessonbank.stores.redis_index import RedisLessonIndex, episode_of, lesson_of, row_passes
+from lessonbank.stores.redis_index import (
+    LESSON_FIELDS,
+    RedisLessonIndex,
+    candidate_of,
+    episode_of,
+    lesson_of,
+    row_passes,
+)
 from lessonbank.stores.shared import (
     check_sort,
     hashed,
@@ -46,6 +59,8 @@ from lessonbank.stores.shared import (
 from lessonbank.text import keywords
 
 IMPORT_CHUNK = 500
+VECTOR_CHUNK = 256  # rows per vector-writing script call
+VECTOR_PAGE = 2000  # vectors per read (a script runs alone on the server: keep each one short)
 
 
 class RedisStore(RedisLessonIndex):
@@ -56,10 +71,14 @@ class RedisStore(RedisLessonIndex):
 
     # ----------------------------------------------------------------- episodes
 
-    def record_episode(self, episode: Episode, decision: Decision, job: Job | None) -> Decision:
-        """Store the episode and its job; an id already stored is a repeat (a retried call): no-op."""
+    def record_episode(
+        self, episode: Episode, decision: Decision, job: Job | None, *, credit: bool = True
+    ) -> Decision:
+        """Store the episode and its job, and credit the lessons injected for it (see the Store
+        protocol), in one MULTI/EXEC; an id already stored is a repeat (a retried call): no-op."""
         ns = episode.namespace or "default"
         key = self.k(ns, "episode", episode.id)
+        helpful, harmful = episode_credit(episode) if credit and episode.context_ids else (0, 0)
 
         def plan(pipe: Pipe) -> Callable[[Pipe], Decision]:
             pipe.watch(key)
@@ -95,6 +114,8 @@ class RedisStore(RedisLessonIndex):
                 p.zadd(self.k(ns, "episodes"), {episode.id: episode.created_at.timestamp()})
                 p.hset(self.where_key, episode.id, ns)
                 p.sadd(self.namespaces_key, ns)
+                if helpful or harmful:
+                    self._q_credit(p, ns, episode.context_ids, helpful, harmful)
                 return final
 
             return write
@@ -139,12 +160,18 @@ class RedisStore(RedisLessonIndex):
 
     # ----------------------------------------------------------------- lessons
 
-    def write_lesson(self, lesson: Lesson, *, threshold: float = NEAR_DUPLICATE_JACCARD) -> WriteResult:
+    def write_lesson(
+        self,
+        lesson: Lesson,
+        *,
+        threshold: float = NEAR_DUPLICATE_JACCARD,
+        duplicate_of: str | None = None,
+    ) -> WriteResult:
         lesson = hashed(lesson)
 
         def plan(pipe: Pipe) -> Callable[[Pipe], WriteResult]:
             steps: dict[str, Any] = {}
-            result = self._plan_lesson(pipe, lesson, similar, steps)
+            result = self._plan_lesson(pipe, lesson, similar, steps, duplicate_of)
             return lambda p: self._q_apply(p, steps, result)
 
         similar = self._run(lambda: self._near_duplicate(lesson, threshold))
@@ -160,14 +187,25 @@ class RedisStore(RedisLessonIndex):
         return pick_near_duplicate(lesson.content, candidates, threshold)
 
     def _plan_lesson(
-        self, pipe: Pipe, lesson: Lesson, similar: Lesson | None, steps: dict[str, Any]
+        self,
+        pipe: Pipe,
+        lesson: Lesson,
+        similar: Lesson | None,
+        steps: dict[str, Any],
+        duplicate_of: str | None = None,
     ) -> WriteResult:
         """WATCH and read what writing ``lesson`` depends on; record the write in ``steps``.
 
         ``steps`` maps a lesson id to ``(old, new)``; a lesson planned earlier in the same
-        transaction (same content twice in one job) is reinforced instead of added twice.
+        transaction (same content twice in one job) is reinforced instead of added twice. The
+        lesson reinforced is the one with the same content, else ``duplicate_of`` if it is live,
+        else ``similar``; an added lesson marks the live lesson it supersedes, which is never the
+        one reinforced ("never do X" replacing "do X" is no repeat).
         """
         ns = lesson.namespace
+        if lesson.supersedes is not None:
+            duplicate_of = None if duplicate_of == lesson.supersedes else duplicate_of
+            similar = None if similar is not None and similar.id == lesson.supersedes else similar
         for old, new in steps.values():
             if new.namespace == ns and new.content_hash == lesson.content_hash:
                 stored = self._reinforced(new, lesson.tags)
@@ -176,7 +214,15 @@ class RedisStore(RedisLessonIndex):
         hash_key = self.k(ns, "hash", lesson.content_hash)
         pipe.watch(hash_key)
         existing_id = pipe.get(hash_key)
-        target = existing_id or (similar.id if similar is not None else None)
+        target = existing_id
+        if target is None and duplicate_of is not None:
+            named = (
+                steps[duplicate_of][1] if duplicate_of in steps else self._read_lesson(pipe, ns, duplicate_of)
+            )
+            if named is not None and self._live(named, ns):
+                target = duplicate_of
+        if target is None and similar is not None:
+            target = similar.id
         if target is not None and target in steps:
             stored = self._reinforced(steps[target][1], lesson.tags)
             steps[target] = (steps[target][0], stored)
@@ -188,7 +234,31 @@ class RedisStore(RedisLessonIndex):
                 steps[stored.id] = (current, stored)
                 return WriteResult(stored, "reinforced")
         steps[lesson.id] = (None, lesson)
+        if lesson.supersedes is not None and lesson.supersedes != lesson.id:
+            self._plan_supersede(pipe, lesson, steps)
         return WriteResult(lesson, "added")
+
+    def _plan_supersede(self, pipe: Pipe, lesson: Lesson, steps: dict[str, Any]) -> None:
+        """Record in ``steps`` that the live lesson ``lesson`` supersedes is superseded by it."""
+        old_id = str(lesson.supersedes)
+        if old_id in steps:
+            stored, current = steps[old_id]
+        else:
+            stored = current = self._read_lesson(pipe, lesson.namespace, old_id)
+        if current is not None and self._live(current, lesson.namespace):
+            now = from_timestamp(self.clock())
+            steps[old_id] = (
+                stored,
+                current.model_copy(update={"superseded_by": lesson.id, "updated_at": now}),
+            )
+
+    def _live(self, lesson: Lesson, namespace: str) -> bool:
+        """Whether ``lesson`` is of ``namespace``, not superseded and not expired."""
+        return (
+            lesson.namespace == namespace
+            and lesson.superseded_by is None
+            and (lesson.expires_at is None or lesson.expires_at.timestamp() > self.clock())
+        )
 
     def _q_apply(self, pipe: Pipe, steps: dict[str, Any], result: Any) -> Any:
         for old, new in steps.values():
@@ -263,7 +333,7 @@ class RedisStore(RedisLessonIndex):
             spaces = self.r.hmget(self.where_key, list(lesson_ids))
             pipe = self.r.pipeline(transaction=False)
             for lesson_id, ns in zip(lesson_ids, spaces, strict=True):
-                pipe.hmget(self._lesson_key(ns or "", lesson_id), ["data", "access_count", "last_accessed"])
+                pipe.hmget(self._lesson_key(ns or "", lesson_id), LESSON_FIELDS)
             return [lesson for lesson in map(lesson_of, pipe.execute()) if lesson is not None]
 
         return self._run(run)
@@ -301,9 +371,12 @@ class RedisStore(RedisLessonIndex):
             lesson = self._read_lesson(pipe, namespace, lesson_id)
             if lesson is None:
                 return lambda p: False
+            models_key = self.vec_models_key(namespace)
+            pipe.watch(models_key)  # a model added meanwhile replans, so its vector goes too
+            models = sorted(pipe.smembers(models_key))
 
             def write(p: Pipe) -> bool:
-                self._q_delete_lesson(p, lesson)
+                self._q_delete_lesson(p, lesson, models)
                 return True
 
             return write
@@ -337,6 +410,109 @@ class RedisStore(RedisLessonIndex):
 
     def search(self, query: LessonQuery, terms: Sequence[str], limit: int) -> list[Candidate]:
         return self._run(lambda: self._search(query, terms, limit))
+
+    def candidates(self, query: LessonQuery, lesson_ids: Sequence[str]) -> list[Candidate]:
+        ids = list(dict.fromkeys(lesson_ids))
+        if not ids:
+            return []
+
+        def run() -> list[Candidate]:
+            now = self.clock()
+            rows = self._rows(query.namespace, ids)
+            return [
+                candidate_of(lesson_id, row, 0.0)
+                for lesson_id, row in zip(ids, rows, strict=True)
+                if row is not None and row_passes(row, query, now)
+            ]
+
+        return self._run(run)
+
+    def credit_lessons(
+        self, namespace: str, lesson_ids: Sequence[str], *, helpful: int = 0, harmful: int = 0
+    ) -> int:
+        ids = list(dict.fromkeys(lesson_ids))
+        if not ids or not (helpful or harmful):
+            return 0
+        keys = [self._lesson_key(namespace, lesson_id) for lesson_id in ids]
+        return int(self._run(lambda: self._credit_script(keys=keys, args=[helpful, harmful])))
+
+    def _q_credit(
+        self, pipe: Pipe, namespace: str, lesson_ids: Sequence[str], helpful: int, harmful: int
+    ) -> None:
+        keys = [self._lesson_key(namespace, lesson_id) for lesson_id in dict.fromkeys(lesson_ids)]
+        self._credit_script(keys=keys, args=[helpful, harmful], client=pipe)
+
+    # ----------------------------------------------------------------- vectors
+
+    def put_vectors(self, namespace: str, model: str, rows: Sequence[tuple[str, str, bytes]]) -> int:
+        latest = {lesson_id: (text_hash, vector) for lesson_id, text_hash, vector in rows}
+        head = [self.vec_key(namespace, what, model) for what in ("vecctr", "vecseq", "vec", "vechash")]
+        head.append(self.vec_models_key(namespace))
+        written = 0
+        items = list(latest.items())
+        for start in range(0, len(items), VECTOR_CHUNK):
+            chunk = items[start : start + VECTOR_CHUNK]
+            keys = head + [self._lesson_key(namespace, lesson_id) for lesson_id, _ in chunk]
+            args: list[Any] = [model]
+            for lesson_id, (text_hash, vector) in chunk:
+                args += [lesson_id, text_hash, bytes(vector)]
+            written += int(self._run(partial(self._put_vectors_script, keys=keys, args=args)))
+        return written
+
+    def vector_hashes(self, namespace: str, model: str, lesson_ids: Sequence[str]) -> dict[str, str]:
+        ids = list(dict.fromkeys(lesson_ids))
+        if not ids:
+            return {}
+        found = self._run(lambda: self.r.hmget(self.vec_key(namespace, "vechash", model), ids))
+        return {lesson_id: text_hash for lesson_id, text_hash in zip(ids, found, strict=True) if text_hash}
+
+    def vector_changes(self, namespace: str, model: str, after: int) -> VectorChanges:
+        keys = [self.vec_key(namespace, what, model) for what in ("vecctr", "vecseq", "vec")]
+        rows: dict[str, bytes] = {}
+        top: int | None = None
+        cursor, count = after, 0
+        while True:
+            page: list[Any] = self._run(
+                partial(self._vector_changes_script, keys=keys, args=[cursor, VECTOR_PAGE])
+            )
+            if top is None:
+                top = int(page[0])  # every write numbered up to here was visible at this first read
+            count = int(page[1])
+            found = page[2:]
+            for index in range(0, len(found), 3):
+                lesson_id = found[index].decode()
+                rows.pop(lesson_id, None)  # a later page may hold a newer write: keep write order
+                rows[lesson_id] = bytes(found[index + 2])
+                cursor = max(cursor, int(float(found[index + 1])))
+            if len(found) < 3 * VECTOR_PAGE:
+                break
+        return VectorChanges(rows=list(rows.items()), seq=max(after, top or 0), count=count)
+
+    def lessons_missing_vectors(self, namespace: str, model: str, limit: int) -> list[Lesson]:
+        if limit <= 0:
+            return []
+
+        def run() -> list[Lesson]:
+            pipe = self.r.pipeline(transaction=True)
+            pipe.zcard(self.k(namespace, "lessons"))
+            pipe.zcard(self.vec_key(namespace, "vecseq", model))
+            lessons, vectors = pipe.execute()
+            if vectors >= lessons:  # vectors go with their lessons: as many means none is missing
+                return []
+            missing: list[str] = []
+            start, page = 0, 1000
+            while len(missing) < limit:
+                ids = self.r.zrange(self.k(namespace, "lessons"), start, start + page - 1)
+                if not ids:
+                    break
+                stored = self.r.hmget(self.vec_key(namespace, "vechash", model), ids)
+                missing += [
+                    lesson_id for lesson_id, text_hash in zip(ids, stored, strict=True) if not text_hash
+                ]
+                start += page
+            return self._lessons_in(namespace, missing[:limit])
+
+        return self._run(run)
 
     def touch_lessons(self, lesson_ids: Sequence[str]) -> None:
         if not lesson_ids:
@@ -394,8 +570,10 @@ class RedisStore(RedisLessonIndex):
         reflection: Reflection | None,
         lessons: Sequence[Lesson],
         detail: str,
+        duplicate_of: Mapping[str, str] | None = None,
     ) -> list[WriteResult]:
         hashed_lessons = [hashed(lesson) for lesson in lessons]
+        twins = duplicate_of or {}
         similar = self._run(
             lambda: [self._near_duplicate(lesson, NEAR_DUPLICATE_JACCARD) for lesson in hashed_lessons]
         )
@@ -404,7 +582,7 @@ class RedisStore(RedisLessonIndex):
             job, entry = self._leased(pipe, job_id, owner)
             steps: dict[str, Any] = {}
             results = [
-                self._plan_lesson(pipe, lesson, twin, steps)
+                self._plan_lesson(pipe, lesson, twin, steps, twins.get(lesson.id))
                 for lesson, twin in zip(hashed_lessons, similar, strict=True)
             ]
             final = [WriteResult(steps[r.lesson.id][1], r.action) for r in results]

@@ -8,6 +8,9 @@ namespace):
   ``B{ns}:hash:{content_hash}`` → id; ``B{ns}:tok:{token}`` zset of ids holding the token;
   ``B{ns}:tag:{tag}`` set of ids; ``B{ns}:corpus`` hash (lesson count, total length);
   ``B{ns}:expiring`` zset of ids by ``expires_at``.
+- Vectors of embedder ``m``: ``B{ns}:vec:{m}`` hash id → vector bytes, ``B{ns}:vechash:{m}``
+  hash id → text hash, ``B{ns}:vecseq:{m}`` zset id → sequence number of its last write,
+  ``B{ns}:vecctr:{m}`` the sequence counter; ``B{ns}:vecmodels`` set of the models present.
 - ``B{ns}:episode:{id}`` hash, ``B{ns}:episodes`` zset; ``B{ns}:reflection:{id}`` string,
   ``B{ns}:reflections`` zset, ``B{ns}:episode_reflections:{episode_id}`` zset.
 - Jobs: ``B{ns}:job:{id}`` hash (``data`` = Job JSON), ``B{ns}:stream`` (stream, consumer
@@ -88,18 +91,25 @@ class RedisDatabase:
             f"Redis at {redacted(url)}", (RedisConnectionError, RedisTimeoutError), budget_s=retry_s
         )
         try:
-            self.r: Any = redis.Redis.from_url(
-                client_url,
-                decode_responses=True,
-                socket_timeout=10,
-                socket_connect_timeout=5,
-                health_check_interval=30,
-                retry=Retry(NoBackoff(), 1),  # one quick reconnect; the budget above does the rest
-            )
+            self.r: Any = self._client(client_url, decode=True)
+            # Vector bytes are not text: they are read through a client that leaves replies raw
+            # (it connects on first use only).
+            self.raw: Any = self._client(client_url, decode=False)
         except ValueError as exc:
             raise ConfigError(f"bad Redis URL {redacted(url)}: {exc}") from exc
         self._groups: set[str] = set()
         self.query_engine = self._run(self._has_query_engine)
+
+    @staticmethod
+    def _client(client_url: str, *, decode: bool) -> Any:
+        return redis.Redis.from_url(
+            client_url,
+            decode_responses=decode,
+            socket_timeout=10,
+            socket_connect_timeout=5,
+            health_check_interval=30,
+            retry=Retry(NoBackoff(), 1),  # one quick reconnect; the budget above does the rest
+        )
 
     def _has_query_engine(self) -> bool:
         """Whether the server offers FT.* (the Redis Query Engine of Redis 8 / Redis Stack)."""
@@ -177,6 +187,7 @@ class RedisDatabase:
 
     def close(self) -> None:
         self.r.close()
+        self.raw.close()
 
 
 # Runs a list of single-key commands in one call: ARGV holds, per command, its name, its argument
@@ -191,6 +202,68 @@ while a <= #ARGV do
   a, k = a + 2 + n, k + 1
 end
 return k - 1
+"""
+
+
+# Adds to the helpful/harmful counters of the lessons whose hashes are KEYS (absent ones are left
+# alone: HINCRBY would create them); ARGV = helpful, harmful. A hash written before the counters
+# were kept in place gets them from its JSON first. Returns how many lessons were credited.
+CREDIT_SCRIPT = """
+local credited = 0
+local names = {'helpful', 'harmful'}
+for _, key in ipairs(KEYS) do
+  if redis.call('EXISTS', key) == 1 then
+    for j, name in ipairs(names) do
+      local add = tonumber(ARGV[j])
+      if add ~= 0 then
+        if redis.call('HEXISTS', key, name) == 0 then
+          local data = cjson.decode(redis.call('HGET', key, 'data'))
+          redis.call('HSET', key, name, tonumber(data[name]) or 0)
+        end
+        redis.call('HINCRBY', key, name, add)
+      end
+    end
+    credited = credited + 1
+  end
+end
+return credited
+"""
+
+# Stores vectors of one model. KEYS: the model's counter, seq zset, vector hash, text-hash hash,
+# the namespace's model set, then one lesson hash per row; ARGV: the model, then per row its
+# lesson id, text hash and vector. A row whose lesson hash is gone is skipped; every other gets
+# the next sequence number. Returns how many were written.
+PUT_VECTORS_SCRIPT = """
+local written = 0
+for i = 6, #KEYS do
+  local a = (i - 6) * 3 + 2
+  if redis.call('EXISTS', KEYS[i]) == 1 then
+    local seq = redis.call('INCR', KEYS[1])
+    redis.call('ZADD', KEYS[2], seq, ARGV[a])
+    redis.call('HSET', KEYS[3], ARGV[a], ARGV[a + 2])
+    redis.call('HSET', KEYS[4], ARGV[a], ARGV[a + 1])
+    written = written + 1
+  end
+end
+if written > 0 then redis.call('SADD', KEYS[5], ARGV[1]) end
+return written
+"""
+
+# Reads the vectors of one model written after a sequence number, one page at a time. KEYS: the
+# counter, seq zset, vector hash; ARGV: after, page size. Returns the counter, the number of
+# vectors, then id, sequence, vector per row, by sequence.
+VECTOR_CHANGES_SCRIPT = """
+local out = {redis.call('GET', KEYS[1]) or '0', redis.call('ZCARD', KEYS[2])}
+local found = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], '+inf', 'WITHSCORES', 'LIMIT', 0, ARGV[2])
+for i = 1, #found, 2 do
+  local vector = redis.call('HGET', KEYS[3], found[i])
+  if vector then
+    out[#out + 1] = found[i]
+    out[#out + 1] = found[i + 1]
+    out[#out + 1] = vector
+  end
+end
+return out
 """
 
 

@@ -3,6 +3,14 @@
 Invariants: a lesson's hash, its token zsets (scored by the token's BM25 factor in that lesson),
 its tag sets, its content-hash key, the corpus counters and the seed 000 keys change together,
 queued into the caller's MULTI/EXEC; search reads only the zsets of the query's selective words.
+
+The token zsets cover content, tags and ``learned_from``; each field's term frequencies are
+scaled by ``FIELD_WEIGHTS`` before the BM25 factor is taken (as SQLite's FTS5 ``bm25()`` with
+column weights does), so provenance matches rank below content matches.
+
+``helpful``/``harmful`` are counted in place in the lesson hash (like ``access_count``) and
+override the JSON on read; a lesson hash written before they existed gets them from its JSON
+the first time they are counted (``CREDIT_SCRIPT``).
 """
 
 from __future__ import annotations
@@ -15,17 +23,25 @@ from typing import Any
 
 from lessonbank.models import Decision, Episode, Lesson
 from lessonbank.stores.base import Candidate, LessonQuery
-from lessonbank.stores.redis_db import BATCH_SCRIPT, Batch, Pipe
+from lessonbank.stores.redis_db import (
+    BATCH_SCRIPT,
+    CREDIT_SCRIPT,
+    PUT_VECTORS_SCRIPT,
+    VECTOR_CHANGES_SCRIPT,
+    Batch,
+    Pipe,
+)
 from lessonbank.stores.redis_jobs import RedisJobQueue
 from lessonbank.stores.redis_seed import SeedMirror
 from lessonbank.stores.shared import (
     POSTINGS_BUDGET,
+    bm25_factors,
     choose_terms,
     common_idf,
+    field_terms,
     idf,
-    index_terms,
     query_terms,
-    term_weights,
+    weighted_terms,
 )
 
 ROW_FIELDS = (
@@ -42,7 +58,14 @@ ROW_FIELDS = (
     "created_at",
     "access_count",
     "last_accessed",
+    "importance",
+    "helpful",
+    "harmful",
 )
+# The hash fields a Lesson is read from: its JSON, and the counters kept in place.
+LESSON_FIELDS = ["data", "access_count", "last_accessed", "helpful", "harmful"]
+# BM25 weight of each indexed field: where a lesson was learned counts, but less than what it says.
+FIELD_WEIGHTS: dict[str, float] = {"content": 1.0, "tags": 1.0, "learned_from": 0.5}
 _SEP = "\x1f"
 CORPUS_TTL_S = 5.0
 PAGE = 64
@@ -56,6 +79,9 @@ class RedisLessonIndex(RedisJobQueue):
         self.seed = SeedMirror(self)
         self._corpus: dict[str, tuple[float, float]] = {}
         self._batch = self.r.register_script(BATCH_SCRIPT)
+        self._credit_script = self.r.register_script(CREDIT_SCRIPT)
+        self._put_vectors_script = self.r.register_script(PUT_VECTORS_SCRIPT)
+        self._vector_changes_script = self.raw.register_script(VECTOR_CHANGES_SCRIPT)
 
     def _lesson_key(self, namespace: str, lesson_id: str) -> str:
         return self.k(namespace, "lesson", lesson_id)
@@ -63,7 +89,7 @@ class RedisLessonIndex(RedisJobQueue):
     def _read_lesson(self, pipe: Pipe, namespace: str, lesson_id: str) -> Lesson | None:
         key = self._lesson_key(namespace, lesson_id)
         pipe.watch(key)
-        return lesson_of(pipe.hmget(key, ["data", "access_count", "last_accessed"]))
+        return lesson_of(pipe.hmget(key, LESSON_FIELDS))
 
     def _q_write_lesson(self, pipe: Pipe, lesson: Lesson, old: Lesson | None) -> None:
         """Queue the writes that store ``lesson`` (replacing ``old``) and keep every index in step.
@@ -72,12 +98,15 @@ class RedisLessonIndex(RedisJobQueue):
         command instead of thirty is what makes bulk imports fast.
         """
         ns, batch = lesson.namespace, Batch()
-        terms = index_terms(lesson.content, lesson.tags)
-        old_terms = index_terms(old.content, old.tags) if old is not None else []
-        batch.add("HSET", self._lesson_key(ns, lesson.id), *_flat(_row(lesson, terms)))
-        for term in set(old_terms) - set(terms):
-            batch.add("ZREM", self.k(ns, "tok", term), lesson.id)
-        for term, weight in term_weights(terms, self._avg_len(ns)).items():
+        frequencies, length = weighted_terms(lesson, FIELD_WEIGHTS)
+        old_length = 0
+        if old is not None:
+            old_frequencies, old_length = weighted_terms(old, FIELD_WEIGHTS)
+        batch.add("HSET", self._lesson_key(ns, lesson.id), *_flat(_row(lesson, list(frequencies))))
+        if old is not None:
+            for term in set(old_frequencies) - set(frequencies):
+                batch.add("ZREM", self.k(ns, "tok", term), lesson.id)
+        for term, weight in bm25_factors(frequencies, length, self._avg_len(ns)).items():
             batch.add("ZADD", self.k(ns, "tok", term), repr(weight), lesson.id)
         old_tags = set(old.tags) if old is not None else set()
         for tag in old_tags - set(lesson.tags):
@@ -93,7 +122,7 @@ class RedisLessonIndex(RedisJobQueue):
         else:
             batch.add("ZREM", self.k(ns, "expiring"), lesson.id)
         batch.add("HINCRBY", self.k(ns, "corpus"), "docs", "0" if old is not None else "1")
-        batch.add("HINCRBY", self.k(ns, "corpus"), "length", str(len(terms) - len(old_terms)))
+        batch.add("HINCRBY", self.k(ns, "corpus"), "length", str(length - old_length))
         batch.add("HSET", self.where_key, lesson.id, ns)
         batch.add("SADD", self.namespaces_key, ns)
         batch.queue(pipe, self._batch)
@@ -110,9 +139,11 @@ class RedisLessonIndex(RedisJobQueue):
         self._corpus[namespace] = (time.monotonic(), avg)
         return avg
 
-    def _q_delete_lesson(self, pipe: Pipe, lesson: Lesson) -> None:
+    def _q_delete_lesson(self, pipe: Pipe, lesson: Lesson, models: Sequence[str]) -> None:
+        """Queue the removal of ``lesson``, its index entries and its vectors of ``models`` (all the
+        namespace's embedder models, read under WATCH by the caller)."""
         ns, batch = lesson.namespace, Batch()
-        terms = index_terms(lesson.content, lesson.tags)
+        terms = [term for field in field_terms(lesson).values() for term in field]
         batch.add("DEL", self._lesson_key(ns, lesson.id))
         for term in set(terms):
             batch.add("ZREM", self.k(ns, "tok", term), lesson.id)
@@ -124,23 +155,53 @@ class RedisLessonIndex(RedisJobQueue):
         batch.add("HINCRBY", self.k(ns, "corpus"), "docs", "-1")
         batch.add("HINCRBY", self.k(ns, "corpus"), "length", str(-len(terms)))
         batch.add("HDEL", self.where_key, lesson.id)
+        for model in models:
+            batch.add("HDEL", self.vec_key(ns, "vec", model), lesson.id)
+            batch.add("HDEL", self.vec_key(ns, "vechash", model), lesson.id)
+            batch.add("ZREM", self.vec_key(ns, "vecseq", model), lesson.id)
         batch.queue(pipe, self._batch)
         self.seed.q_removed(pipe, lesson)
+
+    def vec_key(self, namespace: str, what: str, model: str) -> str:
+        """A key of the vectors of ``model``: ``vec`` (id → bytes), ``vechash`` (id → text hash),
+        ``vecseq`` (zset id → sequence of its last write), ``vecctr`` (the sequence counter)."""
+        return self.k(namespace, what, model)
+
+    def vec_models_key(self, namespace: str) -> str:
+        return self.k(namespace, "vecmodels")
 
     def _lessons_in(self, namespace: str, lesson_ids: Sequence[str]) -> list[Lesson]:
         pipe = self.r.pipeline(transaction=False)
         for lesson_id in lesson_ids:
-            pipe.hmget(self._lesson_key(namespace, lesson_id), ["data", "access_count", "last_accessed"])
+            pipe.hmget(self._lesson_key(namespace, lesson_id), LESSON_FIELDS)
         return [lesson for lesson in map(lesson_of, pipe.execute()) if lesson is not None]
 
     def _rows(self, namespace: str, lesson_ids: Sequence[str]) -> list[dict[str, str] | None]:
         pipe = self.r.pipeline(transaction=False)
         for lesson_id in lesson_ids:
             pipe.hmget(self._lesson_key(namespace, lesson_id), list(ROW_FIELDS))
-        return [
+        rows: list[dict[str, str] | None] = [
             dict(zip(ROW_FIELDS, values, strict=True)) if values[0] is not None else None
             for values in pipe.execute()
         ]
+        older = [
+            (i, lesson_id)
+            for i, (lesson_id, row) in enumerate(zip(lesson_ids, rows, strict=True))
+            if row is not None and row["importance"] is None
+        ]
+        if older:  # hashes written before importance and the counters had flat copies: from the JSON
+            pipe = self.r.pipeline(transaction=False)
+            for _, lesson_id in older:
+                pipe.hget(self._lesson_key(namespace, lesson_id), "data")
+            for (i, _), data in zip(older, pipe.execute(), strict=True):
+                row = rows[i]
+                if row is not None and data:
+                    fields = json.loads(data)
+                    row["importance"] = repr(float(fields.get("importance", 0.5)))
+                    for name in ("helpful", "harmful"):
+                        if row[name] is None:
+                            row[name] = str(int(fields.get(name, 0)))
+        return rows
 
     def _search(self, query: LessonQuery, terms: Sequence[str], limit: int) -> list[Candidate]:
         """Top ``limit`` lessons by BM25 over the query's selective terms that pass the filters.
@@ -193,7 +254,7 @@ class RedisLessonIndex(RedisJobQueue):
             rows = self._rows(query.namespace, [lesson_id for lesson_id, _ in found])
             for (lesson_id, score), row in zip(found, rows, strict=True):
                 if row is not None and row_passes(row, query, now):
-                    out.append(_candidate(lesson_id, row, relevance(score)))
+                    out.append(candidate_of(lesson_id, row, relevance(score)))
             start += page
             if start >= POSTINGS_BUDGET:
                 break  # the filters let few through: stop, as SQLite's postings budget does
@@ -215,6 +276,9 @@ def _row(lesson: Lesson, terms: Sequence[str]) -> dict[str, str]:
         "pinned": "1" if lesson.pinned else "",
         "created_at": repr(lesson.created_at.timestamp()),
         "terms": " ".join(terms),
+        "importance": repr(lesson.importance),
+        "helpful": str(lesson.helpful),
+        "harmful": str(lesson.harmful),
         "access_count": str(lesson.access_count),
         "last_accessed": "" if lesson.last_accessed is None else repr(lesson.last_accessed.timestamp()),
     }
@@ -241,7 +305,7 @@ def row_passes(row: dict[str, str], query: LessonQuery, now: float) -> bool:
     return not row["expires_at"] or float(row["expires_at"]) > now
 
 
-def _candidate(lesson_id: str, row: dict[str, str], relevance: float) -> Candidate:
+def candidate_of(lesson_id: str, row: dict[str, str], relevance: float) -> Candidate:
     last_used = float(row["last_accessed"] or row["created_at"])
     return Candidate(
         lesson_id,
@@ -250,17 +314,24 @@ def _candidate(lesson_id: str, row: dict[str, str], relevance: float) -> Candida
         float(row["confidence"]),
         bool(row["pinned"]),
         last_used,
+        float(row["importance"] or 0.5),
+        int(row["helpful"] or 0),
+        int(row["harmful"] or 0),
     )
 
 
 def lesson_of(values: Sequence[Any]) -> Lesson | None:
-    """A lesson from its hash's ``data``, ``access_count`` and ``last_accessed`` fields."""
-    data, access_count, last_accessed = values
+    """A lesson from its hash's ``LESSON_FIELDS``: the JSON, overridden by the in-place counters."""
+    data, access_count, last_accessed, helpful, harmful = values
     if not data:
         return None
     fields = json.loads(data)
     fields["access_count"] = int(access_count or 0)
     fields["last_accessed"] = float(last_accessed) if last_accessed else None
+    if helpful is not None:
+        fields["helpful"] = int(helpful)
+    if harmful is not None:
+        fields["harmful"] = int(harmful)
     return Lesson.model_validate(fields)
 
 

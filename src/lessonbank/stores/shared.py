@@ -3,8 +3,10 @@
 Invariants:
 
 - Lexical relevance is FTS5's BM25 (k1 = 1.2, b = 0.75, IDF floored at 1e-6) over one
-  document per lesson: its content and tags tokenised and Porter-stemmed by :func:`index_terms`
-  as SQLite's FTS5 ``porter`` tokenizer does, so every backend matches the same words.
+  document per lesson: its content, tags and ``learned_from`` tokenised and Porter-stemmed
+  (:func:`field_terms`) as SQLite's FTS5 ``porter`` tokenizer does, so every backend matches
+  the same words; each field's term frequencies are scaled by its weight and the document
+  length counts every field, exactly as FTS5's ``bm25()`` with column weights does.
 - Recall reads a bounded number of postings (``POSTINGS_BUDGET``): words held by more
   lessons act as stopwords; when every word is that common, the newest lessons holding the
   rarest word are taken, all with the same relevance (as SQLite does).
@@ -17,7 +19,7 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from lessonbank.errors import InputError, StoreError
@@ -42,6 +44,35 @@ def index_terms(content: str, tags: Sequence[str]) -> list[str]:
     return [stem(w) for w in words(content)] + [stem(w) for tag in tags for w in words(tag)]
 
 
+def field_terms(lesson: Lesson) -> dict[str, list[str]]:
+    """The stemmed tokens of each indexed field of a lesson (repeats kept)."""
+    return {
+        "content": [stem(w) for w in words(lesson.content)],
+        "tags": [stem(w) for tag in lesson.tags for w in words(tag)],
+        "learned_from": [stem(w) for w in words(lesson.learned_from or "")],
+    }
+
+
+def weighted_terms(lesson: Lesson, weights: Mapping[str, float]) -> tuple[dict[str, float], int]:
+    """Each token's term frequency summed over the fields, each field's scaled by its weight
+    (missing: 1.0), and the document length in tokens (all fields, unweighted, as FTS5 counts)."""
+    frequencies: dict[str, float] = {}
+    length = 0
+    for name, terms in field_terms(lesson).items():
+        weight = weights.get(name, 1.0)
+        length += len(terms)
+        for term in terms:
+            frequencies[term] = frequencies.get(term, 0.0) + weight
+    return frequencies, length
+
+
+def bm25_factors(frequencies: Mapping[str, float], length: int, avg_len: float) -> dict[str, float]:
+    """Each term's BM25 factor in one document from its (weighted) term frequencies and length;
+    see :func:`term_weights`."""
+    norm = BM25_K1 * (1.0 - BM25_B + BM25_B * length / (avg_len or length or 1.0))
+    return {term: tf * (BM25_K1 + 1.0) / (tf + norm) for term, tf in frequencies.items() if tf > 0}
+
+
 def query_terms(terms: Sequence[str]) -> list[str]:
     """Query words as the index holds them: stemmed, each once."""
     return list(dict.fromkeys(stem(term.lower()) for term in terms if term))
@@ -59,9 +90,7 @@ def term_weights(doc_terms: Sequence[str], avg_len: float) -> dict[str, float]:
     Indexes store it with the document, so ranking needs no per-document work at query time;
     ``avg_len`` is the mean document length when the document was written (it drifts slowly).
     """
-    counts = Counter(doc_terms)
-    norm = BM25_K1 * (1.0 - BM25_B + BM25_B * len(doc_terms) / (avg_len or len(doc_terms) or 1.0))
-    return {term: tf * (BM25_K1 + 1.0) / (tf + norm) for term, tf in counts.items()}
+    return bm25_factors(Counter(doc_terms), len(doc_terms), avg_len)
 
 
 def common_idf(docs: int, df: int) -> float:

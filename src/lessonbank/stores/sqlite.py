@@ -4,8 +4,12 @@ Connections, transactions and migrations live in ``sqlite_db.py``, the job queue
 ``sqlite_jobs.py``; this module holds episodes, lessons and reflections. Invariants:
 
 - An episode and its job, and a job's result and its completion, are each one transaction.
-- ``lessons_fts`` (FTS5, porter stemming over content and tags) and ``lesson_tags`` follow
-  the ``lessons`` table through triggers, so they can never disagree with it.
+- ``lessons_fts`` (FTS5, porter stemming over content, tags and ``learned_from``, ranked by
+  BM25 with ``FTS_COLUMN_WEIGHTS``), ``lesson_tags`` and ``lesson_vectors`` follow the
+  ``lessons`` table through triggers, so they can never disagree with it.
+- Vectors are plain BLOBs scanned by the caller's in-process index (no extension to load):
+  ``lesson_vectors.seq`` (AUTOINCREMENT) orders their writes; SQLite serialises writers, so
+  sequence numbers are committed in order.
 - Each thread gets its own connection; times are stored as Unix seconds (UTC).
 """
 
@@ -15,7 +19,7 @@ import json
 import math
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -29,7 +33,9 @@ from lessonbank.stores.base import (
     LessonQuery,
     LessonSort,
     StoreStats,
+    VectorChanges,
     WriteResult,
+    episode_credit,
     pick_near_duplicate,
 )
 from lessonbank.stores.sqlite_db import Clock
@@ -39,8 +45,9 @@ from lessonbank.text import content_hash, keywords
 _LESSON_COLUMNS = (
     "id, namespace, kind, content, content_hash, tags, task_type, agent, goal_id, trigger, importance, "
     "confidence, source, status, access_count, last_accessed, helpful, harmful, pinned, expires_at, "
-    "supersedes, superseded_by, episode_id, reflection_id, created_at, updated_at, extra"
+    "supersedes, superseded_by, episode_id, reflection_id, created_at, updated_at, extra, learned_from"
 )
+_LESSON_PLACEHOLDERS = ",".join("?" * len(_LESSON_COLUMNS.split(",")))
 _LESSON_EXTRA_FIELDS = ("situation", "mistake", "correction")
 _SORTS: dict[str, str] = {
     "created": "l.created_at DESC",
@@ -54,7 +61,7 @@ _SORTS: dict[str, str] = {
 # Insert a lesson, or reinforce the one with the same content: one more use, a little more
 # confidence, the union of both tag lists (stored order first).
 _UPSERT = (
-    f"INSERT INTO lessons ({_LESSON_COLUMNS}) VALUES ({','.join('?' * 27)}) "
+    f"INSERT INTO lessons ({_LESSON_COLUMNS}) VALUES ({_LESSON_PLACEHOLDERS}) "
     "ON CONFLICT (namespace, content_hash) DO UPDATE SET access_count = access_count + 1, "
     "confidence = min(1.0, confidence + ?), updated_at = ?, tags = ("
     "SELECT json_group_array(value) FROM (SELECT value FROM json_each(lessons.tags) UNION ALL "
@@ -65,11 +72,21 @@ _UPSERT = (
 POSTINGS_BUDGET = 1500
 MAX_MATCH_TERMS = 12
 CACHED_MIN_DF = 64
+# BM25 weight of each lessons_fts column (content, tags, learned_from): where a lesson was learned
+# counts, but less than what it says.
+FTS_COLUMN_WEIGHTS = (1.0, 1.0, 0.5)
+_RANK = "bm25(" + ", ".join(f"{weight!r}" for weight in FTS_COLUMN_WEIGHTS) + ")"
+_CANDIDATE_COLUMNS = (
+    "l.id, l.access_count, l.confidence, l.pinned, coalesce(l.last_accessed, l.created_at) AS used, "
+    "l.importance, l.helpful, l.harmful"
+)
 
 
-def fts_query(terms: Sequence[str]) -> str:
-    """An FTS5 MATCH expression OR-ing the terms, each quoted so no term is read as syntax."""
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+def fts_query(terms: Sequence[str], column: str | None = None) -> str:
+    """An FTS5 MATCH expression OR-ing the terms, each quoted so no term is read as syntax;
+    limited to one column when ``column`` is given."""
+    expression = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+    return f"{column} : ({expression})" if column else expression
 
 
 class SQLiteStore(SQLiteJobQueue):
@@ -82,9 +99,13 @@ class SQLiteStore(SQLiteJobQueue):
 
     # ----------------------------------------------------------------- episodes
 
-    def record_episode(self, episode: Episode, decision: Decision, job: Job | None) -> Decision:
-        """Store the episode and its job; an id already stored is a repeat (a retried call): no-op."""
+    def record_episode(
+        self, episode: Episode, decision: Decision, job: Job | None, *, credit: bool = True
+    ) -> Decision:
+        """Store the episode and its job, and credit the lessons injected for it (see the Store
+        protocol), in one transaction; an id already stored is a repeat (a retried call): no-op."""
         namespace = episode.namespace or "default"
+        helpful, harmful = episode_credit(episode) if credit and episode.context_ids else (0, 0)
         with self._tx() as conn:
             stored = conn.execute("SELECT decision FROM episodes WHERE id = ?", (episode.id,)).fetchone()
             if stored is not None:
@@ -121,6 +142,8 @@ class SQLiteStore(SQLiteJobQueue):
                     decision.model_dump_json(),
                 ),
             )
+            if helpful or harmful:
+                self._credit(conn, namespace, episode.context_ids, helpful, harmful)
         return decision
 
     def get_episode(self, episode_id: str) -> tuple[Episode, Decision | None]:
@@ -157,11 +180,17 @@ class SQLiteStore(SQLiteJobQueue):
 
     # ----------------------------------------------------------------- lessons
 
-    def write_lesson(self, lesson: Lesson, *, threshold: float = NEAR_DUPLICATE_JACCARD) -> WriteResult:
+    def write_lesson(
+        self,
+        lesson: Lesson,
+        *,
+        threshold: float = NEAR_DUPLICATE_JACCARD,
+        duplicate_of: str | None = None,
+    ) -> WriteResult:
         lesson = _hashed(lesson)
         similar = self._near_duplicate(self._conn(), lesson, threshold)
         with self._tx() as conn:
-            return self._write_lesson(conn, lesson, similar)
+            return self._write_lesson(conn, lesson, similar, duplicate_of)
 
     def _near_duplicate(self, conn: sqlite3.Connection, lesson: Lesson, threshold: float) -> Lesson | None:
         """The stored lesson this one nearly repeats, searched outside any write transaction.
@@ -173,16 +202,33 @@ class SQLiteStore(SQLiteJobQueue):
         terms = keywords(lesson.content)[:64]
         if not terms:
             return None
-        found = self._search(conn, LessonQuery(lesson.namespace, kinds=[lesson.kind]), terms, 20)
+        query = LessonQuery(lesson.namespace, kinds=[lesson.kind])
+        found = self._search(conn, query, terms, 20, column="content")
         candidates = self._lessons_by_id(conn, [c.lesson_id for c in found])
         return pick_near_duplicate(lesson.content, candidates, threshold)
 
-    def _write_lesson(self, conn: sqlite3.Connection, lesson: Lesson, similar: Lesson | None) -> WriteResult:
-        """Reinforce the lesson with the same content, else the near duplicate if it still exists, else add."""
+    def _write_lesson(
+        self,
+        conn: sqlite3.Connection,
+        lesson: Lesson,
+        similar: Lesson | None,
+        duplicate_of: str | None = None,
+    ) -> WriteResult:
+        """Reinforce the lesson with the same content, else ``duplicate_of`` if it is live, else the
+        near duplicate if it still exists, else add (marking the lesson it supersedes). The lesson
+        it supersedes is never the one reinforced: "never do X" replacing "do X" is no repeat."""
+        if lesson.supersedes is not None:
+            duplicate_of = None if duplicate_of == lesson.supersedes else duplicate_of
+            similar = None if similar is not None and similar.id == lesson.supersedes else similar
         row = conn.execute(
             f"SELECT {_LESSON_COLUMNS} FROM lessons WHERE namespace = ? AND content_hash = ?",
             (lesson.namespace, lesson.content_hash),
         ).fetchone()
+        if row is None and duplicate_of is not None:
+            row = conn.execute(
+                f"SELECT {_LESSON_COLUMNS} FROM lessons l WHERE id = ? AND {_LIVE}",
+                (duplicate_of, lesson.namespace, self.clock()),
+            ).fetchone()
         if row is None and similar is not None:
             row = conn.execute(
                 f"SELECT {_LESSON_COLUMNS} FROM lessons WHERE id = ?", (similar.id,)
@@ -190,6 +236,11 @@ class SQLiteStore(SQLiteJobQueue):
         if row is not None:
             return WriteResult(self._reinforce(conn, _row_to_lesson(row), lesson.tags), "reinforced")
         self._insert_lesson(conn, lesson)
+        if lesson.supersedes is not None and lesson.supersedes != lesson.id:
+            conn.execute(
+                f"UPDATE lessons AS l SET superseded_by = ?, updated_at = ? WHERE id = ? AND {_LIVE}",
+                (lesson.id, self.clock(), lesson.supersedes, lesson.namespace, self.clock()),
+            )
         return WriteResult(lesson, "added")
 
     def _reinforce(self, conn: sqlite3.Connection, lesson: Lesson, new_tags: Sequence[str]) -> Lesson:
@@ -213,7 +264,7 @@ class SQLiteStore(SQLiteJobQueue):
 
     def _insert_lesson(self, conn: sqlite3.Connection, lesson: Lesson) -> None:
         conn.execute(
-            f"INSERT INTO lessons ({_LESSON_COLUMNS}) VALUES ({','.join('?' * 27)})", _lesson_params(lesson)
+            f"INSERT INTO lessons ({_LESSON_COLUMNS}) VALUES ({_LESSON_PLACEHOLDERS})", _lesson_params(lesson)
         )
 
     def import_lessons(self, lessons: Sequence[Lesson]) -> tuple[int, int]:
@@ -252,8 +303,8 @@ class SQLiteStore(SQLiteJobQueue):
             # Index the new rows in one pass (the insert trigger stood aside); reinforced rows were
             # re-indexed by the update trigger.
             conn.execute(
-                "INSERT INTO lessons_fts (rowid, content, tags) SELECT rowid, content, tags FROM lessons "
-                "WHERE rowid > ?",
+                "INSERT INTO lessons_fts (rowid, content, tags, learned_from) "
+                "SELECT rowid, content, tags, learned_from FROM lessons WHERE rowid > ?",
                 (last,),
             )
             conn.execute(
@@ -333,7 +384,13 @@ class SQLiteStore(SQLiteJobQueue):
         return self._search(self._conn(), query, terms, limit)
 
     def _search(
-        self, conn: sqlite3.Connection, query: LessonQuery, terms: Sequence[str], limit: int
+        self,
+        conn: sqlite3.Connection,
+        query: LessonQuery,
+        terms: Sequence[str],
+        limit: int,
+        *,
+        column: str | None = None,
     ) -> list[Candidate]:
         """Top ``limit`` lessons by BM25 over the query's selective terms that pass the filters.
 
@@ -341,7 +398,8 @@ class SQLiteStore(SQLiteJobQueue):
         taken rarest first while their postings fit ``POSTINGS_BUDGET``; words found in more
         lessons than that act as stopwords (their IDF is small anyway). When every word of the
         query is that common, the newest lessons holding its rarest word are taken unranked,
-        all with the same relevance, so use and recency order them.
+        all with the same relevance, so use and recency order them. ``column`` limits matching
+        to one column of the index (the near-duplicate check looks at content only).
         """
         frequencies = self._document_frequencies(conn, terms)
         ranked = sorted((df, term) for term, df in frequencies.items() if df > 0)
@@ -354,24 +412,143 @@ class SQLiteStore(SQLiteJobQueue):
             chosen.append(term)
             postings += df
         where, params = self._filters(query)
-        columns = (
-            "l.id, l.access_count, l.confidence, l.pinned, coalesce(l.last_accessed, l.created_at) AS used"
-        )
         if chosen:
             rows = conn.execute(
-                f"SELECT {columns}, -m.rank FROM (SELECT rowid, rank FROM lessons_fts WHERE lessons_fts MATCH ?) m "
+                f"SELECT {_CANDIDATE_COLUMNS}, -m.rank FROM (SELECT rowid, rank FROM lessons_fts "
+                "WHERE lessons_fts MATCH ? AND rank MATCH ?) m "
                 f"JOIN lessons l ON l.rowid = m.rowid WHERE {where} ORDER BY m.rank LIMIT ?",
-                (fts_query(chosen), *params, limit),
+                (fts_query(chosen, column), _RANK, *params, limit),
             ).fetchall()
         else:
             size = max(1, self._df_size)
             idf = math.log(1.0 + (size - ranked[0][0] + 0.5) / (ranked[0][0] + 0.5))
             rows = conn.execute(
-                f"SELECT {columns}, ? FROM (SELECT rowid FROM lessons_fts WHERE lessons_fts MATCH ? "
+                f"SELECT {_CANDIDATE_COLUMNS}, ? FROM (SELECT rowid FROM lessons_fts WHERE lessons_fts MATCH ? "
                 f"ORDER BY rowid DESC LIMIT ?) m JOIN lessons l ON l.rowid = m.rowid WHERE {where} LIMIT ?",
-                (idf, fts_query([ranked[0][1]]), POSTINGS_BUDGET, *params, limit),
+                (idf, fts_query([ranked[0][1]], column), POSTINGS_BUDGET, *params, limit),
             ).fetchall()
-        return [Candidate(row[0], float(row[5]), row[1], row[2], bool(row[3]), row[4]) for row in rows]
+        return [_candidate(row, float(row[8])) for row in rows]
+
+    def candidates(self, query: LessonQuery, lesson_ids: Sequence[str]) -> list[Candidate]:
+        if not lesson_ids:
+            return []
+        where, params = self._filters(query)
+        # CROSS JOIN fixes the loop order: each id is looked up by the unique index, where the
+        # planner left alone would walk the namespace index over every lesson.
+        rows = (
+            self._conn()
+            .execute(
+                f"SELECT {_CANDIDATE_COLUMNS} FROM json_each(?) j CROSS JOIN lessons l ON l.id = j.value "
+                f"WHERE {where}",
+                (json.dumps(list(lesson_ids)), *params),
+            )
+            .fetchall()
+        )
+        by_id = {row[0]: _candidate(row, 0.0) for row in rows}
+        return [by_id[lesson_id] for lesson_id in dict.fromkeys(lesson_ids) if lesson_id in by_id]
+
+    def credit_lessons(
+        self, namespace: str, lesson_ids: Sequence[str], *, helpful: int = 0, harmful: int = 0
+    ) -> int:
+        if not lesson_ids or not (helpful or harmful):
+            return 0
+        with self._tx() as conn:
+            return self._credit(conn, namespace, lesson_ids, helpful, harmful)
+
+    def _credit(
+        self, conn: sqlite3.Connection, namespace: str, lesson_ids: Sequence[str], helpful: int, harmful: int
+    ) -> int:
+        unique = list(dict.fromkeys(lesson_ids))
+        # "+namespace" keeps the planner on the id index: by the namespace index it would walk
+        # every lesson of the namespace, on the record() path.
+        cursor = conn.execute(
+            "UPDATE lessons SET helpful = helpful + ?, harmful = harmful + ? "
+            f"WHERE id IN ({','.join('?' * len(unique))}) AND +namespace = ?",
+            (helpful, harmful, *unique, namespace),
+        )
+        return cursor.rowcount
+
+    # ----------------------------------------------------------------- vectors
+
+    def put_vectors(self, namespace: str, model: str, rows: Sequence[tuple[str, str, bytes]]) -> int:
+        if not rows:
+            return 0
+        written = 0
+        with self._tx() as conn:
+            for lesson_id, text_hash, vector in rows:
+                row = conn.execute(
+                    "SELECT rowid FROM lessons WHERE id = ? AND namespace = ?", (lesson_id, namespace)
+                ).fetchone()
+                if row is None:
+                    continue
+                # Delete then insert (not REPLACE, whose delete fires no trigger): AUTOINCREMENT
+                # gives the new row a sequence number above every number ever handed out.
+                conn.execute(
+                    "DELETE FROM lesson_vectors WHERE lesson_rowid = ? AND model = ?", (row[0], model)
+                )
+                conn.execute(
+                    "INSERT INTO lesson_vectors (lesson_rowid, namespace, model, text_hash, vector) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (row[0], namespace, model, text_hash, sqlite3.Binary(vector)),
+                )
+                written += 1
+        return written
+
+    def vector_hashes(self, namespace: str, model: str, lesson_ids: Sequence[str]) -> dict[str, str]:
+        if not lesson_ids:
+            return {}
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT l.id, v.text_hash FROM json_each(?) j CROSS JOIN lessons l ON l.id = j.value "
+                "CROSS JOIN lesson_vectors v ON v.lesson_rowid = l.rowid AND v.model = ? WHERE l.namespace = ?",
+                (json.dumps(list(lesson_ids)), model, namespace),
+            )
+            .fetchall()
+        )
+        return {row[0]: row[1] for row in rows}
+
+    def vector_changes(self, namespace: str, model: str, after: int) -> VectorChanges:
+        conn = self._conn()
+        own = not conn.in_transaction
+        if own:
+            conn.execute("BEGIN")  # one snapshot: rows, sequence and count agree
+        try:
+            rows = conn.execute(
+                "SELECT l.id, v.vector, v.seq FROM lesson_vectors v JOIN lessons l ON l.rowid = v.lesson_rowid "
+                "WHERE v.namespace = ? AND v.model = ? AND v.seq > ? ORDER BY v.seq",
+                (namespace, model, after),
+            ).fetchall()
+            top, count = conn.execute(
+                "SELECT (SELECT coalesce(max(seq), 0) FROM lesson_vectors WHERE namespace = ? AND model = ?), "
+                "(SELECT coalesce(max(n), 0) FROM vector_counts WHERE namespace = ? AND model = ?)",
+                (namespace, model, namespace, model),
+            ).fetchone()
+        finally:
+            if own:
+                conn.execute("COMMIT")
+        return VectorChanges(
+            rows=[(row[0], bytes(row[1])) for row in rows], seq=max(after, int(top)), count=int(count)
+        )
+
+    def lessons_missing_vectors(self, namespace: str, model: str, limit: int) -> list[Lesson]:
+        conn = self._conn()
+        # Vectors go with their lessons: as many vectors as lessons means none is missing, and
+        # counting is cheaper than walking every lesson to find that out.
+        complete = conn.execute(
+            "SELECT (SELECT count(*) FROM lessons WHERE namespace = ?) <= "
+            "(SELECT coalesce(max(n), 0) FROM vector_counts WHERE namespace = ? AND model = ?)",
+            (namespace, namespace, model),
+        ).fetchone()[0]
+        if complete or limit <= 0:
+            return []
+        rows = conn.execute(
+            f"SELECT {_prefixed('l')} FROM lessons l WHERE l.namespace = ? AND NOT EXISTS "
+            "(SELECT 1 FROM lesson_vectors v WHERE v.lesson_rowid = l.rowid AND v.model = ?) "
+            "ORDER BY l.created_at, l.rowid LIMIT ?",
+            (namespace, model, limit),
+        ).fetchall()
+        return [_row_to_lesson(row) for row in rows]
 
     def _document_frequencies(self, conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]:
         """How many lessons hold each term, capped just above the postings budget.
@@ -489,14 +666,17 @@ class SQLiteStore(SQLiteJobQueue):
         reflection: Reflection | None,
         lessons: Sequence[Lesson],
         detail: str,
+        duplicate_of: Mapping[str, str] | None = None,
     ) -> list[WriteResult]:
         now = self.clock()
         hashed = [_hashed(lesson) for lesson in lessons]
         similar = [self._near_duplicate(self._conn(), lesson, NEAR_DUPLICATE_JACCARD) for lesson in hashed]
+        twins = duplicate_of or {}
         with self._tx() as conn:
             self._check_lease(conn, job_id, owner)
             results = [
-                self._write_lesson(conn, lesson, twin) for lesson, twin in zip(hashed, similar, strict=True)
+                self._write_lesson(conn, lesson, twin, twins.get(lesson.id))
+                for lesson, twin in zip(hashed, similar, strict=True)
             ]
             if reflection is not None:
                 reflection = reflection.model_copy(update={"lesson_ids": [r.lesson.id for r in results]})
@@ -555,8 +735,14 @@ class SQLiteStore(SQLiteJobQueue):
 
 # --------------------------------------------------------------------- helpers
 
+# A live lesson of a namespace (parameters: namespace, now): not superseded, not expired.
+_LIVE = "l.namespace = ? AND l.superseded_by IS NULL AND (l.expires_at IS NULL OR l.expires_at > ?)"
 
-# --------------------------------------------------------------------- helpers
+
+def _candidate(row: sqlite3.Row, relevance: float) -> Candidate:
+    return Candidate(
+        row[0], relevance, row[1], row[2], bool(row[3]), row[4], float(row[5]), int(row[6]), int(row[7])
+    )
 
 
 def _prefixed(alias: str) -> str:
@@ -601,6 +787,7 @@ def _lesson_params(lesson: Lesson) -> tuple[Any, ...]:
         lesson.created_at.timestamp(),
         lesson.updated_at.timestamp(),
         json.dumps(extra),
+        lesson.learned_from,
     )
 
 

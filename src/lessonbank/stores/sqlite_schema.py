@@ -132,4 +132,68 @@ MIGRATIONS: list[str] = [
     ) WITHOUT ROWID;
     CREATE INDEX jobs_runnable ON jobs (status, run_after);
     """,
+    # 2: provenance (learned_from) indexed with the content: lessons_fts gains a third column, so
+    # it is rebuilt with its triggers and every row re-indexed. Vectors: one row per (lesson,
+    # model), replaced on re-embedding (delete + insert, so the count triggers see both); seq
+    # (AUTOINCREMENT, never reused) orders the writes for readers that follow the changes. The
+    # lessons delete trigger removes a lesson's vectors with it.
+    """
+    ALTER TABLE lessons ADD COLUMN learned_from TEXT;
+
+    DROP TRIGGER lessons_ai;
+    DROP TRIGGER lessons_ad;
+    DROP TRIGGER lessons_au;
+    DROP TABLE lessons_fts;
+    CREATE VIRTUAL TABLE lessons_fts USING fts5 (
+        content, tags, learned_from, content = 'lessons', content_rowid = 'rowid',
+        tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+    INSERT INTO lessons_fts (lessons_fts) VALUES ('rebuild');
+
+    CREATE TABLE lesson_vectors (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        lesson_rowid INTEGER NOT NULL,
+        namespace TEXT NOT NULL,
+        model TEXT NOT NULL,
+        text_hash TEXT NOT NULL,
+        vector BLOB NOT NULL,
+        UNIQUE (lesson_rowid, model)
+    );
+    CREATE INDEX lesson_vectors_changes ON lesson_vectors (namespace, model, seq);
+    -- How many vectors each (namespace, model) holds, kept by triggers: readers ask on every sync,
+    -- and counting 100k index entries takes tens of milliseconds.
+    CREATE TABLE vector_counts (
+        namespace TEXT NOT NULL,
+        model TEXT NOT NULL,
+        n INTEGER NOT NULL,
+        PRIMARY KEY (namespace, model)
+    ) WITHOUT ROWID;
+    CREATE TRIGGER lesson_vectors_ai AFTER INSERT ON lesson_vectors BEGIN
+        INSERT OR IGNORE INTO vector_counts (namespace, model, n) VALUES (new.namespace, new.model, 0);
+        UPDATE vector_counts SET n = n + 1 WHERE namespace = new.namespace AND model = new.model;
+    END;
+    CREATE TRIGGER lesson_vectors_ad AFTER DELETE ON lesson_vectors BEGIN
+        UPDATE vector_counts SET n = n - 1 WHERE namespace = old.namespace AND model = old.model;
+    END;
+
+    CREATE TRIGGER lessons_ai AFTER INSERT ON lessons WHEN NOT EXISTS (SELECT 1 FROM bulk_load) BEGIN
+        INSERT INTO lessons_fts (rowid, content, tags, learned_from)
+            VALUES (new.rowid, new.content, new.tags, new.learned_from);
+        INSERT INTO lesson_tags (lesson_rowid, tag) SELECT new.rowid, value FROM json_each(new.tags);
+    END;
+    CREATE TRIGGER lessons_ad AFTER DELETE ON lessons BEGIN
+        INSERT INTO lessons_fts (lessons_fts, rowid, content, tags, learned_from)
+            VALUES ('delete', old.rowid, old.content, old.tags, old.learned_from);
+        DELETE FROM lesson_tags WHERE lesson_rowid = old.rowid;
+        DELETE FROM lesson_vectors WHERE lesson_rowid = old.rowid;
+    END;
+    CREATE TRIGGER lessons_au AFTER UPDATE OF content, tags, learned_from ON lessons BEGIN
+        INSERT INTO lessons_fts (lessons_fts, rowid, content, tags, learned_from)
+            VALUES ('delete', old.rowid, old.content, old.tags, old.learned_from);
+        INSERT INTO lessons_fts (rowid, content, tags, learned_from)
+            VALUES (new.rowid, new.content, new.tags, new.learned_from);
+        DELETE FROM lesson_tags WHERE lesson_rowid = old.rowid;
+        INSERT INTO lesson_tags (lesson_rowid, tag) SELECT new.rowid, value FROM json_each(new.tags);
+    END;
+    """,
 ]

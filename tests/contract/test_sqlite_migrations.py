@@ -1,0 +1,85 @@
+"""A SQLite file written by the previous schema opens, gains the new columns and is re-indexed."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import struct
+from pathlib import Path
+
+from lessonbank.stores.base import LessonQuery
+from lessonbank.stores.sqlite import SQLiteStore
+from lessonbank.stores.sqlite_db import _split_sql
+from lessonbank.stores.sqlite_schema import MIGRATIONS
+from lessonbank.text import content_hash
+from tests.contract.conftest import Clock
+from tests.contract.test_contract_lessons import lesson
+
+OLD_VERSION = 1  # the schema before provenance and vectors
+
+
+def old_bank(path: Path, contents: list[str]) -> None:
+    """A bank file as the previous release wrote it: its migrations only, lessons inserted by hand."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    for migration in MIGRATIONS[:OLD_VERSION]:
+        for statement in _split_sql(migration):
+            conn.execute(statement)
+    for n, content in enumerate(contents):
+        conn.execute(
+            "INSERT INTO lessons (id, namespace, kind, content, content_hash, tags, importance, confidence, "
+            "source, status, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                f"les_old{n}",
+                "default",
+                "lesson",
+                content,
+                content_hash("default", "lesson", content),
+                json.dumps(["legacy"]),
+                0.5,
+                0.5,
+                "manual",
+                "active",
+                1_800_000_000.0 + n,
+                1_800_000_000.0 + n,
+            ),
+        )
+    conn.execute(f"PRAGMA user_version = {OLD_VERSION}")
+    conn.close()
+
+
+def test_previous_schema_is_migrated_and_reindexed(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    old_bank(path, ["rotate the signing keys every quarter", "vacuum the analytics tables weekly"])
+    clock = Clock()
+    store = SQLiteStore(path, clock=clock)
+    try:
+        conn = store._conn()
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(lessons)")}
+        assert "learned_from" in columns
+        # Old rows were re-indexed into the rebuilt FTS table (content and tags).
+        assert [c.lesson_id for c in store.search(LessonQuery("default"), ["signing"], 5)] == ["les_old0"]
+        assert len(store.search(LessonQuery("default"), ["legacy"], 5)) == 2
+        assert store.get_lesson("les_old1").learned_from is None
+        # New lessons carry provenance; old ones can be given one, edited and forgotten.
+        new = store.write_lesson(
+            lesson("pin the base image digest", clock, learned_from="Harden the docker build")
+        )
+        assert [c.lesson_id for c in store.search(LessonQuery("default"), ["docker"], 5)] == [new.lesson.id]
+        old = store.get_lesson("les_old1")
+        store.update_lesson(old.model_copy(update={"learned_from": "Speed up the nightly reports"}))
+        assert [c.lesson_id for c in store.search(LessonQuery("default"), ["nightly"], 5)] == ["les_old1"]
+        store.put_vectors("default", "m", [("les_old0", "h", struct.pack("<f", 1.0))])
+        assert store.delete_lesson("default", "les_old0")
+        assert store.vector_changes("default", "m", 0).count == 0
+        assert store.search(LessonQuery("default"), ["signing"], 5) == []
+        # The index agrees with the table after all of it.
+        conn.execute("INSERT INTO lessons_fts (lessons_fts) VALUES ('integrity-check')")
+    finally:
+        store.close()
+    # Opening again applies nothing twice.
+    again = SQLiteStore(path, clock=clock)
+    try:
+        assert again.get_lesson("les_old1").learned_from == "Speed up the nightly reports"
+    finally:
+        again.close()
