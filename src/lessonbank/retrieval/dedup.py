@@ -1,0 +1,126 @@
+"""Dedup on write with vectors: reinforce a near-duplicate, supersede a contradicted lesson.
+
+The store already folds exact repeats (content hash) and word-for-word near repeats (token
+Jaccard). Vectors catch the rest: the same advice in other words. For each new lesson, the
+closest live lessons of the same namespace and kind are compared:
+
+- cosine ≥ ``threshold`` (``Settings.dedup_cosine``, measured in bench/dedup.py), the same
+  polarity, and worded differently (token Jaccard < ``TEMPLATE_JACCARD``) → the new lesson is the
+  same advice in other words: the stored one is reinforced instead. Two texts that share most of
+  their words yet are not word-for-word repeats (those the store folds itself) are siblings — "check
+  whitespace *after* keywords" and "... *before* keywords", ``os.path.getctime`` and ``getmtime`` —
+  whose few different words are the point; embeddings put them at cosine 0.92–0.99, so they are kept;
+- cosine ≥ ``threshold`` but one says "do X" and the other "do not X" → the newer lesson wins:
+  it is added and the older is superseded (kept, marked ``superseded_by``, no longer recalled);
+- a seed-004 lesson about the same situation (situation cosine ≥ ``SITUATION_COSINE``) whose
+  correction says something else (correction cosine < ``CORRECTION_AGREES``, or the opposite
+  polarity) → supersedes it too: the environment changed and the old correction no longer holds;
+- a seed-004 lesson about the same situation whose correction says the same thing (correction
+  cosine ≥ ``threshold``, same polarity) → a duplicate, even when the two share most of their words:
+  the situation and correction fields are compared one by one, so the sibling guard is not needed.
+
+Nothing is ever deleted here; a superseded lesson can be inspected and restored.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+from lessonbank.models import Lesson
+from lessonbank.text import jaccard, words
+
+if TYPE_CHECKING:
+    from lessonbank.retrieval.hybrid import Retriever
+
+log = logging.getLogger("lessonbank.retrieval")
+
+Verdict = Literal["duplicate", "supersede"]
+
+NEIGHBOURS = 3
+TEMPLATE_JACCARD = 0.6
+RELATED_COSINE = 0.5  # below this the neighbours are not about the same thing at all
+SITUATION_COSINE = 0.9
+CORRECTION_AGREES = 0.75
+
+_NEGATION = re.compile(
+    r"\b(not|never|no|don't|dont|do not|doesn't|avoid|avoids|stop|without|instead of|must not|shouldn't|can't|cannot)\b",
+    re.IGNORECASE,
+)
+
+
+def negations(text: str) -> int:
+    """How many negation cues a text holds ("do not", "never", "avoid", ...)."""
+    return len(_NEGATION.findall(text))
+
+
+def same_polarity(a: str, b: str) -> bool:
+    """False when one text negates and the other does not: "use X" vs "never use X"."""
+    return (negations(a) > 0) == (negations(b) > 0)
+
+
+def verdict_for(new: str, old: str, cosine: float, threshold: float) -> Verdict | None:
+    """What a new lesson is to a stored one of the same kind, from their texts and cosine."""
+    if cosine < threshold:
+        return None
+    if not same_polarity(new, old):
+        return "supersede"
+    if jaccard(words(new), words(old)) >= TEMPLATE_JACCARD:
+        return None  # siblings from one template: the words that differ are the lesson
+    return "duplicate"
+
+
+def place_by_vector(
+    retriever: Retriever, lessons: Sequence[Lesson], duplicate_of: dict[str, str], threshold: float
+) -> list[Lesson]:
+    """The lessons to write, each marked to supersede a contradicted lesson where one is found.
+
+    Near-duplicates are recorded in ``duplicate_of`` (new id → stored id) for the store to
+    reinforce. A failure to embed leaves the lesson as it was (the store's own checks still run).
+    """
+    placed: list[Lesson] = []
+    for lesson in lessons:
+        try:
+            placed.append(_place(retriever, lesson, duplicate_of, threshold))
+        except Exception as exc:
+            log.warning("vector dedup skipped for a %s lesson (%s: %s)", lesson.kind, type(exc).__name__, exc)
+            placed.append(lesson)
+    return placed
+
+
+def _place(retriever: Retriever, lesson: Lesson, duplicate_of: dict[str, str], threshold: float) -> Lesson:
+    near = [(c, cosine) for c, cosine in retriever.nearest(lesson, NEIGHBOURS) if cosine >= RELATED_COSINE]
+    if not near:
+        return lesson
+    stored = {old.id: old for old in retriever.store.get_lessons([c.lesson_id for c, _ in near])}
+    for candidate, cosine in near:
+        old = stored.get(candidate.lesson_id)
+        if old is None or old.pinned:
+            continue  # a pinned lesson is the human's word: never superseded automatically
+        verdict = verdict_for(lesson.content, old.content, cosine, threshold)
+        if verdict is None:
+            verdict = _compare_fields(retriever, lesson, old, threshold)
+        if verdict == "duplicate":
+            duplicate_of[lesson.id] = old.id
+            return lesson
+        if verdict == "supersede":
+            return lesson.model_copy(update={"supersedes": old.id})
+    return lesson
+
+
+def _compare_fields(retriever: Retriever, new: Lesson, old: Lesson, threshold: float) -> Verdict | None:
+    """Seed-004 lessons (the others have no such fields) about the same situation: the same
+    correction is a duplicate, another correction supersedes."""
+    if not (new.situation and old.situation and new.correction and old.correction):
+        return None
+    vectors = retriever.embed_texts([new.situation, old.situation, new.correction, old.correction])
+    if float(vectors[0] @ vectors[1]) < SITUATION_COSINE:
+        return None
+    correction = float(vectors[2] @ vectors[3])
+    if correction < CORRECTION_AGREES or not same_polarity(new.correction, old.correction):
+        return "supersede"
+    if correction >= threshold:
+        return "duplicate"
+    return None

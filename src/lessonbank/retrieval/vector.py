@@ -1,0 +1,213 @@
+"""Vector search: one namespace's lesson vectors for one embedder, as an in-process matrix.
+
+Vectors live in the store as plain float32 bytes (every backend, no server extension); this
+index mirrors them in a numpy matrix and answers a query with one matrix-vector product.
+At 100k lessons × 384 dimensions that is ~38 M multiply-adds, a few milliseconds on one core,
+which is why a brute-force scan beats keeping an approximate index in step with three stores.
+
+Past ``BINARY_FROM`` vectors the exact scan is bound by memory bandwidth (100k × 384 float32 is
+154 MB read per query), so the search runs in two steps: the sign bits of each (mean-centred)
+vector, 48 bytes for 384 dimensions, are compared with the query's by Hamming distance, and the
+``RESCORE`` closest are re-ranked by their exact cosine. bench/vector_scan.py measures both.
+
+Keeping in step: every write gets a growing sequence number in the store, so a sync reads
+only the rows written since the last one. When the number of vectors the store holds differs
+from the number cached (a lesson deleted, or a sequence committed out of order by another
+process), the index reloads in full. Writes made through this process mark the index stale at
+once; writes by other processes are seen within ``refresh_s``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from lessonbank.stores.base import Store
+
+if TYPE_CHECKING:
+    import numpy as np
+
+log = logging.getLogger("lessonbank.retrieval")
+
+REFRESH_S = 1.0
+BINARY_FROM = 20_000  # below this an exact scan is as fast as the two-step one
+RESCORE_PER_RESULT = 25
+MIN_RESCORE = 1_000
+_INITIAL_CAPACITY = 1024
+
+
+def as_bytes(vector: np.ndarray) -> bytes:
+    """The stored form of a vector: little-endian float32."""
+    import numpy as np
+
+    return np.ascontiguousarray(vector, dtype="<f4").tobytes()
+
+
+class VectorIndex:
+    """Cosine search over the vectors of (namespace, model); thread-safe."""
+
+    def __init__(
+        self,
+        store: Store,
+        namespace: str,
+        model: str,
+        dim: int,
+        *,
+        refresh_s: float = REFRESH_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        import numpy as np
+
+        self.store = store
+        self.namespace = namespace
+        self.model = model
+        self.dim = dim
+        self.refresh_s = refresh_s
+        self._clock = clock
+        self._np = np
+        self._matrix = np.zeros((0, dim), dtype=np.float32)
+        self._ids: list[str] = []
+        self._row_of: dict[str, int] = {}
+        self._ignored: set[str] = set()  # rows of another size: counted as seen, never searched
+        self._seq = 0
+        self._synced_at = float("-inf")
+        self._lock = threading.Lock()
+        # Sign bits for the two-step search, kept up to date lazily: rows appended since, rows
+        # rewritten since, and the centre (recomputed when the index has doubled since).
+        self._bits: Any = None
+        self._centre: Any = None
+        self._centred_at = 0
+        self._stale_bits: set[int] = set()
+        self.binary = hasattr(np, "bitwise_count")  # numpy ≥ 2.0
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def mark_stale(self) -> None:
+        """This process wrote vectors: the next search syncs first."""
+        self._synced_at = float("-inf")
+
+    def sync(self, *, force: bool = False) -> None:
+        with self._lock:
+            if not force and self._clock() - self._synced_at < self.refresh_s:
+                return
+            changes = self.store.vector_changes(self.namespace, self.model, self._seq)
+            self._apply(changes.rows)
+            self._seq = max(self._seq, changes.seq)
+            if len(self._ids) + len(self._ignored) != changes.count:
+                self._reload()
+            self._synced_at = self._clock()
+
+    def search(
+        self, query: np.ndarray, limit: int, *, exclude: frozenset[str] = frozenset()
+    ) -> list[tuple[str, float]]:
+        """The ``limit`` nearest lesson ids by cosine (vectors are unit length), best first."""
+        self.sync()
+        np = self._np
+        with self._lock:
+            size = len(self._ids)
+            if size == 0 or limit <= 0:
+                return []
+            if query.shape != (self.dim,):
+                raise ValueError(
+                    f"query vector has shape {query.shape}; this index holds {self.dim} dimensions"
+                )
+            query = query.astype(np.float32, copy=False)
+            wanted = min(size, limit + len(exclude))
+            rows = self._shortlist(query, size, wanted)
+            if rows is None:
+                scores = self._matrix[:size] @ query
+                top = np.argpartition(-scores, wanted - 1)[:wanted] if wanted < size else np.arange(size)
+            else:
+                scores = np.full(size, -2.0, dtype=np.float32)
+                scores[rows] = self._matrix[rows] @ query
+                top = rows[np.argpartition(-scores[rows], wanted - 1)[:wanted]]
+            order = top[np.argsort(-scores[top], kind="stable")]
+            ids = self._ids
+            found = [(ids[i], float(scores[i])) for i in order if ids[i] not in exclude]
+        return found[:limit]
+
+    def _shortlist(self, query: np.ndarray, size: int, wanted: int) -> np.ndarray | None:
+        """Rows closest by Hamming distance of sign bits, or None when an exact scan is the better deal."""
+        numpy = self._np
+        rescore = max(wanted * RESCORE_PER_RESULT, MIN_RESCORE)
+        if not self.binary or size < BINARY_FROM or rescore >= size:
+            return None
+        if self._bits is None or size >= 2 * self._centred_at:
+            self._centre = self._matrix[:size].mean(axis=0)
+            self._centred_at = size
+            self._bits = numpy.packbits(self._matrix[:size] > self._centre, axis=1)
+            self._stale_bits.clear()
+        elif self._bits.shape[0] < size:
+            fresh = numpy.packbits(self._matrix[self._bits.shape[0] : size] > self._centre, axis=1)
+            self._bits = numpy.concatenate([self._bits, fresh])
+        if self._stale_bits:
+            rows = numpy.fromiter(self._stale_bits, dtype=numpy.int64)
+            self._bits[rows] = numpy.packbits(self._matrix[rows] > self._centre, axis=1)
+            self._stale_bits.clear()
+        query_bits = numpy.packbits(query > self._centre)
+        distance = numpy.bitwise_count(self._bits ^ query_bits).sum(axis=1, dtype=numpy.int32)
+        closest: np.ndarray = numpy.argpartition(distance, rescore - 1)[:rescore]
+        return closest
+
+    def similarity(self, query: np.ndarray, lesson_ids: list[str]) -> dict[str, float]:
+        """Cosine of ``query`` with each given lesson that has a vector."""
+        self.sync()
+        with self._lock:
+            rows = [(i, self._row_of[i]) for i in lesson_ids if i in self._row_of]
+            if not rows:
+                return {}
+            vectors = self._matrix[[row for _, row in rows]]
+        scores = vectors @ query.astype(self._np.float32, copy=False)
+        return {lesson_id: float(score) for (lesson_id, _), score in zip(rows, scores, strict=True)}
+
+    # ------------------------------------------------------------------ internals
+
+    def _apply(self, rows: list[tuple[str, bytes]]) -> None:
+        np = self._np
+        fresh: list[tuple[str, Any]] = []
+        for lesson_id, blob in rows:
+            vector = np.frombuffer(blob, dtype="<f4")
+            if vector.shape != (self.dim,):
+                # Written by an embedder of another size under the same name: ignored (and logged once).
+                if lesson_id not in self._ignored:
+                    log.warning(
+                        "vector of %s has %d dimensions, not %d: ignored", lesson_id, vector.size, self.dim
+                    )
+                    self._ignored.add(lesson_id)
+                continue
+            self._ignored.discard(lesson_id)
+            row = self._row_of.get(lesson_id)
+            if row is None:
+                fresh.append((lesson_id, vector))
+            else:
+                self._matrix[row] = vector
+                self._stale_bits.add(row)
+        if not fresh:
+            return
+        size = len(self._ids)
+        needed = size + len(fresh)
+        if needed > self._matrix.shape[0]:
+            capacity = max(_INITIAL_CAPACITY, self._matrix.shape[0])
+            while capacity < needed:
+                capacity *= 2
+            grown = np.zeros((capacity, self.dim), dtype=np.float32)
+            grown[:size] = self._matrix[:size]
+            self._matrix = grown
+        for offset, (lesson_id, vector) in enumerate(fresh):
+            self._matrix[size + offset] = vector
+            self._row_of[lesson_id] = size + offset
+            self._ids.append(lesson_id)
+
+    def _reload(self) -> None:
+        np = self._np
+        self._matrix = np.zeros((0, self.dim), dtype=np.float32)
+        self._ids, self._row_of, self._ignored = [], {}, set()
+        self._bits, self._centred_at = None, 0
+        self._stale_bits.clear()
+        changes = self.store.vector_changes(self.namespace, self.model, 0)
+        self._apply(changes.rows)
+        self._seq = changes.seq

@@ -1,0 +1,106 @@
+"""The in-process vector index over a real SQLite store: exact and two-step search, keeping in step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lessonbank.models import Lesson
+from lessonbank.retrieval.vector import BINARY_FROM, VectorIndex, as_bytes
+from lessonbank.stores.sqlite import SQLiteStore
+
+DIM = 48
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SQLiteStore:
+    store = SQLiteStore(str(tmp_path / "bank.db"))
+    yield store
+    store.close()
+
+
+def _unit(rows: np.ndarray) -> np.ndarray:
+    return (rows / np.linalg.norm(rows, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def _fill(store: SQLiteStore, vectors: np.ndarray, start: int = 0) -> list[str]:
+    lessons = [Lesson(namespace="t", content=f"lesson {start + i}") for i in range(len(vectors))]
+    store.import_lessons(lessons)
+    ids = [lesson.id for lesson in lessons]
+    for offset in range(0, len(ids), 2_000):
+        store.put_vectors(
+            "t",
+            "m",
+            [(ids[i], f"h{i}", as_bytes(vectors[i])) for i in range(offset, min(len(ids), offset + 2_000))],
+        )
+    return ids
+
+
+def test_exact_search_matches_a_brute_force_ranking(store: SQLiteStore) -> None:
+    rng = np.random.default_rng(1)
+    vectors = _unit(rng.standard_normal((300, DIM)))
+    ids = _fill(store, vectors)
+    index = VectorIndex(store, "t", "m", DIM)
+    query = _unit(rng.standard_normal(DIM))
+    expected = [ids[i] for i in np.argsort(-(vectors @ query))[:10]]
+    found = index.search(query, 10)
+    assert [lesson_id for lesson_id, _ in found] == expected
+    assert found[0][1] == pytest.approx(float(np.max(vectors @ query)), abs=1e-5)
+    assert index.search(query, 3, exclude=frozenset(expected[:1]))[0][0] == expected[1]
+    with pytest.raises(ValueError, match="dimensions"):
+        index.search(np.zeros(DIM + 1, np.float32), 3)
+
+
+@pytest.mark.slow
+def test_the_two_step_search_keeps_the_true_neighbours(store: SQLiteStore) -> None:
+    dim = 384  # as real embedders: the sign bits of 48 dimensions would say too little
+    rng = np.random.default_rng(2)
+    centres = _unit(rng.standard_normal((200, dim)))
+    count = BINARY_FROM + 5_000
+    vectors = _unit(centres[rng.integers(0, 200, count)] + 0.06 * rng.standard_normal((count, dim)))
+    ids = _fill(store, vectors)
+    index = VectorIndex(store, "t", "m", dim)
+    overlap = []
+    for i in rng.integers(0, len(vectors), 30):
+        query = _unit(vectors[i] + 0.01 * rng.standard_normal(dim))
+        exact = {ids[j] for j in np.argsort(-(vectors @ query))[:10]}
+        found = index.search(query, 10)
+        assert found[0][0] == ids[i]  # the planted near-copy always comes first
+        overlap.append(len(exact & {lesson_id for lesson_id, _ in found}) / 10)
+    assert np.mean(overlap) >= 0.95
+    index.binary = False  # numpy < 2.0 has no bitwise_count: the exact scan answers alike
+    assert index.search(vectors[0], 1)[0][0] == ids[0]
+
+
+def test_new_rewritten_and_deleted_vectors_are_followed(store: SQLiteStore) -> None:
+    rng = np.random.default_rng(3)
+    vectors = _unit(rng.standard_normal((50, DIM)))
+    ids = _fill(store, vectors)
+    index = VectorIndex(store, "t", "m", DIM, refresh_s=3600)
+    assert len(index) == 0
+    index.sync(force=True)
+    assert len(index) == 50
+    [extra] = _fill(store, _unit(rng.standard_normal((1, DIM))), start=50)
+    target = _unit(rng.standard_normal(DIM))
+    store.put_vectors("t", "m", [(ids[7], "h-new", as_bytes(target))])
+    index.search(target, 1)
+    assert len(index) == 50  # within refresh_s of the last sync, and not told: not seen yet
+    index.mark_stale()
+    assert index.search(target, 1)[0] == (ids[7], pytest.approx(1.0, abs=1e-5))
+    assert len(index) == 51 and extra in {i for i, _ in index.search(target, 51)}
+    store.delete_lesson("t", ids[7])
+    index.mark_stale()
+    assert ids[7] not in {i for i, _ in index.search(target, 51)}
+    assert len(index) == 50
+
+
+def test_vectors_of_another_size_are_ignored(store: SQLiteStore) -> None:
+    [good, bad] = _fill(store, _unit(np.ones((2, DIM))))
+    store.put_vectors("t", "m", [(bad, "h", as_bytes(np.ones(DIM + 3, np.float32)))])
+    index = VectorIndex(store, "t", "m", DIM, refresh_s=0.0)
+    assert [lesson_id for lesson_id, _ in index.search(_unit(np.ones(DIM)), 5)] == [good]
+    seq = index._seq
+    index.search(_unit(np.ones(DIM)), 5)  # the odd row is remembered, so no full reload follows
+    assert index._seq == seq and len(index) == 1
