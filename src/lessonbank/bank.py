@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from lessonbank.config import Settings
 from lessonbank.engine import Engine, ExportFormat
@@ -23,6 +23,9 @@ from lessonbank.loop.records import search_reflections
 from lessonbank.models import ContextBlock, Decision, Episode, Hit, Job, Lesson, LessonKind
 from lessonbank.stores.base import LessonSort
 from lessonbank.text import TokenCounter
+
+if TYPE_CHECKING:
+    from lessonbank.retrieval.embedders import Embedder
 
 log = logging.getLogger("lessonbank")
 
@@ -46,6 +49,8 @@ class LessonBank(Engine):
         token_counter: TokenCounter | None = None,
         clock: Callable[[], float] | None = None,
         worker: bool | None = None,
+        embedder: str | Embedder | None = None,
+        hyde: bool | None = None,
     ) -> None:
         super().__init__(
             db,
@@ -56,6 +61,8 @@ class LessonBank(Engine):
             token_counter=token_counter,
             clock=clock,
             worker=worker,
+            embedder=embedder,
+            hyde=hyde,
         )
         self._thread: _WorkerThread | None = None
         self._thread_lock = threading.Lock()
@@ -135,7 +142,8 @@ class LessonBank(Engine):
         deadline = time.monotonic() + timeout
         while True:
             pending = self._pending()
-            if not pending.get("queued") and not pending.get("leased"):
+            finishing = self._thread is not None and self._thread.worker.finishing > 0
+            if not pending.get("queued") and not pending.get("leased") and not finishing:
                 return not pending.get("waiting")
             if time.monotonic() >= deadline:
                 return False
@@ -154,8 +162,12 @@ class LessonBank(Engine):
         goal_id: str | None = None,
         importance: float = 0.5,
         pinned: bool = False,
+        learned_from: str | None = None,
     ) -> Lesson:
-        """Store a lesson you already know (no LLM). Tags ``reflexion``, ``trigger:manual``, ``user-supplied``."""
+        """Store a lesson you already know (no LLM). Tags ``reflexion``, ``trigger:manual``, ``user-supplied``.
+
+        ``learned_from``: the task it was learned on, indexed with it so a similar task finds it.
+        """
         return self._add_lesson(
             text,
             tags=tags,
@@ -165,6 +177,7 @@ class LessonBank(Engine):
             goal_id=goal_id,
             importance=importance,
             pinned=pinned,
+            learned_from=learned_from,
         )
 
     def recall(
@@ -177,10 +190,24 @@ class LessonBank(Engine):
         task_type: str | None = None,
         agent: str | None = None,
         goal_id: str | None = None,
+        mode: str | None = None,
+        hyde: bool | None = None,
     ) -> list[Hit]:
-        """The ``k`` lessons most relevant to ``query``, best first."""
+        """The ``k`` lessons most relevant to ``query``, best first.
+
+        ``mode``: ``lexical``, ``vector``, ``hybrid``, or ``auto`` (the default: hybrid when an
+        embedder is configured, else lexical). ``hyde`` overrides the bank's HyDE setting.
+        """
         filters = self._query(kind=kind, tags=tags, task_type=task_type, agent=agent, goal_id=goal_id)
-        return self._recall(query, k, filters)
+        return self._recall(query, k, filters, mode, hyde)
+
+    def embed_missing(self) -> int:
+        """Embed every lesson that has no vector for the configured embedder; returns how many.
+
+        Writes through the bank embed as they go; this catches up after an embedder is first
+        configured, changed, or was unavailable. Content already embedded is never embedded twice.
+        """
+        return self._embed_missing()
 
     def context(
         self,
@@ -329,6 +356,8 @@ class AsyncLessonBank:
         token_counter: TokenCounter | None = None,
         clock: Callable[[], float] | None = None,
         worker: bool | None = None,
+        embedder: str | Embedder | None = None,
+        hyde: bool | None = None,
     ) -> None:
         self._core = Engine(
             db,
@@ -339,12 +368,19 @@ class AsyncLessonBank:
             token_counter=token_counter,
             clock=clock,
             worker=worker,
+            embedder=embedder,
+            hyde=hyde,
         )
         self.namespace = self._core.namespace
         self.settings = self._core.settings
         self.store = self._core.store
+        self.retriever = self._core.retriever
         self._worker: Worker | None = None
         self._task: asyncio.Task[None] | None = None
+
+    @property
+    def embedder(self) -> Embedder | None:
+        return self._core.embedder
 
     def _kick(self) -> None:
         core = self._core
@@ -415,7 +451,8 @@ class AsyncLessonBank:
         deadline = time.monotonic() + timeout
         while True:
             pending = await asyncio.to_thread(self._core._pending)
-            if not pending.get("queued") and not pending.get("leased"):
+            finishing = self._worker is not None and self._worker.finishing > 0
+            if not pending.get("queued") and not pending.get("leased") and not finishing:
                 return not pending.get("waiting")
             if time.monotonic() >= deadline:
                 return False
@@ -434,6 +471,7 @@ class AsyncLessonBank:
         goal_id: str | None = None,
         importance: float = 0.5,
         pinned: bool = False,
+        learned_from: str | None = None,
     ) -> Lesson:
         return await asyncio.to_thread(
             self._core._add_lesson,
@@ -445,6 +483,7 @@ class AsyncLessonBank:
             goal_id=goal_id,
             importance=importance,
             pinned=pinned,
+            learned_from=learned_from,
         )
 
     async def recall(
@@ -457,9 +496,14 @@ class AsyncLessonBank:
         task_type: str | None = None,
         agent: str | None = None,
         goal_id: str | None = None,
+        mode: str | None = None,
+        hyde: bool | None = None,
     ) -> list[Hit]:
         filters = self._core._query(kind=kind, tags=tags, task_type=task_type, agent=agent, goal_id=goal_id)
-        return await asyncio.to_thread(self._core._recall, query, k, filters)
+        return await asyncio.to_thread(self._core._recall, query, k, filters, mode, hyde)
+
+    async def embed_missing(self) -> int:
+        return await asyncio.to_thread(self._core._embed_missing)
 
     async def context(
         self,

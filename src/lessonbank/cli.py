@@ -38,11 +38,13 @@ err = Console(stderr=True, highlight=False)
 
 
 class _Options:
-    def __init__(self, db: str | None, namespace: str | None, llm: str | None) -> None:
-        self.db, self.namespace, self.llm = db, namespace, llm
+    def __init__(self, db: str | None, namespace: str | None, llm: str | None, embedder: str | None) -> None:
+        self.db, self.namespace, self.llm, self.embedder = db, namespace, llm, embedder
 
-    def bank(self, *, worker: bool = False) -> LessonBank:
-        return LessonBank(self.db, namespace=self.namespace, llm=self.llm, worker=worker)
+    def bank(self, *, worker: bool = False, hyde: bool | None = None) -> LessonBank:
+        return LessonBank(
+            self.db, namespace=self.namespace, llm=self.llm, worker=worker, embedder=self.embedder, hyde=hyde
+        )
 
 
 @app.callback()
@@ -61,12 +63,20 @@ def main_options(
         str | None,
         typer.Option("--llm", envvar="LESSONBANK_LLM", help="Reflection model, e.g. openai:gpt-4o-mini"),
     ] = None,
+    embedder: Annotated[
+        str | None,
+        typer.Option(
+            "--embedder",
+            envvar="LESSONBANK_EMBEDDER",
+            help="Embedder for vector and hybrid recall: minilm, static, hash, openai:MODEL[@URL] (default: none)",
+        ),
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log what the library does")] = False,
 ) -> None:
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
-    ctx.obj = _Options(db, namespace, llm)
+    ctx.obj = _Options(db, namespace, llm, embedder)
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
@@ -86,7 +96,7 @@ def _print_lessons(lessons: list[Lesson], hits: list[Hit] | None = None) -> None
     table = Table(show_lines=False)
     if hits is not None:
         table.add_column("score", justify="right")
-    for name in ("id", "kind", "lesson", "tags", "conf", "used"):
+    for name in ("id", "kind", "lesson", "tags", "conf", "used", "+/−"):
         table.add_column(name, overflow="fold")
     for index, lesson in enumerate(lessons):
         text = lesson.situation or lesson.content
@@ -97,6 +107,7 @@ def _print_lessons(lessons: list[Lesson], hits: list[Hit] | None = None) -> None
             ", ".join(lesson.tags),
             f"{lesson.confidence:.2f}",
             str(lesson.access_count),
+            f"{lesson.helpful}/{lesson.harmful}",
         ]
         if hits is not None:
             row.insert(0, f"{hits[index].score:.3f}")
@@ -137,11 +148,16 @@ def add(
     tag: Annotated[list[str] | None, typer.Option("--tag", "-t", help="A tag (repeatable)")] = None,
     task_type: Annotated[str | None, typer.Option(help="Task type the lesson applies to")] = None,
     pin: Annotated[bool, typer.Option("--pin", help="Never let it fade")] = False,
+    learned_from: Annotated[
+        str | None, typer.Option(help="The task it was learned on: a similar task will find the lesson")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the lesson as JSON")] = False,
 ) -> None:
     """Store a lesson you already know, without an LLM."""
     with ctx.obj.bank() as bank:
-        lesson = bank.add_lesson(text, tags=tag or [], task_type=task_type, pinned=pin)
+        lesson = bank.add_lesson(
+            text, tags=tag or [], task_type=task_type, pinned=pin, learned_from=learned_from
+        )
     if as_json:
         _emit_json(_lesson_row(lesson))
     else:
@@ -156,18 +172,27 @@ def recall(
     k: Annotated[int, typer.Option("-k", "--k", min=0, help="How many lessons")] = 5,
     kind: Annotated[str | None, typer.Option(help="Only this kind")] = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", "-t", help="Required tag (repeatable)")] = None,
+    mode: Annotated[
+        str | None, typer.Option(help="lexical, vector, hybrid or auto (hybrid when an embedder is set)")
+    ] = None,
+    hyde: Annotated[
+        bool | None,
+        typer.Option("--hyde/--no-hyde", help="Add an LLM-written hypothetical answer to the query"),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Show the lessons most relevant to a task."""
-    with ctx.obj.bank() as bank:
-        hits = bank.recall(query, k=k, kind=kind, tags=tag or [])
+    with ctx.obj.bank(hyde=hyde) as bank:
+        hits = bank.recall(query, k=k, kind=kind, tags=tag or [], mode=mode)
     if as_json:
         _emit_json(
             [
                 {
                     "score": hit.score,
                     "lexical": hit.lexical,
+                    "vector": hit.vector,
                     "temporal": hit.temporal,
+                    "utility": hit.utility,
                     "lesson": _lesson_row(hit.lesson),
                 }
                 for hit in hits
@@ -230,6 +255,12 @@ def record(
         list[str] | None, typer.Option("--signal", help="hallucination or low_quality")
     ] = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", "-t")] = None,
+    context_id: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--context-id", help="A lesson injected for this task (repeatable): credited with the outcome"
+        ),
+    ] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Wait for the reflection and print it")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait with --wait")] = 120.0,
     as_json: Annotated[bool, typer.Option("--json")] = False,
@@ -258,7 +289,7 @@ def record(
         }
         data = {key: value for key, value in data.items() if value is not None}
     with ctx.obj.bank(worker=wait) as bank:
-        episode = bank.record(Episode.model_validate(data))
+        episode = bank.record(Episode.model_validate(data), context_ids=context_id)
         drained = bank.flush(timeout=timeout) if wait else None
         shown = bank.show(episode.id)
     if as_json:
@@ -471,6 +502,22 @@ def _print_decisions(rows: list[dict[str, Any]], as_json: bool, *, title: str | 
             row.get("reason") or "",
         )
     out.print(table if rows else "no episodes")
+
+
+@app.command()
+def embed(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Embed the lessons that have no vector yet for the configured embedder (--embedder)."""
+    with ctx.obj.bank() as bank:
+        if bank.embedder is None:
+            _fail(
+                "no embedder configured: pass --embedder minilm (or static, hash, openai:MODEL) or set LESSONBANK_EMBEDDER"
+            )
+        count = bank.embed_missing()
+        name = bank.embedder.name
+    if as_json:
+        _emit_json({"embedded": count, "embedder": name})
+    else:
+        out.print(f"embedded {count} lesson(s) with {name}")
 
 
 @app.command()

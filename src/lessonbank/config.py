@@ -54,6 +54,18 @@ class Settings:
     failure_window_s: float = 86_400.0  # LESSONBANK_FAILURE_WINDOW_S: "recently", for the streak
     cooldown_s: float = 0.0  # LESSONBANK_COOLDOWN_S: per-agent pause between reflections (0: none)
     max_reflections_per_episode: int = 1  # LESSONBANK_MAX_REFLECTIONS_PER_EPISODE: >1 runs the next rows too
+    # Retrieval (see lessonbank.retrieval): an embedder turns on vector and hybrid recall.
+    embedder: str | None = None  # LESSONBANK_EMBEDDER: none, hash, minilm, static, openai:MODEL[@URL], auto
+    recall_mode: str = (
+        "auto"  # LESSONBANK_RECALL_MODE: auto (hybrid with an embedder), lexical, vector, hybrid
+    )
+    hyde: bool = False  # LESSONBANK_HYDE: a hypothetical answer written by the reflection LLM joins the query
+    dedup_cosine: float = (
+        0.92  # LESSONBANK_DEDUP_COSINE: a same-kind lesson this close is reinforced, not added
+    )
+    attribution: bool = (
+        True  # LESSONBANK_ATTRIBUTION: credit injected lessons with the next episode's outcome
+    )
 
     def routes(self) -> dict[str, str]:
         """The policy table: situation → reflector name (or ``off``)."""

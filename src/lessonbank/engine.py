@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from lessonbank import routing
 from lessonbank.config import Settings
@@ -32,6 +34,7 @@ from lessonbank.jobs import NO_LLM_DETAIL, JobResult, Worker
 from lessonbank.llm import LLM, get_llm
 from lessonbank.llm.pricing import cost_of
 from lessonbank.models import (
+    LEARNED_FROM_MAX_CHARS,
     LESSON_KINDS,
     LESSON_STATUSES,
     ContextBlock,
@@ -61,10 +64,14 @@ from lessonbank.reflectors.dual import DualReflector
 from lessonbank.reflectors.insight import InsightReflector, goal_episode
 from lessonbank.reflectors.lesson import LessonReflector
 from lessonbank.reflectors.reflexion import ReflexionReflector
-from lessonbank.retrieval import recall_lexical
+from lessonbank.retrieval import HyDE, Retriever
+from lessonbank.retrieval.dedup import place_by_vector
 from lessonbank.stores import open_store
-from lessonbank.stores.base import LessonQuery, Store
+from lessonbank.stores.base import LessonQuery, Store, WriteResult
 from lessonbank.text import TokenCounter, estimate_tokens
+
+if TYPE_CHECKING:
+    from lessonbank.retrieval.embedders import Embedder
 
 log = logging.getLogger("lessonbank")
 
@@ -88,12 +95,16 @@ class Engine:
         token_counter: TokenCounter | None = None,
         clock: Callable[[], float] | None = None,
         worker: bool | None = None,
+        embedder: str | Embedder | None = None,
+        hyde: bool | None = None,
     ) -> None:
         base = settings or Settings.from_env()
         self.settings = base.with_overrides(
             db=db,
             namespace=namespace,
             worker=worker,
+            embedder=embedder if isinstance(embedder, str) else None,
+            hyde=hyde,
             llm=llm if isinstance(llm, str) else None,
             reflection_llm=reflection_llm if isinstance(reflection_llm, str) else None,
         )
@@ -121,6 +132,36 @@ class Engine:
                     f"(LESSONBANK_ROUTE_{situation.upper()})"
                 )
         self.store: Store = open_store(self.settings.db_url, clock=self.clock)
+        self.retriever = self._new_retriever(embedder)
+        self._last_context = LastContexts()
+
+    def _new_retriever(self, embedder: str | Embedder | None) -> Retriever:
+        spec = embedder if embedder is not None and not isinstance(embedder, str) else self.settings.embedder
+        chosen: Embedder | None = None
+        if isinstance(spec, str):
+            from lessonbank.retrieval.embedders import make_embedder  # numpy and models load only when asked
+
+            chosen = make_embedder(spec)
+        elif spec is not None:
+            missing = [a for a in ("name", "dim", "embed_documents", "embed_query") if not hasattr(spec, a)]
+            if missing:
+                raise ConfigError(
+                    f"embedder {type(spec).__name__} lacks {', '.join(missing)}; pass a name such as 'minilm' "
+                    "or an object with name, dim, embed_documents() and embed_query()"
+                )
+            chosen = spec
+        hyde = None
+        if self.settings.hyde:
+            if self.reflection_llm is None:
+                raise ConfigError(
+                    "HyDE (LESSONBANK_HYDE) needs an LLM to write hypothetical answers; set LESSONBANK_LLM"
+                )
+            hyde = HyDE(self.reflection_llm)
+        return Retriever(self.store, embedder=chosen, hyde=hyde, default_mode=self.settings.recall_mode)
+
+    @property
+    def embedder(self) -> Embedder | None:
+        return self.retriever.embedder
 
     # --------------------------------------------------------------- write path
 
@@ -176,6 +217,10 @@ class Engine:
             ]
         if context_ids is not None:
             updates["context_ids"] = list(context_ids)
+        elif not episode.context_ids and self.settings.attribution:
+            remembered = self._last_context.take(episode.agent, episode.task, episode.task_type)
+            if remembered:
+                updates["context_ids"] = remembered
         return episode.model_copy(update=updates)
 
     def _store_episode(
@@ -200,7 +245,7 @@ class Engine:
                 f"{job.payload['reflector']} on {job.payload['trigger']} ({job.id})" for job in extra
             )
             decision = decision.model_copy(update={"reason": f"{decision.reason}; also {also}"})
-        final = self.store.record_episode(episode, decision, job)
+        final = self.store.record_episode(episode, decision, job, credit=self.settings.attribution)
         if not final.reflect:
             return episode, None
         for other in extra:
@@ -287,6 +332,7 @@ class Engine:
         goal_id: str | None,
         importance: float,
         pinned: bool,
+        learned_from: str | None = None,
     ) -> Lesson:
         if not isinstance(text, str) or not text.strip():
             raise InputError(
@@ -312,8 +358,42 @@ class Engine:
             pinned=pinned,
             created_at=self._now(),
             updated_at=self._now(),
+            learned_from=learned_from,
         )
-        return self.store.write_lesson(lesson).lesson
+        duplicate_of: dict[str, str] = {}
+        if self.embedder is not None:
+            [lesson] = place_by_vector(self.retriever, [lesson], duplicate_of, self.settings.dedup_cosine)
+        result = self.store.write_lesson(lesson, duplicate_of=duplicate_of.get(lesson.id))
+        self._embed_written([result])
+        return result.lesson
+
+    def _embed_written(self, results: Sequence[WriteResult]) -> None:
+        """Vectors for lessons just written; a failure is logged, and ``embed_missing`` catches up."""
+        if self.embedder is None or not results:
+            return
+        try:
+            self.retriever.embed_lessons([result.lesson for result in results])
+        except Exception as exc:
+            log.warning(
+                "embedding %d lesson(s) failed (%s: %s); run embed_missing() later",
+                len(results),
+                type(exc).__name__,
+                exc,
+            )
+
+    def _embed_missing(self, batch: int = 1_000) -> int:
+        """Embed every lesson of the namespace that has no vector for the configured embedder."""
+        if self.embedder is None:
+            raise ConfigError(
+                "no embedder configured; open the bank with embedder='minilm' or set LESSONBANK_EMBEDDER"
+            )
+        done = 0
+        while missing := self.store.lessons_missing_vectors(self.namespace, self.embedder.name, batch):
+            written = self.retriever.embed_lessons(missing)
+            done += written
+            if written == 0:  # every one was skipped (deleted meanwhile): do not spin
+                break
+        return done
 
     def _import(self, records: Iterable[Lesson | dict[str, Any]]) -> dict[str, int]:
         lessons, skipped = [], 0
@@ -324,7 +404,10 @@ class Engine:
                 skipped += 1
                 log.warning("import: record %d skipped: %s", index + 1, " ".join(str(exc).split())[:300])
         added, reinforced = self.store.import_lessons(lessons)
-        return {"added": added, "reinforced": reinforced, "skipped": skipped}
+        counts = {"added": added, "reinforced": reinforced, "skipped": skipped}
+        if self.embedder is not None and added:
+            counts["embedded"] = self._embed_missing()
+        return counts
 
     def _imported(self, record: Lesson | dict[str, Any]) -> Lesson:
         """A record to import, validated once, moved into this namespace, secrets redacted."""
@@ -369,13 +452,17 @@ class Engine:
             statuses=statuses,
         )
 
-    def _recall(self, query: str, k: int, filters: LessonQuery) -> list[Hit]:
+    def _recall(
+        self, query: str, k: int, filters: LessonQuery, mode: str | None = None, hyde: bool | None = None
+    ) -> list[Hit]:
         _check_text_arg(query, "query")
         if not query.strip():
             raise InputError("recall query is empty; pass the task you are about to do", field="query")
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise InputError(f"k must be a whole number ≥ 0, got {k!r}", field="k")
-        return recall_lexical(self.store, query, filters, k=k, now=self.clock())
+        if mode is not None:
+            _check_text_arg(mode, "mode")
+        return self.retriever.recall(query, filters, k=k, now=self.clock(), mode=mode, hyde=hyde)
 
     def _context(
         self,
@@ -423,6 +510,8 @@ class Engine:
         text = SECTION_SEPARATOR.join(texts)
         ids = list(dict.fromkeys(ids)) if text else []
         self.store.touch_lessons(ids)
+        if task and self.settings.attribution:
+            self._last_context.remember(agent, task, task_type, ids)
         return ContextBlock(
             text=text,
             lesson_ids=ids,
@@ -502,7 +591,9 @@ class Engine:
     # --------------------------------------------------------------- worker side
 
     def _new_worker(self, namespaces: Sequence[str] | None) -> Worker:
-        return Worker(self.store, self._handle, self.settings, namespaces=namespaces)
+        return Worker(
+            self.store, self._handle, self.settings, namespaces=namespaces, on_written=self._embed_written
+        )
 
     async def _handle(self, job: Job) -> JobResult:
         if self.reflection_llm is None:
@@ -540,6 +631,7 @@ class Engine:
                     update={
                         "reflection_id": reflection.id,
                         "content": redact(lesson.content),
+                        "learned_from": lesson.learned_from or provenance(episode.task),
                         "created_at": reflection.created_at,
                         "updated_at": reflection.created_at,
                     }
@@ -557,8 +649,13 @@ class Engine:
             summary = "; ".join(lesson.content.replace("\n", " | ") for lesson in lessons) or f"skip: {skip}"
             return JobResult(reflection=None, lessons=[], detail=f"persist off, logged only: {summary}")
         lessons = await asyncio.to_thread(routing.place, self.store, lessons, self.clock())
+        duplicate_of: dict[str, str] = {}
+        if self.embedder is not None and lessons:
+            lessons = await asyncio.to_thread(
+                place_by_vector, self.retriever, lessons, duplicate_of, self.settings.dedup_cosine
+            )
         detail = f"skipped by {name}: {skip}" if skip else f"reflected by {name}: {len(lessons)} lesson(s)"
-        return JobResult(reflection=reflection, lessons=lessons, detail=detail)
+        return JobResult(reflection=reflection, lessons=lessons, detail=detail, duplicate_of=duplicate_of)
 
     def _show(self, record_id: str) -> dict[str, Any]:
         """Any record by id, with what belongs to it (an episode's decision and reflections)."""
@@ -588,6 +685,52 @@ class Engine:
                 r.model_dump(mode="json") for r in self.store.reflections_for_episode(episode_id)
             ],
         }
+
+
+def provenance(task: str) -> str | None:
+    """Where a lesson was learned, as indexed with it: the episode's task, whitespace folded, capped."""
+    return " ".join(task.split())[:LEARNED_FROM_MAX_CHARS] or None
+
+
+class LastContexts:
+    """The lesson ids of the last context built per (agent, task) and per (agent, task_type).
+
+    Lets ``record(episode)`` credit the lessons that were injected for that task even when the
+    caller does not pass ``context_ids``. Bounded, in-process; explicit ids always win.
+    """
+
+    def __init__(self, size: int = 1_024) -> None:
+        self.size = size
+        self._ids: OrderedDict[tuple[str, str, str], list[str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _keys(agent: str | None, task: str | None, task_type: str | None) -> list[tuple[str, str, str]]:
+        keys = []
+        if task:
+            keys.append((agent or "", "task", " ".join(task.lower().split())))
+        if task_type:
+            keys.append((agent or "", "type", task_type))
+        return keys
+
+    def remember(
+        self, agent: str | None, task: str | None, task_type: str | None, ids: Sequence[str]
+    ) -> None:
+        with self._lock:
+            for key in self._keys(agent, task, task_type):
+                self._ids[key] = list(ids)
+                self._ids.move_to_end(key)
+            while len(self._ids) > self.size:
+                self._ids.popitem(last=False)
+
+    def take(self, agent: str | None, task: str | None, task_type: str | None) -> list[str]:
+        """The ids remembered for this task (else its task type), forgotten once taken."""
+        with self._lock:
+            for key in self._keys(agent, task, task_type):
+                ids = self._ids.pop(key, None)
+                if ids is not None:
+                    return ids
+        return []
 
 
 def _check_text_arg(value: object, name: str) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from lessonbank.config import Settings
 from lessonbank.errors import ConfigError, LLMError, LLMTransientError, StoreError
 from lessonbank.models import Job, Lesson, Reflection
-from lessonbank.stores.base import LeaseLostError, Store, worker_owner
+from lessonbank.stores.base import LeaseLostError, Store, WriteResult, worker_owner
 
 log = logging.getLogger("lessonbank.jobs")
 
@@ -34,6 +34,8 @@ class JobResult:
     reflection: Reflection | None
     lessons: list[Lesson] = field(default_factory=list)
     detail: str = "done"
+    # new lesson id → the stored lesson it duplicates (found by vector similarity): reinforced instead
+    duplicate_of: dict[str, str] = field(default_factory=dict)
 
 
 Handler = Callable[[Job], Awaitable[JobResult]]
@@ -53,10 +55,20 @@ class Worker:
     """
 
     def __init__(
-        self, store: Store, handler: Handler, settings: Settings, *, namespaces: Sequence[str] | None = None
+        self,
+        store: Store,
+        handler: Handler,
+        settings: Settings,
+        *,
+        namespaces: Sequence[str] | None = None,
+        on_written: Callable[[list[WriteResult]], None] | None = None,
     ) -> None:
         self.store = store
         self.handler = handler
+        self.on_written = on_written
+        # Jobs whose result is committed but whose after-commit work (on_written) still runs:
+        # flush() waits for these too, so "flushed" means the lessons are also searchable by vector.
+        self.finishing = 0
         self.settings = settings
         self.namespaces = list(namespaces) if namespaces is not None else None
         self.owner = worker_owner()
@@ -158,20 +170,33 @@ class Worker:
         except Exception as exc:  # every failure is recorded on the job, none escapes the worker
             await asyncio.to_thread(self._fail, job, exc)
             return
+        self.finishing += 1
         try:
-            await asyncio.to_thread(
+            await self._finish(job, result)
+        finally:
+            self.finishing -= 1
+
+    async def _finish(self, job: Job, result: JobResult) -> None:
+        try:
+            written = await asyncio.to_thread(
                 self.store.finish_job,
                 job.id,
                 self.owner,
                 reflection=result.reflection,
                 lessons=result.lessons,
                 detail=result.detail,
+                duplicate_of=result.duplicate_of or None,
             )
             self.processed += 1
         except LeaseLostError:
             log.warning("job %s finished after its lease was taken over; result dropped", job.id)
+            return
         except Exception as exc:  # the result could not be written: a failed attempt like any other
             await asyncio.to_thread(self._fail, job, exc)
+            return
+        if self.on_written is not None and written:
+            # After the commit: the job is done whatever happens here (the callback logs its own failures).
+            await asyncio.to_thread(self.on_written, written)
 
     def _fail(self, job: Job, exc: BaseException) -> None:
         try:

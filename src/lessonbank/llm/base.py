@@ -13,12 +13,16 @@ retries transient provider errors.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import os
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypedDict, runtime_checkable
+from typing import Any, Literal, Protocol, TypedDict, TypeVar, runtime_checkable
 
 from lessonbank.errors import ConfigError
+
+T = TypeVar("T")
 
 
 class Message(TypedDict):
@@ -71,3 +75,13 @@ def resolve_api_key(given: str | None, env_var: str, *, provider: str, model: st
             f"no {provider} API key for model {model!r}: set the {env_var} environment variable or pass api_key=..."
         )
     return key
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion from sync code, also when the caller is inside an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()

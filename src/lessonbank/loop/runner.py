@@ -21,17 +21,16 @@ recalls them.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import logging
 import os
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from lessonbank import routing
 from lessonbank.errors import EvaluatorError, InputError, LessonbankError
+from lessonbank.llm.base import run_sync
 from lessonbank.llm.pricing import cost_of
 from lessonbank.loop.evaluators import CheckResult, Evaluation, Evaluator
 from lessonbank.loop.records import (
@@ -153,16 +152,6 @@ class LoopResult:
 
 
 Actor = Callable[[str, Memory], "ActorOutput | dict[str, Any]"]
-
-
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion from sync code, also when the caller is inside an event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 class ReflexionLoop:

@@ -1,0 +1,51 @@
+"""The shell's retrieval options: --embedder, recall --mode/--hyde, embed, credit and utility."""
+
+from __future__ import annotations
+
+import json
+
+SHIP = "ship releases behind a feature flag"
+
+
+def test_recall_modes_and_embed(cli) -> None:  # type: ignore[no-untyped-def]
+    cli("add", SHIP, "--learned-from", "deploy the billing service on friday")
+    plain = json.loads(cli("recall", "billing service deploy", "--json").stdout)
+    assert plain[0]["lesson"]["learned_from"] == "deploy the billing service on friday"
+    assert plain[0]["vector"] == 0.0
+    refused = cli("recall", "billing", "--mode", "vector", ok=False)
+    assert refused.returncode != 0 and b"needs an embedder" in refused.stderr
+
+    embedded = json.loads(cli("--embedder", "hash", "embed", "--json").stdout)
+    assert embedded == {"embedded": 1, "embedder": "hash-256"}
+    assert json.loads(cli("--embedder", "hash", "embed", "--json").stdout)["embedded"] == 0
+    hits = json.loads(
+        cli("--embedder", "hash", "recall", "feature flags for releases", "--mode", "vector", "--json").stdout
+    )
+    assert hits[0]["lesson"]["content"] == SHIP and hits[0]["vector"] > 0
+    hybrid = json.loads(
+        cli(
+            "recall",
+            "feature flag release",
+            "--mode",
+            "hybrid",
+            "--json",
+            extra_env={"LESSONBANK_EMBEDDER": "hash"},
+        ).stdout
+    )
+    assert hybrid[0]["lexical"] > 0 and hybrid[0]["vector"] > 0
+
+    missing = cli("embed", ok=False)
+    assert missing.returncode != 0 and b"no embedder configured" in missing.stderr
+    unknown = cli("--embedder", "word2vec", "recall", "x", ok=False)
+    assert unknown.returncode != 0 and b"word2vec" in unknown.stderr
+
+
+def test_context_ids_are_credited_and_lessons_sort_by_utility(cli) -> None:  # type: ignore[no-untyped-def]
+    good = json.loads(cli("add", SHIP, "--json").stdout)["id"]
+    bad = json.loads(cli("add", "ship releases on friday evenings", "--json").stdout)["id"]
+    cli("record", "--task", "ship v2", "--status", "failure", "--error", "outage", "--context-id", bad)
+    cli("record", "--task", "ship v2", "--status", "success", "--context-id", good)
+    ranked = json.loads(cli("lessons", "--sort", "utility", "--json").stdout)
+    assert [(row["id"], row["helpful"], row["harmful"]) for row in ranked] == [(good, 1, 0), (bad, 0, 1)]
+    table = cli("lessons", "--sort", "utility").stdout.decode()
+    assert "+/−" in table and "1/0" in table and "0/1" in table
