@@ -1,0 +1,571 @@
+"""Retrieval benchmark: does recall bring the right lesson back? Quality and latency per mode and embedder.
+
+Dataset (``_ruffdocs.py``): ruff's own rule documentation, labelled by ruff. A lesson is a rule's prose
+advice, its provenance (``learned_from``) the rule's bad example, and the query what ruff prints on that
+example: ``message+code`` (the diagnostic message and the offending lines) or ``code`` (the lines alone).
+The expected answer is the lesson of the rule the diagnostic came from.
+
+Quality: recall@1, recall@5 and MRR@10 of ``recall(query, k=10, mode=...)`` for every case, per mode
+(lexical, and vector and hybrid per embedder), with provenance (lessons imported with ``learned_from``) and
+without, on the rule bank alone and on the rule bank padded to 10k lessons with distractors (docstring
+paragraphs of the standard library and the installed packages: other real prose, with the source they
+document as their provenance).
+
+Latency: ``recall(query, k=5, mode=...)`` p50/p99 over the ``message+code`` queries (after warm-up) on banks
+of 1k, 10k and 100k lessons (rules + distractors, with provenance). The query's embedding is inside the
+timing. Import time (which embeds the lessons when an embedder is set) is reported per bank.
+
+Run from the repository root::
+
+    .venv/bin/python bench/retrieval.py                                  # default embedders, 1k/10k/100k
+    .venv/bin/python bench/retrieval.py --embedders hash,minilm --sizes 1000,10000
+    .venv/bin/python bench/retrieval.py --quick                          # smoke run
+    .venv/bin/python bench/retrieval.py --bank-cache bench/results/banks # keep embedded banks for the next run
+
+Prints markdown tables and writes JSON (default ``bench/results/retrieval.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sqlite3
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+# Siblings (_ruffdocs, core) resolve both as a script and as ``bench.retrieval`` imported by the tests.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _ruffdocs
+from core import load_average, machine_info, summarize_ns, time_each
+from lessonbank import LessonBank, Settings
+from lessonbank.retrieval.embedders import Embedder, make_embedder
+from lessonbank.text import keywords
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "retrieval.json"
+DEFAULT_SIZES = (1_000, 10_000, 100_000)
+DISTRACTOR_SIZE = 10_000  # quality is also measured on a bank of this many lessons
+CANDIDATE_EMBEDDERS = ("hash", "minilm", "static")
+VARIANTS = ("message+code", "code")
+QUALITY_K = 10
+LATENCY_K = 5
+LATENCY_QUERIES = 300
+WARMUP_QUERIES = 20
+NAMESPACE = "bench"
+
+
+# --------------------------------------------------------------------- banks
+
+
+def open_bank(url: str, embedder: Embedder | None, home: Path) -> LessonBank:
+    return LessonBank(url, namespace=NAMESPACE, settings=Settings(home=home), worker=False, embedder=embedder)
+
+
+class CachedEmbedder:
+    """An embedder whose document vectors are kept in an SQLite file across runs (queries are never cached).
+
+    Embedding 100k lessons with MiniLM takes long on a small machine; the banks of every size and every
+    run share the same texts, so each text is embedded once. Same ``name`` as the wrapped embedder, so the
+    bank cannot tell. ``seconds`` and ``computed`` say what the wrapped embedder actually did.
+    """
+
+    def __init__(self, inner: Embedder, path: Path) -> None:
+        self.inner = inner
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(path)
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS vectors (name TEXT, hash TEXT, vector BLOB, PRIMARY KEY (name, hash))"
+        )
+        self.seconds = 0.0
+        self.computed = 0
+        self.cached = 0
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed_documents(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+
+        keys = [hashlib.sha256(text.encode()).hexdigest() for text in texts]
+        found: dict[str, Any] = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for key, blob in self.db.execute(
+                f"SELECT hash, vector FROM vectors WHERE name = ? AND hash IN ({marks})", [self.name, *chunk]
+            ):
+                found[key] = np.frombuffer(blob, dtype=np.float32)
+        todo = [i for i, key in enumerate(keys) if key not in found]
+        self.cached += len(keys) - len(todo)
+        if todo:
+            start_s = time.perf_counter()
+            computed = self.inner.embed_documents([texts[i] for i in todo])
+            self.seconds += time.perf_counter() - start_s
+            self.computed += len(todo)
+            rows = [
+                (self.name, keys[i], np.asarray(v, dtype=np.float32).tobytes())
+                for i, v in zip(todo, computed, strict=True)
+            ]
+            self.db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)", rows)
+            self.db.commit()
+            for i, vector in zip(todo, computed, strict=True):
+                found[keys[i]] = vector
+        return (
+            np.stack([found[key] for key in keys]).astype(np.float32)
+            if keys
+            else np.zeros((0, self.dim), np.float32)
+        )
+
+    def embed_query(self, text: str) -> Any:
+        return self.inner.embed_query(text)
+
+    def take_counts(self) -> dict[str, Any]:
+        counts = {
+            "computed": self.computed,
+            "from_cache": self.cached,
+            "embed_seconds": round(self.seconds, 2),
+        }
+        if self.computed:
+            counts["computed_per_s"] = round(self.computed / max(self.seconds, 1e-9), 1)
+        self.seconds, self.computed, self.cached = 0.0, 0, 0
+        return counts
+
+
+def recall_ids(bank: LessonBank, query: str, k: int, mode: str) -> list[str]:
+    if not query.strip():
+        return []
+    return [hit.lesson.id for hit in bank.recall(query, k=k, mode=mode)]
+
+
+def usable_embedders(
+    names: Sequence[str], workdir: Path, vector_cache: Path | None
+) -> tuple[dict[str, Embedder], dict[str, str]]:
+    """The embedders that load here (tried on a scratch bank), and why the others do not."""
+    ok: dict[str, Embedder] = {}
+    skipped: dict[str, str] = {}
+    for name in names:
+        try:
+            embedder = make_embedder(name)
+            assert embedder is not None, f"{name!r} names no embedder"
+            if vector_cache is not None:
+                embedder = CachedEmbedder(embedder, vector_cache)
+            bank = open_bank(f"sqlite:///{workdir / f'probe-{name}.db'}", embedder, workdir / "home")
+            try:
+                bank.import_lessons([{"content": "probe lesson for the embedder check"}])
+                bank.recall("probe", k=1, mode="vector")
+            finally:
+                bank.close()
+            if isinstance(embedder, CachedEmbedder):
+                embedder.take_counts()  # the probe's work is not the first bank's
+            ok[name] = embedder
+        except Exception as exc:  # any failure means "not usable here"; the reason is reported
+            skipped[name] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+    return ok, skipped
+
+
+def lessons_for(
+    dataset: dict[str, Any], distractors: list[dict[str, Any]], size: int | None, provenance: bool
+) -> list[dict[str, Any]]:
+    """The rule lessons, padded with distractors up to ``size`` (None: rules alone)."""
+    rules = list(dataset["lessons"])
+    pad = [] if size is None else distractors[: max(0, size - len(rules))]
+    if size is not None and len(rules) + len(pad) < size:
+        raise SystemExit(f"only {len(rules) + len(pad)} lessons available for a bank of {size}")
+    chosen = rules + pad
+    if not provenance:
+        chosen = [{**lesson, "learned_from": None} for lesson in chosen]
+    return chosen
+
+
+def build_bank(
+    lessons: list[dict[str, Any]], embedder: Embedder | None, workdir: Path, cache: Path | None, home: Path
+) -> tuple[LessonBank, dict[str, Any]]:
+    """A bank holding ``lessons``: reused from ``cache`` when an identical one was built before."""
+    digest = hashlib.sha256(json.dumps(lessons, sort_keys=True).encode()).hexdigest()[:16]
+    name = f"{embedder.name if embedder else 'none'}-{len(lessons)}-{digest}.db"
+    folder = cache if cache is not None else workdir
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    info: dict[str, Any] = {
+        "lessons": len(lessons),
+        "db": str(path) if cache else None,
+        "reused": path.exists(),
+    }
+    bank = open_bank(f"sqlite:///{path}", embedder, home)
+    if info["reused"]:
+        return bank, info
+    start = time.perf_counter()
+    counts = bank.import_lessons(lessons)
+    info["import"] = {**counts, "seconds": round(time.perf_counter() - start, 3)}
+    if embedder is not None:
+        # Import embeds as it writes; this catches what it left (none expected) and times it.
+        start = time.perf_counter()
+        info["embed_missing"] = {
+            "embedded": bank.embed_missing(),
+            "seconds": round(time.perf_counter() - start, 3),
+        }
+    info["import"]["lessons_per_s"] = round(len(lessons) / max(info["import"]["seconds"], 1e-9), 1)
+    if isinstance(embedder, CachedEmbedder):
+        # How much of the import was the model's own work, and how much came from the vector cache.
+        info["embedding"] = embedder.take_counts()
+    return bank, info
+
+
+# --------------------------------------------------------------------- quality
+
+
+def quality(bank: LessonBank, cases: Sequence[dict[str, Any]], mode: str) -> dict[str, dict[str, Any]]:
+    """recall@1, recall@5 and MRR@10 per query variant; a query with no answer in the top 10 scores 0."""
+    out: dict[str, dict[str, Any]] = {}
+    for variant in VARIANTS:
+        ranks = []
+        for case in cases:
+            ids = recall_ids(bank, case["queries"][variant], QUALITY_K, mode)
+            ranks.append(ids.index(case["expected"]) + 1 if case["expected"] in ids else None)
+        n = len(ranks)
+        out[variant] = {
+            "cases": n,
+            "recall@1": sum(1 for r in ranks if r == 1) / n,
+            "recall@5": sum(1 for r in ranks if r is not None and r <= 5) / n,
+            "mrr@10": sum(1 / r for r in ranks if r is not None) / n,
+            "found@10": sum(1 for r in ranks if r is not None) / n,
+            # Per rule: the answer's rank in the top 10, or null; for reading failures, not for the tables.
+            "ranks": {case["rule"]: rank for case, rank in zip(cases, ranks, strict=True)},
+        }
+    return out
+
+
+def leakage(dataset: dict[str, Any], cases: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """How much of each query already sits in its answer: keyword overlap with the lesson and provenance."""
+    by_id = {lesson["id"]: lesson for lesson in dataset["lessons"]}
+    out: dict[str, float] = {
+        "rule_name_words_in_message": sum(c["name_in_message"] for c in cases) / max(len(cases), 1)
+    }
+    for variant in VARIANTS:
+        content, provenance = [], []
+        for case in cases:
+            query = set(keywords(case["queries"][variant]))
+            lesson = by_id[case["expected"]]
+            if query:
+                content.append(len(query & set(keywords(lesson["content"]))) / len(query))
+                provenance.append(len(query & set(keywords(lesson["learned_from"] or ""))) / len(query))
+        out[f"{variant}: query words in lesson"] = sum(content) / max(len(content), 1)
+        out[f"{variant}: query words in learned_from"] = sum(provenance) / max(len(provenance), 1)
+    return out
+
+
+# --------------------------------------------------------------------- the run
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    cache_dir: Path = args.cache_dir
+    dataset = (
+        json.loads(args.dataset.read_text("utf-8")) if args.dataset else _ruffdocs.load_dataset(cache_dir)
+    )
+    cases = spread(dataset["cases"], args.cases)
+    sizes: list[int] = args.sizes
+    distractor_size: int = args.distractor_size
+    needed = max([*sizes, distractor_size]) - len(dataset["lessons"])
+    print(
+        f"dataset: {len(dataset['lessons'])} lessons, {len(cases)} cases; {needed:,} distractors ...",
+        file=sys.stderr,
+    )
+    distractors = _ruffdocs.load_distractors(
+        max(needed, 0), [lesson["content"] for lesson in dataset["lessons"]], cache_dir
+    )
+    results: dict[str, Any] = {
+        "benchmark": "retrieval",
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine_info(),
+        "config": {
+            "sizes": sizes,
+            "distractor_size": distractor_size,
+            "latency_queries": args.queries,
+            "warmup_queries": args.warmup,
+            "quality_k": QUALITY_K,
+            "latency_k": LATENCY_K,
+            "bank_cache": str(args.bank_cache) if args.bank_cache else None,
+        },
+        "dataset": {
+            "source": f"ruff {dataset['ruff_version']} rule documentation",
+            "rules": dataset["rules"],
+            "rules_without_example": dataset["rules_without_example"],
+            "rules_with_example": dataset["rules_with_example"],
+            "dropped_no_diagnostic": len(dataset["dropped_no_diagnostic"]),
+            "dropped_rules": dataset["dropped_no_diagnostic"],
+            "cases": len(cases),
+            "lessons": len(dataset["lessons"]),
+            "distractors_available": len(distractors),
+            "leakage": leakage(dataset, cases),
+        },
+        "quality": [],
+        "latency": [],
+        "banks": [],
+    }
+    with tempfile.TemporaryDirectory(prefix="lessonbank-retrieval-") as tmp:
+        workdir = Path(tmp)
+        home = workdir / "home"
+        vector_cache = None if args.no_vector_cache else cache_dir / "vectors.sqlite"
+        embedders, skipped = usable_embedders(args.embedders, workdir, vector_cache)
+        results["embedders"] = {
+            "used": list(embedders),
+            "names": {spec: embedder.name for spec, embedder in embedders.items()},
+            "skipped": skipped,
+        }
+        # Lexical recall does not depend on the embedder: measured once, on banks without one.
+        plans: list[tuple[str | None, tuple[str, ...]]] = [(None, ("lexical",))]
+        plans += [(name, ("vector", "hybrid")) for name in embedders]
+        for embedder_name, modes in plans:
+            embedder = embedders.get(embedder_name or "")
+            for size, provenance in bank_plan(sizes, distractor_size):
+                lessons = lessons_for(dataset, distractors, size, provenance)
+                label = f"{embedder_name or 'no embedder'}, {len(lessons):,} lessons, provenance {'on' if provenance else 'off'}"
+                print(f"{label}: import ...", file=sys.stderr)
+                bank, info = build_bank(lessons, embedder, workdir, args.bank_cache, home)
+                results["banks"].append({"embedder": embedder_name, "provenance": provenance, **info})
+                try:
+                    for mode in modes:
+                        if size is None or size == distractor_size:
+                            print(f"{label}: quality, {mode} ...", file=sys.stderr)
+                            results["quality"].append(
+                                {
+                                    "embedder": embedder_name,
+                                    "mode": mode,
+                                    "provenance": provenance,
+                                    "lessons": len(lessons),
+                                    "distractors": len(lessons) - len(dataset["lessons"]),
+                                    "metrics": quality(bank, cases, mode),
+                                }
+                            )
+                        if size in sizes and provenance:
+                            print(f"{label}: latency, {mode} ...", file=sys.stderr)
+                            results["latency"].append(
+                                {
+                                    "embedder": embedder_name,
+                                    "mode": mode,
+                                    "lessons": len(lessons),
+                                    "import": info.get("import"),
+                                    **latency(bank, cases, mode, args.queries, args.warmup),
+                                    "load_average_after": load_average(),
+                                }
+                            )
+                finally:
+                    bank.close()
+                if args.bank_cache is None:
+                    for leftover in workdir.glob("*.db*"):
+                        leftover.unlink()
+    results["load_average_at_end"] = load_average()
+    return results
+
+
+def spread(cases: list[dict[str, Any]], count: int | None) -> list[dict[str, Any]]:
+    """``count`` cases taken evenly across the list (which is in rule order, so every linter is sampled)."""
+    if not count or count >= len(cases):
+        return cases
+    return [cases[i * len(cases) // count] for i in range(count)]
+
+
+def bank_plan(sizes: Sequence[int], distractor_size: int) -> list[tuple[int | None, bool]]:
+    """Which banks to build: (size or None for the rules alone, provenance). Quality needs the rule bank and
+    the distractor-size bank, each with and without provenance; latency needs every size, with provenance."""
+    plan: list[tuple[int | None, bool]] = [
+        (None, True),
+        (None, False),
+        (distractor_size, True),
+        (distractor_size, False),
+    ]
+    plan += [(size, True) for size in sizes if size != distractor_size]
+    return plan
+
+
+def latency(
+    bank: LessonBank, cases: Sequence[dict[str, Any]], mode: str, count: int, warmup: int
+) -> dict[str, Any]:
+    queries = [case["queries"]["message+code"] for case in cases]
+    inputs = [queries[i % len(queries)] for i in range(count + warmup)]
+    samples = time_each(lambda q: recall_ids(bank, q, LATENCY_K, mode), inputs, warmup)
+    return {"k": LATENCY_K, **summarize_ns(samples)}
+
+
+# --------------------------------------------------------------------- report
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _mode_label(row: dict[str, Any]) -> str:
+    return row["mode"] if row["embedder"] is None else f"{row['mode']} ({row['embedder']})"
+
+
+def report(results: dict[str, Any]) -> str:
+    data = results["dataset"]
+    parts = [
+        f"Dataset: {data['source']}: {data['rules']} rules, {data['rules_with_example']} with a Python example, "
+        f"{data['dropped_no_diagnostic']} dropped (ruff reports nothing on its own example), "
+        f"{data['cases']} cases over {data['lessons']} lessons.",
+        markdown_table(
+            ["leakage (mean share)", "value"], [[k, f"{v:.2f}"] for k, v in data["leakage"].items()]
+        ),
+    ]
+    for lessons in sorted({row["lessons"] for row in results["quality"]}):
+        rows = [row for row in results["quality"] if row["lessons"] == lessons]
+        distractors = rows[0]["distractors"]
+        title = f"Quality, {lessons:,} lessons" + (
+            f" ({distractors:,} distractors)" if distractors else " (rules alone)"
+        )
+        header = ["mode", "provenance"]
+        for variant in VARIANTS:
+            header += [f"{variant} R@1", "R@5", "MRR@10"]
+        body = []
+        for row in rows:
+            cells = [_mode_label(row), "on" if row["provenance"] else "off"]
+            for variant in VARIANTS:
+                m = row["metrics"][variant]
+                cells += [f"{m['recall@1']:.3f}", f"{m['recall@5']:.3f}", f"{m['mrr@10']:.3f}"]
+            body.append(cells)
+        parts.append(f"{title}\n\n" + markdown_table(header, body))
+    if results["latency"]:
+        sizes = sorted({row["lessons"] for row in results["latency"]})
+        labels = list(dict.fromkeys(_mode_label(row) for row in results["latency"]))
+        body = []
+        for label in labels:
+            cells = [label]
+            for size in sizes:
+                row = next(
+                    (r for r in results["latency"] if _mode_label(r) == label and r["lessons"] == size), None
+                )
+                cells.append(f"{row['p50_ms']:.2f} / {row['p99_ms']:.2f}" if row else "")
+            body.append(cells)
+        header = ["recall(k=5) p50 / p99 ms", *(f"{size:,}" for size in sizes)]
+        parts.append("Latency (query embedding included)\n\n" + markdown_table(header, body))
+    imports = [b for b in results["banks"] if b.get("import")]
+    if imports:
+        body = [
+            [
+                b["embedder"] or "none",
+                f"{b['lessons']:,}",
+                "on" if b["provenance"] else "off",
+                f"{b['import']['seconds']:.1f}",
+                f"{b['import']['lessons_per_s']:,.0f}",
+                str(b.get("embedding", {}).get("computed", "")),
+                str(b.get("embedding", {}).get("from_cache", "")),
+                str(b.get("embedding", {}).get("computed_per_s", "")),
+            ]
+            for b in imports
+        ]
+        parts.append(
+            "Import (embeds when an embedder is set)\n\n"
+            + markdown_table(
+                [
+                    "embedder",
+                    "lessons",
+                    "provenance",
+                    "seconds",
+                    "lessons/s",
+                    "embedded",
+                    "cached",
+                    "embedded/s",
+                ],
+                body,
+            )
+        )
+    if results["embedders"]["skipped"]:
+        parts.append(
+            "Skipped embedders: " + "; ".join(f"{k}: {v}" for k, v in results["embedders"]["skipped"].items())
+        )
+    return "\n\n".join(parts)
+
+
+# --------------------------------------------------------------------- entry point
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument(
+        "--embedders",
+        default=None,
+        help=f"comma-separated, of {', '.join(CANDIDATE_EMBEDDERS)} (default: those installed)",
+    )
+    parser.add_argument("--sizes", default=None, help="latency bank sizes (default 1000,10000,100000)")
+    parser.add_argument(
+        "--distractor-size",
+        type=int,
+        default=None,
+        help=f"bank size for quality with distractors (default {DISTRACTOR_SIZE})",
+    )
+    parser.add_argument(
+        "--queries",
+        type=int,
+        default=None,
+        help=f"timed queries per mode and size (default {LATENCY_QUERIES})",
+    )
+    parser.add_argument("--cases", type=int, default=None, help="use only N cases, spread over all rules")
+    parser.add_argument(
+        "--dataset",
+        type=Path,
+        default=None,
+        help="a dataset JSON (default: built from the installed ruff, cached)",
+    )
+    parser.add_argument(
+        "--cache-dir", type=Path, default=_ruffdocs.CACHE_DIR, help="dataset and distractor cache"
+    )
+    parser.add_argument(
+        "--no-vector-cache",
+        action="store_true",
+        help="embed every lesson again instead of reusing vectors cached in --cache-dir",
+    )
+    parser.add_argument(
+        "--bank-cache",
+        type=Path,
+        default=None,
+        help="keep built banks (and their vectors) here and reuse them",
+    )
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output (default {DEFAULT_OUT})")
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: 500-lesson banks, 100 cases, 50 timed queries"
+    )
+    args = parser.parse_args(argv)
+    args.embedders = (
+        [e.strip() for e in args.embedders.split(",") if e.strip()]
+        if args.embedders is not None
+        else list(CANDIDATE_EMBEDDERS)
+    )
+    quick_size = 1_000 if args.quick else None
+    if args.sizes:
+        args.sizes = [int(part.replace("_", "")) for part in args.sizes.split(",") if part.strip()]
+    else:
+        args.sizes = [quick_size] if quick_size else list(DEFAULT_SIZES)
+    args.distractor_size = args.distractor_size or quick_size or DISTRACTOR_SIZE
+    args.queries = args.queries or (50 if args.quick else LATENCY_QUERIES)
+    args.warmup = 5 if args.quick else WARMUP_QUERIES
+    if args.quick and args.cases is None:
+        args.cases = 100
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    results = run(args)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n", "utf-8")
+    print(report(results))
+    print(f"\nJSON: {args.out}")
+    return results
+
+
+if __name__ == "__main__":
+    main()
