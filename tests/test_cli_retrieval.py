@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+from lessonbank import LessonBank
 
 SHIP = "ship releases behind a feature flag"
 
@@ -47,5 +50,19 @@ def test_context_ids_are_credited_and_lessons_sort_by_utility(cli) -> None:  # t
     cli("record", "--task", "ship v2", "--status", "success", "--context-id", good)
     ranked = json.loads(cli("lessons", "--sort", "utility", "--json").stdout)
     assert [(row["id"], row["helpful"], row["harmful"]) for row in ranked] == [(good, 1, 0), (bad, 0, 1)]
+    assert [row["utility"] for row in ranked] == [0.6667, 0.3333]
     table = cli("lessons", "--sort", "utility").stdout.decode()
-    assert "+/−" in table and "1/0" in table and "0/1" in table
+    assert "+/−" in table and "1/0" in table and "0/1" in table and "0.67" in table
+
+
+def test_recall_filters_by_agent_task_type_and_goal(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cli("add", "ship releases behind a feature flag")
+    # The shell's default bank: $LESSONBANK_HOME/lessons.db, with LESSONBANK_HOME set by the fixture.
+    with LessonBank(f"sqlite:///{tmp_path / 'home' / 'lessons.db'}", worker=False) as bank:
+        mine = bank.add_lesson(
+            "ship releases with a canary", agent="coder", task_type="release", goal_id="g-1"
+        )
+    for option, value in (("--agent", "coder"), ("--task-type", "release"), ("--goal", "g-1")):
+        hits = json.loads(cli("recall", "ship releases", option, value, "--json").stdout)
+        assert [hit["lesson"]["id"] for hit in hits] == [mine.id], option
+    assert json.loads(cli("recall", "ship releases", "--agent", "other", "--json").stdout) == []

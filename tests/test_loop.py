@@ -260,3 +260,24 @@ def test_bad_arguments(db_url: str) -> None:
             loop.run("x", loop_id="Bad Id")
         with pytest.raises(InputError):
             CommandEvaluator("pytest -q")  # type: ignore[arg-type]
+
+
+def test_prior_lessons_are_credited_once_per_loop_with_its_outcome(db_url: str) -> None:
+    llm = FakeLLM(default=reflection("edge_case_miss", "Handle empty input"))
+    with LessonBank(db_url, llm=llm) as bank:
+        prior = bank.add_lesson("never quite works until empty input is handled", tags=["reflexion"])
+        scores = iter([0.4, 0.4, 1.0])
+        loop = ReflexionLoop(
+            bank,
+            actor=lambda t, m: ActorOutput(actions=["tried"]),
+            evaluator=FunctionEvaluator(lambda out: next(scores), name="score"),
+            omega=1,
+            max_iterations=3,
+        )
+        result = loop.run("Never quite works")
+        assert result.passed and result.iterations == 3 and result.prior_lesson_ids == [prior.id]
+        stored = bank.get_lesson(prior.id)
+        assert (stored.helpful, stored.harmful) == (1, 0)  # two failed iterations, one passing loop
+        # The lessons the loop learned carry where they were learned, like reflected ones.
+        learned = [lesson for lesson in bank.lessons(tags=["reflexion"]) if lesson.id != prior.id]
+        assert learned and all(lesson.learned_from == "Never quite works" for lesson in learned)

@@ -207,6 +207,23 @@ def test_an_embedder_failure_never_loses_the_lesson(tmp_path: Path, caplog: pyte
         assert bank.recall("release notes", mode="lexical")[0].lesson.id == lesson.id
 
 
+def test_a_query_embedding_failure_degrades_hybrid_recall_to_keywords(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    class QueryDown(ConceptEmbedder):
+        def embed_query(self, text: str) -> np.ndarray:
+            raise RuntimeError("model server down")
+
+    with LessonBank(f"sqlite:///{tmp_path / 'b.db'}", worker=False, embedder=QueryDown()) as bank:
+        lesson = bank.add_lesson("release notes go in CHANGES.md")
+        with caplog.at_level(logging.WARNING, logger="lessonbank.retrieval"):
+            assert [h.lesson.id for h in bank.recall("release notes")] == [lesson.id]
+        assert "keywords only" in caplog.text
+        assert bank.context("write the release notes").lesson_ids == [lesson.id]
+        with pytest.raises(RuntimeError, match="model server down"):
+            bank.recall("release notes", mode="vector")
+
+
 def test_lessons_that_keep_failing_sink_and_helpful_ones_rise(bank: LessonBank) -> None:
     good = bank.add_lesson("run pytest with -x to stop at the first failure")
     bad = bank.add_lesson("run pytest with -q to stop at the first failure")
@@ -243,6 +260,46 @@ def test_the_last_context_is_credited_when_record_gets_no_ids(bank: LessonBank) 
     assert (bank.get_lesson(lesson.id).helpful, bank.get_lesson(lesson.id).harmful) == (1, 1)
 
 
+def test_one_context_is_credited_once_whether_taken_by_task_or_task_type(bank: LessonBank) -> None:
+    lesson = bank.add_lesson("ship releases behind a feature flag")
+    bank.context("ship the billing release", agent="coder", task_type="release")
+    bank.record(
+        Episode(task="ship the billing release", agent="coder", task_type="release", status="success")
+    )
+    bank.record(Episode(task="ship the search release", agent="coder", task_type="release", status="success"))
+    assert bank.get_lesson(lesson.id).helpful == 1
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "les_0123",
+        b"les_0123",
+        42,
+        [42],
+        [None],
+        [""],
+        [{"id": "x"}],
+        ["les_x"] * 1 + [f"les_{i}" for i in range(1_001)],
+    ],
+)
+def test_bad_context_ids_are_refused_and_nothing_is_written(bank: LessonBank, bad: object) -> None:
+    lesson = bank.add_lesson("ship releases behind a feature flag")
+    with pytest.raises(InputError, match="context_ids"):
+        bank.record(Episode(task="ship", status="failure", error="boom"), context_ids=bad)  # type: ignore[arg-type]
+    assert bank.store.stats(bank.namespace).episodes == 0
+    assert bank.get_lesson(lesson.id).harmful == 0
+
+
+def test_unknown_and_repeated_context_ids_credit_each_known_lesson_once(bank: LessonBank) -> None:
+    lesson = bank.add_lesson("ship releases behind a feature flag")
+    bank.record(
+        Episode(task="ship", status="failure", error="boom"),
+        context_ids=[lesson.id, lesson.id, "les_gone"],
+    )
+    assert bank.get_lesson(lesson.id).harmful == 1
+
+
 def test_attribution_can_be_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LESSONBANK_ATTRIBUTION", "false")
     with LessonBank(f"sqlite:///{tmp_path / 'b.db'}", worker=False) as bank:
@@ -271,6 +328,34 @@ def test_hyde_failure_falls_back_to_the_plain_query(tmp_path: Path, caplog: pyte
         with caplog.at_level(logging.WARNING, logger="lessonbank.retrieval"):
             assert [h.lesson.id for h in bank.recall("orders query")] == [lesson.id]
         assert "HyDE" in caplog.text
+
+
+def test_a_failed_hyde_call_is_not_cached_and_the_next_recall_tries_again(tmp_path: Path) -> None:
+    answer = "When a migration is slow, add the index concurrently instead of locking the table."
+    llm = FakeLLM([ValueError("provider timed out")], default=answer)
+    with LessonBank(f"sqlite:///{tmp_path / 'b.db'}", worker=False, llm=llm, hyde=True) as bank:
+        lesson = bank.add_lesson("create indexes concurrently so the table is never locked")
+        assert bank.recall("speed up the orders query") == []
+        assert [h.lesson.id for h in bank.recall("speed up the orders query")] == [lesson.id]
+        assert [h.lesson.id for h in bank.recall("speed up the orders query")] == [lesson.id]
+        assert len(llm.calls) == 2  # the failure, then one answer served twice
+
+
+def test_hyde_per_call_on_a_bank_with_hyde_off(tmp_path: Path) -> None:
+    llm = FakeLLM(default="Add the index concurrently instead of locking the table.")
+    with LessonBank(f"sqlite:///{tmp_path / 'b.db'}", worker=False, llm=llm) as bank:
+        lesson = bank.add_lesson("create indexes concurrently so the table is never locked")
+        assert bank.recall("speed up the orders query") == []
+        assert llm.calls == []  # off by default: no call
+        assert [h.lesson.id for h in bank.recall("speed up the orders query", hyde=True)] == [lesson.id]
+        assert len(llm.calls) == 1
+
+
+def test_hyde_never_sends_a_secret_in_the_query(tmp_path: Path) -> None:
+    llm = FakeLLM(default="Rotate keys that leak.")
+    with LessonBank(f"sqlite:///{tmp_path / 'b.db'}", worker=False, llm=llm, hyde=True) as bank:
+        bank.recall("deploy with OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwxyz0123456789")
+        assert "sk-abcdefghijklmnopqrstuvwxyz0123456789" not in llm.calls[0].messages[-1]["content"]
 
 
 def test_hyde_without_an_llm_is_a_config_error(tmp_path: Path) -> None:

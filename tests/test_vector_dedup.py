@@ -59,6 +59,13 @@ def test_polarity_cues() -> None:
     assert negations("never rewrite the whole file") == 1
     assert not same_polarity("rewrite the whole file", "do not rewrite the whole file")
     assert same_polarity("avoid full rewrites", "never do a full rewrite")
+    # Words that also occur in plain advice are not negations.
+    assert same_polarity(
+        "run pytest -x to stop at the first failure", "run pytest -x, halt on the first failure"
+    )
+    assert same_polarity("build without the cache", "build with a clean cache")
+    assert same_polarity("use rg instead of grep", "prefer rg over grep")
+    assert negations("you must not push to main") == 1 and negations("no") == 0
 
 
 def test_the_same_advice_in_other_words_reinforces_the_stored_lesson(tmp_path: Path) -> None:
@@ -168,3 +175,14 @@ def test_a_reflected_lesson_whose_correction_turns_negative_supersedes(tmp_path:
         [live] = bank.lessons()
         assert live.correction == "do not retry the deploy" and live.supersedes is not None
         assert bank.get_lesson(live.supersedes).superseded_by == live.id
+
+
+@pytest.mark.parametrize("bad", ["0", "1.5", "-0.2"])
+def test_a_dedup_threshold_outside_the_cosine_range_is_a_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bad: str
+) -> None:
+    from lessonbank.errors import ConfigError
+
+    monkeypatch.setenv("LESSONBANK_DEDUP_COSINE", bad)
+    with pytest.raises(ConfigError, match="LESSONBANK_DEDUP_COSINE"):
+        LessonBank(f"sqlite:///{tmp_path / 'b.db'}", worker=False)

@@ -25,6 +25,7 @@ from rich.table import Table
 from lessonbank.bank import LessonBank
 from lessonbank.errors import InputError, LessonbankError
 from lessonbank.models import Episode, Hit, Lesson
+from lessonbank.retrieval.scoring import utility
 
 app = typer.Typer(
     help="Let LLM agents learn from experience: record episodes, recall lessons, build context.",
@@ -89,14 +90,15 @@ def _emit_json(value: Any) -> None:
 
 
 def _lesson_row(lesson: Lesson) -> dict[str, Any]:
-    return lesson.model_dump(mode="json")
+    # utility: the share of helpful outcomes that recall weighs (0.5 before any outcome).
+    return {**lesson.model_dump(mode="json"), "utility": round(utility(lesson.helpful, lesson.harmful), 4)}
 
 
 def _print_lessons(lessons: list[Lesson], hits: list[Hit] | None = None) -> None:
     table = Table(show_lines=False)
     if hits is not None:
         table.add_column("score", justify="right")
-    for name in ("id", "kind", "lesson", "tags", "conf", "used", "+/−"):
+    for name in ("id", "kind", "lesson", "tags", "conf", "used", "+/−", "utility"):
         table.add_column(name, overflow="fold")
     for index, lesson in enumerate(lessons):
         text = lesson.situation or lesson.content
@@ -108,6 +110,7 @@ def _print_lessons(lessons: list[Lesson], hits: list[Hit] | None = None) -> None
             f"{lesson.confidence:.2f}",
             str(lesson.access_count),
             f"{lesson.helpful}/{lesson.harmful}",
+            f"{utility(lesson.helpful, lesson.harmful):.2f}",
         ]
         if hits is not None:
             row.insert(0, f"{hits[index].score:.3f}")
@@ -179,11 +182,18 @@ def recall(
         bool | None,
         typer.Option("--hyde/--no-hyde", help="Add an LLM-written hypothetical answer to the query"),
     ] = None,
+    agent: Annotated[str | None, typer.Option(help="Only lessons of this agent")] = None,
+    task_type: Annotated[
+        str | None, typer.Option("--task-type", help="Only lessons of this task type")
+    ] = None,
+    goal: Annotated[str | None, typer.Option("--goal", "--goal-id", help="Only lessons of this goal")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Show the lessons most relevant to a task."""
     with ctx.obj.bank(hyde=hyde) as bank:
-        hits = bank.recall(query, k=k, kind=kind, tags=tag or [], mode=mode)
+        hits = bank.recall(
+            query, k=k, kind=kind, tags=tag or [], mode=mode, agent=agent, task_type=task_type, goal_id=goal
+        )
     if as_json:
         _emit_json(
             [

@@ -67,6 +67,13 @@ class Settings:
         True  # LESSONBANK_ATTRIBUTION: credit injected lessons with the next episode's outcome
     )
 
+    def __post_init__(self) -> None:
+        if not 0.0 < self.dedup_cosine <= 1.0:
+            raise ConfigError(
+                f"dedup_cosine (LESSONBANK_DEDUP_COSINE) must be in (0, 1], got {self.dedup_cosine}; "
+                "1 merges only identical vectors"
+            )
+
     def routes(self) -> dict[str, str]:
         """The policy table: situation → reflector name (or ``off``)."""
         return {

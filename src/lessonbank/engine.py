@@ -37,6 +37,7 @@ from lessonbank.models import (
     LEARNED_FROM_MAX_CHARS,
     LESSON_KINDS,
     LESSON_STATUSES,
+    MAX_CONTEXT_IDS,
     ContextBlock,
     Decision,
     Episode,
@@ -150,14 +151,19 @@ class Engine:
                     "or an object with name, dim, embed_documents() and embed_query()"
                 )
             chosen = spec
-        hyde = None
-        if self.settings.hyde:
-            if self.reflection_llm is None:
-                raise ConfigError(
-                    "HyDE (LESSONBANK_HYDE) needs an LLM to write hypothetical answers; set LESSONBANK_LLM"
-                )
-            hyde = HyDE(self.reflection_llm)
-        return Retriever(self.store, embedder=chosen, hyde=hyde, default_mode=self.settings.recall_mode)
+        if self.settings.hyde and self.reflection_llm is None:
+            raise ConfigError(
+                "HyDE (LESSONBANK_HYDE) needs an LLM to write hypothetical answers; set LESSONBANK_LLM"
+            )
+        # With an LLM, HyDE is available per call (recall(..., hyde=True)); the setting is the default.
+        hyde = HyDE(self.reflection_llm) if self.reflection_llm is not None else None
+        return Retriever(
+            self.store,
+            embedder=chosen,
+            hyde=hyde,
+            hyde_default=self.settings.hyde,
+            default_mode=self.settings.recall_mode,
+        )
 
     @property
     def embedder(self) -> Embedder | None:
@@ -216,7 +222,7 @@ class Engine:
                 for check in episode.verification
             ]
         if context_ids is not None:
-            updates["context_ids"] = list(context_ids)
+            updates["context_ids"] = check_context_ids(context_ids)
         elif not episode.context_ids and self.settings.attribution:
             remembered = self._last_context.take(episode.agent, episode.task, episode.task_type)
             if remembered:
@@ -224,7 +230,7 @@ class Engine:
         return episode.model_copy(update=updates)
 
     def _store_episode(
-        self, episode: Episode, decision: Decision, more: Sequence[Decision] = ()
+        self, episode: Episode, decision: Decision, more: Sequence[Decision] = (), *, credit: bool = True
     ) -> tuple[Episode, Job | None]:
         job = None
         if decision.reflect:
@@ -245,7 +251,7 @@ class Engine:
                 f"{job.payload['reflector']} on {job.payload['trigger']} ({job.id})" for job in extra
             )
             decision = decision.model_copy(update={"reason": f"{decision.reason}; also {also}"})
-        final = self.store.record_episode(episode, decision, job, credit=self.settings.attribution)
+        final = self.store.record_episode(episode, decision, job, credit=credit and self.settings.attribution)
         if not final.reflect:
             return episode, None
         for other in extra:
@@ -360,12 +366,19 @@ class Engine:
             updated_at=self._now(),
             learned_from=learned_from,
         )
-        duplicate_of: dict[str, str] = {}
-        if self.embedder is not None:
-            [lesson] = place_by_vector(self.retriever, [lesson], duplicate_of, self.settings.dedup_cosine)
-        result = self.store.write_lesson(lesson, duplicate_of=duplicate_of.get(lesson.id))
-        self._embed_written([result])
+        [result] = self._write_lessons([lesson])
         return result.lesson
+
+    def _write_lessons(self, lessons: Sequence[Lesson]) -> list[WriteResult]:
+        """Write lessons outside a job: vector dedup first (with an embedder), then their vectors."""
+        duplicate_of: dict[str, str] = {}
+        if self.embedder is not None and lessons:
+            lessons = place_by_vector(self.retriever, lessons, duplicate_of, self.settings.dedup_cosine)
+        results = [
+            self.store.write_lesson(lesson, duplicate_of=duplicate_of.get(lesson.id)) for lesson in lessons
+        ]
+        self._embed_written(results)
+        return results
 
     def _embed_written(self, results: Sequence[WriteResult]) -> None:
         """Vectors for lessons just written; a failure is logged, and ``embed_missing`` catches up."""
@@ -496,19 +509,22 @@ class Engine:
         if budget_tokens == 0:
             return empty_block(budget_tokens, chosen)
         texts: list[str] = []
-        ids: list[str] = []
+        section_ids: list[list[str]] = []
         separator = self.count_tokens(SECTION_SEPARATOR)
         for index, name in enumerate(chosen):
             used = self.count_tokens(SECTION_SEPARATOR.join(texts)) + (separator if texts else 0)
             share = (budget_tokens - used) // (len(chosen) - index)
-            text, section_ids = self._section(name, task, share, filters, goal_id, agent, task_type)
+            text, used_ids = self._section(name, task, share, filters, goal_id, agent, task_type)
             if text:
                 texts.append(text)
-                ids.extend(section_ids)
+                section_ids.append(used_ids)
         while texts and self.count_tokens(SECTION_SEPARATOR.join(texts)) > budget_tokens:
-            texts.pop()  # a counter that is not additive: drop whole sections until it fits
+            # A counter that is not additive: drop whole sections until it fits, and their ids with
+            # them, so only what the prompt holds is touched and credited.
+            texts.pop()
+            section_ids.pop()
         text = SECTION_SEPARATOR.join(texts)
-        ids = list(dict.fromkeys(ids)) if text else []
+        ids = list(dict.fromkeys(i for used_ids in section_ids for i in used_ids))
         self.store.touch_lessons(ids)
         if task and self.settings.attribution:
             self._last_context.remember(agent, task, task_type, ids)
@@ -716,21 +732,48 @@ class LastContexts:
     def remember(
         self, agent: str | None, task: str | None, task_type: str | None, ids: Sequence[str]
     ) -> None:
+        remembered = list(ids)  # one list under every key, so taking it by one key forgets it by all
         with self._lock:
             for key in self._keys(agent, task, task_type):
-                self._ids[key] = list(ids)
+                self._ids[key] = remembered
                 self._ids.move_to_end(key)
             while len(self._ids) > self.size:
                 self._ids.popitem(last=False)
 
     def take(self, agent: str | None, task: str | None, task_type: str | None) -> list[str]:
-        """The ids remembered for this task (else its task type), forgotten once taken."""
+        """The ids remembered for this task (else its task type), forgotten once taken under every key
+        they were remembered by: one injection is credited once."""
         with self._lock:
             for key in self._keys(agent, task, task_type):
                 ids = self._ids.pop(key, None)
                 if ids is not None:
-                    return ids
+                    for other in [k for k, v in self._ids.items() if v is ids]:
+                        del self._ids[other]
+                    return list(ids)
         return []
+
+
+def check_context_ids(value: object) -> list[str]:
+    """The lesson ids a caller says were injected, as a list of distinct strings, or an InputError."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise InputError(
+            f"context_ids must be a list of lesson ids (ContextBlock.lesson_ids), not {type(value).__name__}",
+            field="context_ids",
+        )
+    ids = list(value)
+    for index, item in enumerate(ids):
+        if not isinstance(item, str) or not item.strip():
+            raise InputError(
+                f"context_ids[{index}] must be a lesson id (a non-empty string), got {item!r:.60}",
+                field="context_ids",
+            )
+    ids = list(dict.fromkeys(ids))
+    if len(ids) > MAX_CONTEXT_IDS:
+        raise InputError(
+            f"context_ids holds {len(ids)} ids; a context injects far fewer (at most {MAX_CONTEXT_IDS})",
+            field="context_ids",
+        )
+    return ids
 
 
 def _check_text_arg(value: object, name: str) -> None:

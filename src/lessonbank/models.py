@@ -25,6 +25,7 @@ LESSON_MAX_CHARS = 10_000
 TAG_MAX_CHARS = 64
 LEARNED_FROM_MAX_CHARS = 1_000
 MAX_TAGS = 32
+MAX_CONTEXT_IDS = 1_000  # far above any context block; keeps one record() within bounded work
 
 Status = Literal["success", "failure", "partial"]
 Importance = Literal["low", "normal", "high"]
@@ -155,7 +156,7 @@ class Episode(Record):
     signals: list[Signal] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
     namespace: str | None = None
-    context_ids: list[str] = Field(default_factory=list)
+    context_ids: list[str] = Field(default_factory=list, max_length=MAX_CONTEXT_IDS)
     metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: datetime = Field(default_factory=utcnow)
 
@@ -348,6 +349,11 @@ class ContextBlock(BaseModel):
     tokens: int = 0
     budget_tokens: int = 0
     formats: list[str] = Field(default_factory=list)
+
+    @property
+    def ids(self) -> list[str]:
+        """The injected lesson ids (same as ``lesson_ids``): pass them to ``record(..., context_ids=)``."""
+        return self.lesson_ids
 
     def __str__(self) -> str:
         return self.text

@@ -168,11 +168,14 @@ def confirm_rule(store: Store, rule: Lesson, now: float, *, helpful: bool = Fals
             "metadata": meta,
             "expires_at": expires_at,
             "tags": tags,
-            "helpful": rule.helpful + (1 if helpful else 0),
             "updated_at": _at(now),
         }
     )
     stored = store.update_lesson(updated)
+    if helpful:
+        # The counter moves atomically in the store, like outcome credits, never read-modify-written here.
+        store.credit_lessons(rule.namespace, [rule.id], helpful=1)
+        stored = store.get_lesson(rule.id)
     _cap_rules(store, rule.namespace, rule.agent)
     return stored
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from lessonbank import routing
+from lessonbank.engine import provenance
 from lessonbank.errors import EvaluatorError, InputError, LessonbankError
 from lessonbank.llm.base import run_sync
 from lessonbank.llm.pricing import cost_of
@@ -274,7 +275,7 @@ class ReflexionLoop:
                 "loop_status": status if final else "running",
                 "prior_lesson_ids": prior_ids,
             }
-            stored = self._store(episode, record, run_info, reflection is not None)
+            stored = self._store(episode, record, run_info, reflection is not None, final=final)
             records.append(stored.metadata["reflexion"])
             episode_ids.append(stored.id)
             if final:
@@ -394,9 +395,18 @@ class ReflexionLoop:
         return dict(run.parsed.fields["self_reflection"]), info
 
     def _store(
-        self, episode: Episode, record: dict[str, Any], run_info: dict[str, Any], reflected: bool
+        self,
+        episode: Episode,
+        record: dict[str, Any],
+        run_info: dict[str, Any],
+        reflected: bool,
+        *,
+        final: bool,
     ) -> Episode:
-        """Record the iteration (policy bypassed: it is already reflected) and write its lessons."""
+        """Record the iteration (policy bypassed: it is already reflected) and write its lessons.
+
+        The prior lessons are credited once per loop, with its outcome: on the final iteration only.
+        """
         bank = self.bank
         parsed = run_info.pop("parsed", None)
         lessons = []
@@ -406,6 +416,7 @@ class ReflexionLoop:
                 lesson.model_copy(
                     update={
                         "content": redact(lesson.content),
+                        "learned_from": lesson.learned_from or provenance(episode.task),
                         "created_at": bank._now(),
                         "updated_at": bank._now(),
                     }
@@ -415,7 +426,7 @@ class ReflexionLoop:
         # Lessons first, so the stored iteration names them (lesson reuse is measured from that).
         if lessons:
             placed = routing.place(bank.store, lessons, bank.clock())
-            run_info["lesson_ids"] = [bank.store.write_lesson(lesson).lesson.id for lesson in placed]
+            run_info["lesson_ids"] = [result.lesson.id for result in bank._write_lessons(placed)]
         else:
             run_info["lesson_ids"] = []
         episode = episode.model_copy(
@@ -426,7 +437,7 @@ class ReflexionLoop:
             reason = f"skip: the loop's reflection failed ({str(run_info['reflection_error'])[:200]})"
         else:
             reason = SKIP_REFLECTED if reflected else SKIP_PASSED
-        bank._store_episode(prepared, Decision(reflect=False, reason=reason))
+        bank._store_episode(prepared, Decision(reflect=False, reason=reason), credit=final)
         return prepared
 
 

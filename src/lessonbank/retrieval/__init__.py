@@ -1,9 +1,10 @@
 """Retrieval: a query in, ranked lessons out — lexical (BM25), vector (embeddings), hybrid fusion, HyDE.
 
-Embedders (``lessonbank.retrieval.embedders``) need the ``embeddings`` extra; without one,
-recall stays lexical and nothing here imports numpy.
+Embedders (``lessonbank.retrieval.embedders``) need the ``embeddings`` extra to compute vectors;
+without one, recall stays lexical. Importing this package never imports numpy.
 """
 
+from lessonbank.retrieval.embedders import Embedder, HashEmbedder, OpenAIEmbedder, make_embedder
 from lessonbank.retrieval.hybrid import RECALL_MODES, Retriever, vector_text
 from lessonbank.retrieval.hyde import HyDE
 from lessonbank.retrieval.lexical import recall_lexical
@@ -11,9 +12,13 @@ from lessonbank.retrieval.scoring import blend, temporal_score, utility
 
 __all__ = [
     "RECALL_MODES",
+    "Embedder",
+    "HashEmbedder",
     "HyDE",
+    "OpenAIEmbedder",
     "Retriever",
     "blend",
+    "make_embedder",
     "recall_lexical",
     "temporal_score",
     "utility",

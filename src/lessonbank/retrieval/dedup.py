@@ -45,8 +45,11 @@ RELATED_COSINE = 0.5  # below this the neighbours are not about the same thing a
 SITUATION_COSINE = 0.9
 CORRECTION_AGREES = 0.75
 
+# Imperative negations only: "no", "stop", "without" and "instead of" also occur in plain
+# paraphrases ("stop at the first failure", "run without a cache"), and a false cue would
+# supersede a lesson that should have been reinforced.
 _NEGATION = re.compile(
-    r"\b(not|never|no|don't|dont|do not|doesn't|avoid|avoids|stop|without|instead of|must not|shouldn't|can't|cannot)\b",
+    r"\b(not|never|don't|dont|doesn't|avoid|avoids|avoiding|shouldn't|mustn't|can't|cannot)\b",
     re.IGNORECASE,
 )
 

@@ -86,6 +86,7 @@ class Retriever:
         *,
         embedder: Embedder | None = None,
         hyde: HyDE | None = None,
+        hyde_default: bool | None = None,
         default_mode: str = "auto",
         fusion: Fusion = FUSION,
     ) -> None:
@@ -96,6 +97,8 @@ class Retriever:
         self.store = store
         self.embedder = embedder
         self.hyde = hyde
+        # HyDE on a call that does not say: on when asked for, else whenever a HyDE is given.
+        self.hyde_default = hyde is not None if hyde_default is None else hyde_default
         self.default_mode = default_mode
         self.fusion: Fusion = fusion
         self._indexes: dict[str, VectorIndex] = {}
@@ -136,7 +139,7 @@ class Retriever:
         if k <= 0:
             return []
         pool = max(k * CANDIDATES_PER_RESULT, MIN_CANDIDATES)
-        use_hyde = self.hyde is not None if hyde is None else hyde
+        use_hyde = self.hyde_default if hyde is None else hyde
         if use_hyde and self.hyde is None:
             raise ConfigError("HyDE needs an LLM; open the bank with llm=... or reflection_llm=...")
         hypothesis = self.hyde.expand(text) if use_hyde and self.hyde is not None else None
@@ -148,8 +151,20 @@ class Retriever:
                 scored[candidate.lesson_id] = _Scored(candidate, lexical=candidate.relevance)
                 lexical_order.append(candidate.lesson_id)
         vector_order: list[str] = []
+        query_vector = None
         if chosen in ("vector", "hybrid"):
-            query_vector = self._query_vector(text, hypothesis)
+            try:
+                query_vector = self._query_vector(text, hypothesis)
+            except Exception as exc:
+                if chosen == "vector":
+                    raise
+                # Hybrid degrades to keywords rather than failing the agent's turn (a model server
+                # down, a rate limit): the lexical candidates are ranked as in lexical mode.
+                log.warning(
+                    "query embedding failed (%s: %s); recalling by keywords only", type(exc).__name__, exc
+                )
+                chosen = "lexical"
+        if query_vector is not None:
             index = self.index(query.namespace)
             for candidate, cosine in self._vector(index, query_vector, query, pool):
                 entry = scored.setdefault(candidate.lesson_id, _Scored(candidate))

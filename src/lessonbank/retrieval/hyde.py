@@ -14,6 +14,7 @@ import threading
 from collections import OrderedDict
 
 from lessonbank.llm.base import LLM, run_sync
+from lessonbank.redact import redact
 
 log = logging.getLogger("lessonbank.retrieval")
 
@@ -32,7 +33,13 @@ HYDE_SYSTEM = (
 class HyDE:
     """Hypothetical lessons for queries, one LLM call per distinct query, cached."""
 
-    def __init__(self, llm: LLM, *, cache_size: int = CACHE_SIZE, max_tokens: int = HYDE_MAX_TOKENS) -> None:
+    def __init__(
+        self,
+        llm: LLM,
+        *,
+        cache_size: int = CACHE_SIZE,
+        max_tokens: int = HYDE_MAX_TOKENS,
+    ) -> None:
         self.llm = llm
         self.max_tokens = max_tokens
         self.cache_size = cache_size
@@ -42,14 +49,26 @@ class HyDE:
         self.hits = 0
 
     def expand(self, query: str) -> str | None:
-        """The hypothetical lesson for ``query``, or None if the LLM failed or said nothing."""
+        """The hypothetical lesson for ``query``, or None if the LLM failed or said nothing.
+
+        An answer (an empty one included) is cached; a failure is not, so the next call tries again.
+        """
         key = " ".join(query.split())[:HYDE_MAX_QUERY_CHARS]
         with self._lock:
             if key in self._cache:
                 self._cache.move_to_end(key)
                 self.hits += 1
                 return self._cache[key]
-        answer = self._ask(key)
+        try:
+            answer = self._ask(key)
+        except Exception as exc:  # a failed expansion only costs the extra query, never the recall
+            # Not cached: a transient failure must not turn HyDE off for this query for good.
+            log.warning(
+                "HyDE: no hypothetical answer (%s: %s); recalling with the query alone",
+                type(exc).__name__,
+                exc,
+            )
+            return None
         with self._lock:
             self._cache[key] = answer
             while len(self._cache) > self.cache_size:
@@ -57,24 +76,17 @@ class HyDE:
         return answer
 
     def _ask(self, query: str) -> str | None:
-        self.calls += 1
-        try:
-            completion = run_sync(
-                self.llm.complete(
-                    [
-                        {"role": "system", "content": HYDE_SYSTEM},
-                        {"role": "user", "content": f"Task: {query}"},
-                    ],
-                    max_tokens=self.max_tokens,
-                    temperature=0.0,
-                )
+        with self._lock:
+            self.calls += 1
+        completion = run_sync(
+            self.llm.complete(
+                [
+                    {"role": "system", "content": HYDE_SYSTEM},
+                    {"role": "user", "content": f"Task: {redact(query)}"},
+                ],
+                max_tokens=self.max_tokens,
+                temperature=0.0,
             )
-        except Exception as exc:  # a failed expansion only costs the extra query, never the recall
-            log.warning(
-                "HyDE: no hypothetical answer (%s: %s); recalling with the query alone",
-                type(exc).__name__,
-                exc,
-            )
-            return None
+        )
         text = " ".join(completion.text.split())[:HYDE_MAX_CHARS]
         return text or None

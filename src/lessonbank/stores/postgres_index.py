@@ -49,7 +49,7 @@ SORTS: dict[str, str] = {
     "created": "created_at DESC",
     "access": "access_count DESC, created_at DESC",
     "confidence": "confidence DESC, created_at DESC",
-    "utility": "(helpful - harmful) DESC, created_at DESC",
+    "utility": "(helpful + 1.0) / (helpful + harmful + 2.0) DESC, (helpful - harmful) DESC, created_at DESC",
     "score": "importance * (0.5 + confidence) DESC, created_at DESC",
 }
 CORPUS_STATS_TTL_S = 5.0

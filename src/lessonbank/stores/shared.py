@@ -141,10 +141,14 @@ def sort_lessons(lessons: list[Lesson], sort: LessonSort) -> list[Lesson]:
     """Lessons in the order SQLite's ``ORDER BY`` for ``sort`` gives (newest first on ties)."""
     check_sort(sort)
     lessons = sorted(lessons, key=lambda lesson: lesson.created_at, reverse=True)
-    keys: dict[str, Callable[[Lesson], float]] = {
+    keys: dict[str, Callable[[Lesson], float | tuple[float, int]]] = {
         "access": lambda lesson: lesson.access_count,
         "confidence": lambda lesson: lesson.confidence,
-        "utility": lambda lesson: lesson.helpful - lesson.harmful,
+        # The recall score's utility (Laplace share of helpful outcomes), then the net count.
+        "utility": lambda lesson: (
+            (lesson.helpful + 1.0) / (lesson.helpful + lesson.harmful + 2.0),
+            lesson.helpful - lesson.harmful,
+        ),
         "score": lambda lesson: lesson.importance * (0.5 + lesson.confidence),
     }
     if sort in keys:

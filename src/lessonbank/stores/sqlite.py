@@ -53,7 +53,7 @@ _SORTS: dict[str, str] = {
     "created": "l.created_at DESC",
     "access": "l.access_count DESC, l.created_at DESC",
     "confidence": "l.confidence DESC, l.created_at DESC",
-    "utility": "(l.helpful - l.harmful) DESC, l.created_at DESC",
+    "utility": "(l.helpful + 1.0) / (l.helpful + l.harmful + 2.0) DESC, (l.helpful - l.harmful) DESC, l.created_at DESC",
     "score": "l.importance * (0.5 + l.confidence) DESC, l.created_at DESC",
 }
 
