@@ -368,18 +368,42 @@ def _docstring_lessons(path: Path) -> Iterator[dict[str, Any]]:
             }
 
 
+def _sentences(lesson: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The sentences (≥ 80 chars) of a multi-sentence paragraph, each a lesson with the same source."""
+    parts = re.split(r"(?<=[.!?])\s+(?=[A-Z])", lesson["content"])
+    if len(parts) < 2:
+        return
+    for sentence in parts:
+        if len(sentence) >= 80:
+            yield {**lesson, "content": sentence}
+
+
 def build_distractors(count: int, exclude: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """Up to ``count`` distinct docstring paragraphs (distinct after normalisation, none in ``exclude``)."""
+    """Up to ``count`` distinct docstring paragraphs (distinct after normalisation, none in ``exclude``).
+
+    When the installed packages hold fewer paragraphs than asked (a lean virtualenv), a second pass
+    adds the single sentences of multi-sentence paragraphs, in the same file order: still real prose,
+    and the paragraphs found first keep their places, so smaller banks do not change.
+    """
     seen = {normalize(text) for text in exclude}
     found: list[dict[str, Any]] = []
-    for path in _python_files():
-        for lesson in _docstring_lessons(path):
-            key = normalize(lesson["content"])
-            if key in seen:
-                continue
+
+    def add(lesson: dict[str, Any]) -> bool:
+        key = normalize(lesson["content"])
+        if key not in seen:
             seen.add(key)
             found.append(lesson)
-            if len(found) >= count:
+        return len(found) >= count
+
+    paragraphs: list[dict[str, Any]] = []
+    for path in _python_files():
+        for lesson in _docstring_lessons(path):
+            paragraphs.append(lesson)
+            if add(lesson):
+                return found
+    for paragraph in paragraphs:
+        for sentence in _sentences(paragraph):
+            if add(sentence):
                 return found
     return found
 
@@ -391,10 +415,11 @@ def load_distractors(
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     digest = hashlib.sha256("\x1f".join(sorted(normalize(t) for t in exclude)).encode()).hexdigest()[:10]
     cache_dir.mkdir(parents=True, exist_ok=True)
-    for cached in sorted(cache_dir.glob(f"distractors-py{version}-{digest}-*.json")):
-        if int(cached.stem.rsplit("-", 1)[1]) >= count:
-            lessons: list[dict[str, Any]] = json.loads(cached.read_text("utf-8"))
+    for cached in sorted(cache_dir.glob(f"distractors-v2-py{version}-{digest}-*.json")):
+        lessons: list[dict[str, Any]] = json.loads(cached.read_text("utf-8"))
+        # Named by the count asked; holds fewer when this environment had no more to give.
+        if len(lessons) >= count or int(cached.stem.rsplit("-", 1)[1]) >= count:
             return lessons[:count]
     lessons = build_distractors(count, exclude)
-    (cache_dir / f"distractors-py{version}-{digest}-{count}.json").write_text(json.dumps(lessons), "utf-8")
+    (cache_dir / f"distractors-v2-py{version}-{digest}-{count}.json").write_text(json.dumps(lessons), "utf-8")
     return lessons

@@ -114,6 +114,24 @@ def test_hybrid_puts_the_lesson_both_searches_agree_on_first(bank: LessonBank) -
     assert hits[0].lexical > 0 and hits[0].vector > 0
 
 
+@pytest.mark.parametrize("fusion", ["rrf", "weighted"])
+def test_both_fusions_rank_the_agreed_lesson_first(bank: LessonBank, fusion: str) -> None:
+    bank.retriever.fusion = fusion  # type: ignore[assignment]
+    both = bank.add_lesson("postgres schema changes need a migration file")
+    lexical_only = bank.add_lesson("schema names are lowercase in this project")
+    bank.add_lesson("the sql console is read only")
+    hits = bank.recall("postgres schema", k=3, mode="hybrid")
+    assert hits[0].lesson.id == both.id
+    assert lexical_only.id in [h.lesson.id for h in hits]
+
+
+def test_an_unknown_fusion_is_a_config_error(bank: LessonBank) -> None:
+    from lessonbank.retrieval import Retriever
+
+    with pytest.raises(ConfigError, match="fusion"):
+        Retriever(bank.store, fusion="max")  # type: ignore[arg-type]
+
+
 def test_every_filter_applies_to_vector_candidates(bank: LessonBank) -> None:
     kept = bank.add_lesson("release on tuesdays", tags=["ops"], task_type="deploy", agent="a1")
     bank.add_lesson("release with a feature flag", tags=["web"], task_type="deploy", agent="a2")
