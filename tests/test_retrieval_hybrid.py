@@ -261,7 +261,7 @@ def test_lessons_that_keep_failing_sink_and_helpful_ones_rise(bank: LessonBank) 
 def test_the_last_context_is_credited_when_record_gets_no_ids(bank: LessonBank) -> None:
     lesson = bank.add_lesson("ship releases behind a feature flag")
     block = bank.context("ship the billing release", agent="coder")
-    assert block.lesson_ids == [lesson.id]
+    assert block.lesson_ids == [lesson.id] and block.ids == block.lesson_ids
     bank.record(Episode(task="ship the billing release", agent="coder", status="failure", error="500s"))
     assert bank.get_lesson(lesson.id).harmful == 1
     # Taken once: a second record of the same task credits nothing more.
