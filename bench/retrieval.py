@@ -216,6 +216,20 @@ def build_bank(
     }
     bank = open_bank(f"sqlite:///{path}", embedder, home)
     if info["reused"]:
+        # A run stopped mid-import leaves a bank short of lessons (start again) or of vectors (catch up).
+        if sum(bank.stats()["lessons"].values()) != len(lessons):
+            bank.close()
+            for leftover in folder.glob(f"{name}*"):
+                leftover.unlink()
+            return build_bank(lessons, embedder, workdir, cache, home)
+        if embedder is not None:
+            start = time.perf_counter()
+            info["embed_missing"] = {
+                "embedded": bank.embed_missing(),
+                "seconds": round(time.perf_counter() - start, 3),
+            }
+            if isinstance(embedder, CachedEmbedder):
+                info["embedding"] = embedder.take_counts()
         return bank, info
     start = time.perf_counter()
     counts = bank.import_lessons(lessons)
