@@ -404,3 +404,20 @@ def test_the_async_bank_recalls_by_vector_and_embeds(tmp_path: Path, embedder: C
             assert await bank.embed_missing() == 0
 
     asyncio.run(run())
+
+
+def test_the_lexical_weight_comes_from_the_embedder_unless_set(tmp_path: Path) -> None:
+    class Semantic(ConceptEmbedder):
+        lexical_weight = 0.2
+
+    with LessonBank(f"sqlite:///{tmp_path / 'a.db'}", worker=False, embedder=Semantic()) as bank:
+        assert bank.retriever.lexical_weight == 0.2
+    with LessonBank(f"sqlite:///{tmp_path / 'b.db'}", worker=False, embedder=ConceptEmbedder()) as bank:
+        assert bank.retriever.lexical_weight == 0.4
+    settings = Settings(home=tmp_path, hybrid_lexical_weight=0.7)
+    with LessonBank(
+        f"sqlite:///{tmp_path / 'c.db'}", worker=False, embedder=Semantic(), settings=settings
+    ) as bank:
+        assert bank.retriever.lexical_weight == 0.7
+    with pytest.raises(ConfigError, match="LESSONBANK_HYBRID_LEXICAL_WEIGHT"):
+        Settings(home=tmp_path, hybrid_lexical_weight=1.5)

@@ -63,11 +63,19 @@ class Settings:
     dedup_cosine: float = (
         0.92  # LESSONBANK_DEDUP_COSINE: a same-kind lesson this close is reinforced, not added
     )
+    hybrid_lexical_weight: float | None = (
+        None  # LESSONBANK_HYBRID_LEXICAL_WEIGHT: BM25's share in hybrid fusion (default: the embedder's)
+    )
     attribution: bool = (
         True  # LESSONBANK_ATTRIBUTION: credit injected lessons with the next episode's outcome
     )
 
     def __post_init__(self) -> None:
+        if self.hybrid_lexical_weight is not None and not 0.0 <= self.hybrid_lexical_weight <= 1.0:
+            raise ConfigError(
+                "hybrid_lexical_weight (LESSONBANK_HYBRID_LEXICAL_WEIGHT) must be in [0, 1], "
+                f"got {self.hybrid_lexical_weight}"
+            )
         if not 0.0 < self.dedup_cosine <= 1.0:
             raise ConfigError(
                 f"dedup_cosine (LESSONBANK_DEDUP_COSINE) must be in (0, 1], got {self.dedup_cosine}; "

@@ -163,6 +163,7 @@ class Engine:
             hyde=hyde,
             hyde_default=self.settings.hyde,
             default_mode=self.settings.recall_mode,
+            lexical_weight=self.settings.hybrid_lexical_weight,
         )
 
     @property

@@ -123,6 +123,10 @@ class QueryCache:
         self._items: OrderedDict[str, Vectors] = OrderedDict()
         self._lock = threading.Lock()
 
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
     def get(self, text: str, compute: Callable[[str], Vectors]) -> Vectors:
         if self.size <= 0:
             return compute(text)
@@ -264,7 +268,7 @@ class OpenAIEmbedder:
         self._dim: int | None = dimensions or (_KNOWN_DIMS.get(self.model) if self.base_url is None else None)
         self._client: openai.OpenAI | None = None
         self._lock = threading.Lock()
-        self._queries = QueryCache(query_cache_size)
+        self.query_cache = QueryCache(query_cache_size)
 
     @property
     def name(self) -> str:
@@ -310,7 +314,7 @@ class OpenAIEmbedder:
         return normalize_rows(out)
 
     def embed_query(self, text: str) -> Vectors:
-        return self._queries.get(check_text(text), self._embed_one)
+        return self.query_cache.get(check_text(text), self._embed_one)
 
     def _embed_one(self, text: str) -> Vectors:
         vector: Vectors = self.embed_documents([text])[0]

@@ -51,8 +51,10 @@ MAX_HYDE_TERMS = 16
 CANDIDATES_PER_RESULT = 4
 MIN_CANDIDATES = 20
 RRF_K = 60  # the usual reciprocal-rank constant: rank 1 and rank 5 differ, rank 40 and 45 barely
-# Share of BM25 in "weighted" fusion (cosine gets the rest). bench/retrieval.py: recall@5 moves by
-# at most 0.02 between 0.3 and 0.6 on every embedder and variant, so the middle of that plateau.
+# Share of BM25 in "weighted" fusion (cosine gets the rest), unless the embedder or the settings
+# say otherwise. The better the embedder, the less BM25 should weigh (bench/retrieval.py): for the
+# hash and static embedders recall@5 moves by at most 0.02 between 0.3 and 0.6, so the middle of
+# that plateau; MiniLM declares 0.2 (``lexical_weight``), where it beats both searches everywhere.
 WEIGHTED_LEXICAL = 0.4
 # Weighted beat reciprocal-rank fusion on bench/retrieval.py for every embedder, bank size and
 # query variant (e.g. recall@1 +0.06 on the 10k bank): RRF throws away how far ahead the leader is.
@@ -93,6 +95,7 @@ class Retriever:
         hyde_default: bool | None = None,
         default_mode: str = "auto",
         fusion: Fusion = FUSION,
+        lexical_weight: float | None = None,
     ) -> None:
         if default_mode not in RECALL_MODES:
             raise ConfigError(f"unknown recall mode {default_mode!r}; use one of {', '.join(RECALL_MODES)}")
@@ -105,6 +108,11 @@ class Retriever:
         self.hyde_default = hyde is not None if hyde_default is None else hyde_default
         self.default_mode = default_mode
         self.fusion: Fusion = fusion
+        if lexical_weight is None:
+            lexical_weight = float(getattr(embedder, "lexical_weight", WEIGHTED_LEXICAL))
+        if not 0.0 <= lexical_weight <= 1.0:
+            raise ConfigError(f"lexical_weight must be in [0, 1], got {lexical_weight}")
+        self.lexical_weight = lexical_weight
         self._indexes: dict[str, VectorIndex] = {}
         self._lock = threading.Lock()
         # Text hash → vector of recently embedded documents: the dedup check and the write that
@@ -246,8 +254,8 @@ class Retriever:
             top_vector = max((e.vector for e in entries), default=0.0) or 1.0
             for entry in entries:
                 entry.relevance = (
-                    WEIGHTED_LEXICAL * entry.lexical / top_lexical
-                    + (1 - WEIGHTED_LEXICAL) * max(entry.vector, 0.0) / top_vector
+                    self.lexical_weight * entry.lexical / top_lexical
+                    + (1 - self.lexical_weight) * max(entry.vector, 0.0) / top_vector
                 )
 
     def _rank(self, entries: list[_Scored], k: int, now: float) -> list[Hit]:
