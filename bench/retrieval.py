@@ -86,6 +86,12 @@ class CachedEmbedder:
         self.computed = 0
         self.cached = 0
 
+    def __getattr__(self, attribute: str) -> Any:
+        # Whatever else the bank asks of an embedder (its fusion weight, its query cache) is the inner one's.
+        if attribute == "inner":
+            raise AttributeError(attribute)
+        return getattr(self.inner, attribute)
+
     @property
     def name(self) -> str:
         return self.inner.name
