@@ -38,7 +38,12 @@ def test_unreadable_insight_is_a_recorded_skip_that_stores_nothing(db_url: str) 
 
 
 def test_spend_is_recorded_per_reflector(db_url: str) -> None:
-    llm = FakeLLM(["The data was stale; filter by date next time.", DUAL])
+    # The two jobs run concurrently, so each answer is chosen by the prompt, not by call order.
+    llm = FakeLLM(
+        default=lambda messages: (
+            DUAL if "PRINCIPLE" in str(messages) else "The data was stale; filter by date next time."
+        )
+    )
     with LessonBank(db_url, llm=llm) as bank:
         bank.finish_goal("g", title="Research pricing", status="failed")
         bank.record(Episode(task="call the API", error="503", duration_s=120))
