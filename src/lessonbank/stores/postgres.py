@@ -55,6 +55,7 @@ from lessonbank.stores.shared import (
     batched,
     check_sort,
     hashed,
+    reinforce_candidates,
 )
 from lessonbank.text import keywords
 
@@ -183,9 +184,7 @@ class PostgresStore(PostgresLessonIndex):
         """Reinforce the lesson with the same content, else ``duplicate_of`` if it is live, else the
         near duplicate if it still exists, else add (marking the lesson it supersedes). The lesson
         it supersedes is never the one reinforced: "never do X" replacing "do X" is no repeat."""
-        if lesson.supersedes is not None:
-            duplicate_of = None if duplicate_of == lesson.supersedes else duplicate_of
-            similar = None if similar is not None and similar.id == lesson.supersedes else similar
+        similar, duplicate_of = reinforce_candidates(lesson, similar, duplicate_of)
         for _ in range(3):
             row = conn.execute(
                 "SELECT data FROM lessons WHERE namespace = %s AND content_hash = %s FOR UPDATE",

@@ -54,6 +54,7 @@ from lessonbank.stores.redis_index import (
 from lessonbank.stores.shared import (
     check_sort,
     hashed,
+    reinforce_candidates,
     sort_lessons,
 )
 from lessonbank.text import keywords
@@ -203,9 +204,7 @@ class RedisStore(RedisLessonIndex):
         one reinforced ("never do X" replacing "do X" is no repeat).
         """
         ns = lesson.namespace
-        if lesson.supersedes is not None:
-            duplicate_of = None if duplicate_of == lesson.supersedes else duplicate_of
-            similar = None if similar is not None and similar.id == lesson.supersedes else similar
+        similar, duplicate_of = reinforce_candidates(lesson, similar, duplicate_of)
         for old, new in steps.values():
             if new.namespace == ns and new.content_hash == lesson.content_hash:
                 stored = self._reinforced(new, lesson.tags)

@@ -156,6 +156,18 @@ def sort_lessons(lessons: list[Lesson], sort: LessonSort) -> list[Lesson]:
     return lessons
 
 
+def reinforce_candidates(
+    lesson: Lesson, similar: Lesson | None, duplicate_of: str | None
+) -> tuple[Lesson | None, str | None]:
+    """The near duplicate and the ``duplicate_of`` id a write may reinforce, minus the lesson the new
+    one supersedes: "never do X" replacing "do X" is no repeat."""
+    if lesson.supersedes is None:
+        return similar, duplicate_of
+    if similar is not None and similar.id == lesson.supersedes:
+        similar = None
+    return similar, None if duplicate_of == lesson.supersedes else duplicate_of
+
+
 def hashed(lesson: Lesson) -> Lesson:
     return lesson.model_copy(
         update={"content_hash": content_hash(lesson.namespace, lesson.kind, lesson.content)}

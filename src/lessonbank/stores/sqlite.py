@@ -38,6 +38,7 @@ from lessonbank.stores.base import (
     episode_credit,
     pick_near_duplicate,
 )
+from lessonbank.stores.shared import reinforce_candidates
 from lessonbank.stores.sqlite_db import Clock
 from lessonbank.stores.sqlite_jobs import SQLiteJobQueue
 from lessonbank.text import content_hash, keywords
@@ -217,9 +218,7 @@ class SQLiteStore(SQLiteJobQueue):
         """Reinforce the lesson with the same content, else ``duplicate_of`` if it is live, else the
         near duplicate if it still exists, else add (marking the lesson it supersedes). The lesson
         it supersedes is never the one reinforced: "never do X" replacing "do X" is no repeat."""
-        if lesson.supersedes is not None:
-            duplicate_of = None if duplicate_of == lesson.supersedes else duplicate_of
-            similar = None if similar is not None and similar.id == lesson.supersedes else similar
+        similar, duplicate_of = reinforce_candidates(lesson, similar, duplicate_of)
         row = conn.execute(
             f"SELECT {_LESSON_COLUMNS} FROM lessons WHERE namespace = ? AND content_hash = ?",
             (lesson.namespace, lesson.content_hash),
