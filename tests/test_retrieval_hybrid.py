@@ -421,3 +421,17 @@ def test_the_lexical_weight_comes_from_the_embedder_unless_set(tmp_path: Path) -
         assert bank.retriever.lexical_weight == 0.7
     with pytest.raises(ConfigError, match="LESSONBANK_HYBRID_LEXICAL_WEIGHT"):
         Settings(home=tmp_path, hybrid_lexical_weight=1.5)
+
+
+@pytest.mark.parametrize("bad", [42, ["deploy"], "\udc80 broken"])
+def test_a_bad_learned_from_is_an_input_error_and_nothing_is_stored(bank: LessonBank, bad: object) -> None:
+    with pytest.raises(InputError, match="learned_from"):
+        bank.add_lesson("keep PRs small", learned_from=bad)  # type: ignore[arg-type]
+    assert bank.lessons() == []
+
+
+def test_a_huge_learned_from_is_cut_to_its_limit(bank: LessonBank) -> None:
+    from lessonbank.models import LEARNED_FROM_MAX_CHARS
+
+    lesson = bank.add_lesson("keep PRs small", learned_from="refactor " * 2_000)
+    assert 0 < len(lesson.learned_from or "") <= LEARNED_FROM_MAX_CHARS

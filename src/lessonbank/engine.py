@@ -349,6 +349,8 @@ class Engine:
             )
         if isinstance(tags, str):
             raise InputError("tags must be a list of strings, not one string", field="tags")
+        if learned_from is not None:
+            _check_text_arg(learned_from, "learned_from")
         tags = [redact(tag) for tag in tags]
         lesson = Lesson(
             namespace=self.namespace,
