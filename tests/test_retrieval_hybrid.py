@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -225,10 +228,13 @@ def test_an_embedder_failure_never_loses_the_lesson(tmp_path: Path, caplog: pyte
         assert bank.recall("release notes", mode="lexical")[0].lesson.id == lesson.id
 
 
+@pytest.mark.parametrize("on_another_thread", [False, True])
 def test_a_query_embedding_failure_degrades_hybrid_recall_to_keywords(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, on_another_thread: bool
 ) -> None:
     class QueryDown(ConceptEmbedder):
+        releases_gil = on_another_thread
+
         def embed_query(self, text: str) -> np.ndarray:
             raise RuntimeError("model server down")
 
@@ -240,6 +246,36 @@ def test_a_query_embedding_failure_degrades_hybrid_recall_to_keywords(
         assert bank.context("write the release notes").lesson_ids == [lesson.id]
         with pytest.raises(RuntimeError, match="model server down"):
             bank.recall("release notes", mode="vector")
+
+
+def test_hybrid_recall_embeds_the_query_while_the_keyword_search_runs(tmp_path: Path) -> None:
+    class SlowQuery(ConceptEmbedder):
+        releases_gil = True
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.embedding = threading.Event()
+            self.threads: list[str] = []
+
+        def embed_query(self, text: str) -> np.ndarray:
+            self.threads.append(threading.current_thread().name)
+            self.embedding.set()
+            time.sleep(0.05)
+            return super().embed_query(text)
+
+    embedder = SlowQuery()
+    with LessonBank(f"sqlite:///{tmp_path / 'b.db'}", worker=False, embedder=embedder) as bank:
+        lesson = bank.add_lesson("ship the release after the database migration")
+        search = bank.store.search
+
+        def search_during_embedding(*args: Any, **kwargs: Any) -> Any:
+            # Run one after the other, the embedding would start only after this returns.
+            assert embedder.embedding.wait(5), "the query was not being embedded during the keyword search"
+            return search(*args, **kwargs)
+
+        bank.store.search = search_during_embedding  # type: ignore[method-assign]
+        assert [h.lesson.id for h in bank.recall("deploy after the migration")] == [lesson.id]
+        assert embedder.threads[0] != threading.current_thread().name
 
 
 def test_lessons_that_keep_failing_sink_and_helpful_ones_rise(bank: LessonBank) -> None:

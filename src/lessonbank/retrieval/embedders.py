@@ -21,6 +21,10 @@ Invariants every embedder keeps:
   each of L2 norm 1 (an empty text may give the zero vector). Vectors are deterministic for a given
   ``name``.
 - Nothing downloads at run time. NumPy is imported lazily, so ``import lessonbank`` stays light.
+
+Optional attributes the retriever reads when present: ``lexical_weight`` (BM25's share in hybrid
+fusion, measured per model) and ``releases_gil`` (True when a query embedding runs in native code or
+waits on the network, so hybrid recall embeds it on another thread while the keyword search runs).
 """
 
 from __future__ import annotations
@@ -172,6 +176,8 @@ class HashEmbedder:
 
     __test__ = False
 
+    releases_gil = False  # pure Python: another thread would only wait for the GIL
+
     def __init__(self, dim: int = 256) -> None:
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 8:
             raise ValueError(f"HashEmbedder dim must be an integer >= 8, got {dim!r}")
@@ -269,6 +275,8 @@ class OpenAIEmbedder:
         self._client: openai.OpenAI | None = None
         self._lock = threading.Lock()
         self.query_cache = QueryCache(query_cache_size)
+
+    releases_gil = True  # the request waits on the network
 
     @property
     def name(self) -> str:

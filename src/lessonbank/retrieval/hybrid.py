@@ -24,6 +24,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -63,6 +64,19 @@ WIDEN_ROUNDS = 4
 EMBED_BATCH = 64
 RECENT_VECTORS = 512
 PROVENANCE_SEPARATOR = "\n\nLearned on: "
+# Threads that embed hybrid queries while the keyword search runs (one per concurrent recall).
+QUERY_THREADS = 4
+
+_query_pool: ThreadPoolExecutor | None = None
+_query_pool_lock = threading.Lock()
+
+
+def _query_threads() -> ThreadPoolExecutor:
+    global _query_pool
+    with _query_pool_lock:
+        if _query_pool is None:
+            _query_pool = ThreadPoolExecutor(QUERY_THREADS, thread_name_prefix="lessonbank-query")
+        return _query_pool
 
 
 def vector_text(lesson: Lesson) -> str:
@@ -156,6 +170,12 @@ class Retriever:
             raise ConfigError("HyDE needs an LLM; open the bank with llm=... or reflection_llm=...")
         hypothesis = self.hyde.expand(text) if use_hyde and self.hyde is not None else None
 
+        pending: Future[np.ndarray] | None = None
+        if chosen == "hybrid" and getattr(self.embedder, "releases_gil", False):
+            # The query's embedding (a forward pass, an HTTP call) runs on another thread while the
+            # keyword search runs in SQLite; both release the GIL, so with two cores a hybrid recall
+            # waits for the slower of the two instead of their sum.
+            pending = _query_threads().submit(self._query_vector, text, hypothesis)
         scored: dict[str, _Scored] = {}
         lexical_order: list[str] = []
         if chosen in ("lexical", "hybrid"):
@@ -166,7 +186,7 @@ class Retriever:
         query_vector = None
         if chosen in ("vector", "hybrid"):
             try:
-                query_vector = self._query_vector(text, hypothesis)
+                query_vector = pending.result() if pending is not None else self._query_vector(text, hypothesis)
             except Exception as exc:
                 if chosen == "vector":
                     raise

@@ -327,6 +327,7 @@ class MiniLMEmbedder:
     # Share of BM25 in hybrid fusion with this model (measured on bench/retrieval.py: 0.2 beat 0.3
     # and 0.4 on the 10k bank, with and without provenance).
     lexical_weight = 0.2
+    releases_gil = True  # the forward pass is BLAS products and the tokenizer is Rust
 
     def __repr__(self) -> str:
         return f"MiniLMEmbedder(backend={self.backend!r})"
@@ -446,6 +447,8 @@ class StaticEmbedder:
         self._matrix: Vectors | None = None
         self._tokenizer: Tokenizer | None = None
         self.distill_seconds: float | None = None  # set when this instance built the matrix
+
+    releases_gil = True  # tokenizer (Rust) and one NumPy gather-and-sum
 
     @property
     def name(self) -> str:
