@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lessonbank.models import Lesson
-from lessonbank.retrieval.vector import BINARY_FROM, VectorIndex, as_bytes
+from lessonbank.retrieval.vector import BINARY_FROM, MIN_RESCORE, RESCORE_SHARE, VectorIndex, as_bytes
 from lessonbank.stores.sqlite import SQLiteStore
 
 DIM = 48
@@ -58,18 +58,40 @@ def test_the_two_step_search_keeps_the_true_neighbours(store: SQLiteStore) -> No
     dim = 384  # as real embedders: the sign bits of 48 dimensions would say too little
     rng = np.random.default_rng(2)
     centres = _unit(rng.standard_normal((200, dim)))
-    count = BINARY_FROM + 5_000
-    vectors = _unit(centres[rng.integers(0, 200, count)] + 0.06 * rng.standard_normal((count, dim)))
+    count = max(BINARY_FROM, MIN_RESCORE * RESCORE_SHARE) + 5_000
+
+    def clustered(n: int) -> np.ndarray:
+        return _unit(centres[rng.integers(0, 200, n)] + 0.06 * rng.standard_normal((n, dim)))
+
+    vectors = clustered(count)
     ids = _fill(store, vectors)
     index = VectorIndex(store, "t", "m", dim)
-    overlap = []
-    for i in rng.integers(0, len(vectors), 30):
-        query = _unit(vectors[i] + 0.01 * rng.standard_normal(dim))
-        exact = {ids[j] for j in np.argsort(-(vectors @ query))[:10]}
-        found = index.search(query, 10)
-        assert found[0][0] == ids[i]  # the planted near-copy always comes first
-        overlap.append(len(exact & {lesson_id for lesson_id, _ in found}) / 10)
-    assert np.mean(overlap) >= 0.95
+
+    def check(vectors: np.ndarray, ids: list[str]) -> None:
+        overlap = []
+        for i in rng.integers(0, len(vectors), 30):
+            query = _unit(vectors[i] + 0.01 * rng.standard_normal(dim))
+            exact = {ids[j] for j in np.argsort(-(vectors @ query))[:10]}
+            found = index.search(query, 10)
+            assert found[0][0] == ids[i]  # the planted near-copy always comes first
+            overlap.append(len(exact & {lesson_id for lesson_id, _ in found}) / 10)
+        assert np.mean(overlap) >= 0.95
+
+    check(vectors, ids)
+    assert index._bits is not None and index._bits_rows == count  # the two steps ran
+
+    # Rows added after the bits were built, and a row rewritten, are searched by their new bits.
+    more = clustered(3_000)
+    ids += _fill(store, more, start=count)
+    vectors = np.concatenate([vectors, more])
+    moved = _unit(rng.standard_normal(dim))
+    store.put_vectors("t", "m", [(ids[11], "h-moved", as_bytes(moved))])
+    vectors[11] = moved
+    index.mark_stale()
+    assert index.search(moved, 1)[0][0] == ids[11]
+    assert index._bits_rows == len(vectors)
+    check(vectors, ids)
+
     index.binary = False  # numpy < 2.0 has no bitwise_count: the exact scan answers alike
     assert index.search(vectors[0], 1)[0][0] == ids[0]
 
