@@ -12,9 +12,9 @@ change check, memory — and the same k-nearest search in sqlite-vec's ``vec0`` 
 
 Vectors are random unit vectors (latency does not depend on what they mean), or with
 ``--vectors-from bench/results/cache/vectors.sqlite --model minilm-l6-v2`` real lesson vectors from the
-benchmarks' vector cache (200 of the indexed lessons stand for queries, each left out of its own results). Past 20k vectors
+benchmarks' vector cache (200 of the indexed lessons stand for queries, each left out of its own results). Past 32k vectors
 the index compares sign bits first and re-ranks a shortlist; ``shortlist_recall`` is the share of the
-exact scan's k nearest that the two-step search returns (1.0 below 20k, where the scan is exact).
+exact scan's k nearest that the two-step search returns (1.0 below 32k, where the scan is exact).
 """
 
 from __future__ import annotations
