@@ -287,6 +287,28 @@ def test_minilm_onnx_backend_gives_the_numpy_vectors() -> None:
     assert float(query @ b[1]) > 0.99999
 
 
+@needs_minilm
+@needs_onnx
+def test_minilm_auto_falls_back_to_numpy_when_onnxruntime_cannot_load_the_graph(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(*args: object, **kwargs: object) -> bytes:
+        raise RuntimeError("Unsupported model IR version: 9")
+
+    monkeypatch.setattr(minilm_onnx, "build_model", broken)
+    # A max_seq_length no other test uses: a fresh load, not a copy cached by an earlier test.
+    with pytest.raises(minilm_onnx.OnnxBuildError, match=r"IR version.*backend='numpy'"):
+        MiniLMEmbedder(backend="onnx", max_seq_length=200).embed_query("deploy failed")
+    auto = MiniLMEmbedder(max_seq_length=200)
+    assert auto.backend == "onnx"
+    with caplog.at_level("WARNING", logger="lessonbank.retrieval"):
+        vector = auto.embed_query("deploy failed")
+    assert auto.backend == "numpy"
+    assert "NumPy forward pass instead" in caplog.text
+    expected = MiniLMEmbedder(backend="numpy", max_seq_length=200).embed_query("deploy failed")
+    assert np.array_equal(vector, expected)
+
+
 def test_onnx_backend_without_onnxruntime_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(minilm_onnx, "PACKAGES", ("onnxruntime", "no_such_onnx_package"))
     with pytest.raises(ConfigError, match=r"pip install onnxruntime onnx"):

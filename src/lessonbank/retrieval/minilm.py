@@ -47,7 +47,7 @@ from lessonbank.retrieval.embedders import (
     normalize_rows,
     require_numpy,
 )
-from lessonbank.retrieval.minilm_onnx import OnnxEncoder, onnx_available, require_onnx
+from lessonbank.retrieval.minilm_onnx import OnnxBuildError, OnnxEncoder, onnx_available, require_onnx
 
 if TYPE_CHECKING:
     import numpy as np
@@ -237,7 +237,10 @@ class _Bert:
         # Padding keys get a large negative score, so softmax gives them exactly zero weight.
         key_bias = ((1.0 - mask) * -1e9).astype(np.float32)[:, None, None, :]
         if self._onnx is not None:
-            return self._onnx.run(x.reshape(batch, length, self.hidden), key_bias)
+            # onnxruntime takes exactly float32 inputs, never upcasts.
+            return self._onnx.run(
+                np.ascontiguousarray(x.reshape(batch, length, self.hidden), np.float32), key_bias
+            )
         scale = np.float32(1.0 / np.sqrt(head_dim))
         for w in self.layers:
             qkv = (x @ w["qkv_w"] + w["qkv_b"]).reshape(batch, length, 3, heads, head_dim)
@@ -355,6 +358,8 @@ class MiniLMEmbedder:
     ) -> None:
         if backend not in ("auto", "onnx", "numpy", "torch"):
             raise ConfigError(f"unknown MiniLM backend {backend!r}: use 'auto', 'onnx', 'numpy' or 'torch'")
+        # "auto" may still fall back to NumPy at load time, if onnxruntime cannot load the graph.
+        self._numpy_fallback = backend == "auto"
         if backend == "auto":
             backend = "onnx" if onnx_available() else "numpy"
         if batch_size < 1:
@@ -415,7 +420,15 @@ class MiniLMEmbedder:
         bert = self._loaded
         if bert is None:
             _require_runtime()
-            bert = self._loaded = _load_bert(str(self.model_path), self.max_seq_length, self.backend)
+            try:
+                bert = _load_bert(str(self.model_path), self.max_seq_length, self.backend)
+            except OnnxBuildError as exc:
+                if not self._numpy_fallback:
+                    raise
+                log.warning("%s; MiniLM runs its NumPy forward pass instead (same vectors, slower)", exc)
+                self.backend = "numpy"
+                bert = _load_bert(str(self.model_path), self.max_seq_length, self.backend)
+            self._loaded = bert
         return bert
 
     def _load_torch(self) -> Any:

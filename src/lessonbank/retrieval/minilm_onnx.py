@@ -37,6 +37,11 @@ def onnx_available() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in PACKAGES)
 
 
+class OnnxBuildError(ConfigError):
+    """onnxruntime is installed but could not build or load the graph (too old a version, a broken
+    install). ``MiniLMEmbedder(backend="auto")`` falls back to NumPy on it; ``"onnx"`` raises it."""
+
+
 def require_onnx() -> None:
     if not onnx_available():
         raise ConfigError(
@@ -59,8 +64,14 @@ class OnnxEncoder:
         # Idle worker threads would otherwise spin and take the core the keyword search runs on.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
-        model = build_model(layers, hidden=hidden, heads=heads, eps=eps)
-        self._session: Any = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        try:
+            model = build_model(layers, hidden=hidden, heads=heads, eps=eps)
+            self._session: Any = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        except Exception as exc:
+            raise OnnxBuildError(
+                f"onnxruntime {getattr(ort, '__version__', '?')} could not load the MiniLM graph "
+                f"({type(exc).__name__}: {exc}); upgrade onnxruntime and onnx, or use backend='numpy'"
+            ) from exc
 
     def run(self, x: Vectors, key_bias: Vectors) -> Vectors:
         """``x``: (batch, length, hidden) float32; ``key_bias``: (batch, 1, 1, length), 0 or -1e9."""
