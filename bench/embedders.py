@@ -1,7 +1,8 @@
 """Embedder speed: single-query latency and document throughput for each built-in embedder.
 
 What is measured, per embedder (``hash``, ``minilm`` on onnxruntime, ``minilm`` NumPy, ``minilm`` torch
-when sentence-transformers and torch are installed, ``static``, and an OpenAI-compatible endpoint when ``--openai SPEC`` is given):
+when sentence-transformers and torch are installed, ``static``, and an OpenAI-compatible endpoint when
+``--openai SPEC`` is given):
 
 1. ``embed_query(text)`` latency: 20 warm-up queries, then each of the distinct queries timed alone with
    ``time.perf_counter_ns`` (p50/p99), with the embedders' query cache off (a cache hit costs microseconds).

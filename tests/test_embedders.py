@@ -45,6 +45,7 @@ needs_onnx = pytest.mark.skipif(
     not onnx_available(),
     reason="the onnx MiniLM backend needs onnxruntime and onnx: pip install onnxruntime onnx",
 )
+LOCAL_BACKENDS = ["numpy", pytest.param("onnx", marks=needs_onnx)]
 
 PARAPHRASES = [
     (
@@ -62,6 +63,15 @@ PARAPHRASES = [
         "ModuleNotFoundError: pip install the package that the import needs.",
         "She painted the fence blue last summer.",
     ),
+]
+# Every backend must give the same vectors on these: prose, empty, one huge word, non-ASCII, code,
+# and a text past the 256-token cut.
+BACKEND_PARITY_TEXTS = [t for triple in PARAPHRASES for t in triple] + [
+    "",
+    "x" * 3000,
+    "déjà vu 東京 🙂",
+    "def f(x):\n    return x  # TODO",
+    "Retry the request with exponential backoff " * 30,
 ]
 
 
@@ -212,7 +222,7 @@ def test_make_embedder_minilm_and_auto() -> None:
 
 
 @needs_minilm
-@pytest.mark.parametrize("backend", ["numpy", pytest.param("onnx", marks=needs_onnx)])
+@pytest.mark.parametrize("backend", LOCAL_BACKENDS)
 def test_minilm_matches_the_sentence_transformers_reference(backend: Literal["numpy", "onnx"]) -> None:
     vectors = MiniLMEmbedder(backend=backend).embed_documents(REFERENCE["texts"])
     assert_unit_rows(vectors, 384, len(REFERENCE["texts"]))
@@ -222,7 +232,7 @@ def test_minilm_matches_the_sentence_transformers_reference(backend: Literal["nu
 
 
 @needs_minilm
-@pytest.mark.parametrize("backend", ["numpy", pytest.param("onnx", marks=needs_onnx)])
+@pytest.mark.parametrize("backend", LOCAL_BACKENDS)
 def test_minilm_batches_give_the_same_vectors_as_single_queries(backend: Literal["numpy", "onnx"]) -> None:
     # Mixed lengths in one batch exercise padding and the attention mask; two batches of 3 run side
     # by side on the onnx backend.
@@ -268,13 +278,7 @@ def test_minilm_rejects_bad_input() -> None:
 def test_minilm_onnx_backend_gives_the_numpy_vectors() -> None:
     # Same weights, same products: the two backends share the vector space name, so their vectors
     # must agree to float error on every kind of text, in batches of mixed lengths and one by one.
-    texts = [t for triple in PARAPHRASES for t in triple] + [
-        "",
-        "x" * 3000,
-        "déjà vu 東京 🙂",
-        "def f(x):\n    return x  # TODO",
-        "Retry the request with exponential backoff " * 30,  # past 256 tokens
-    ] * 3
+    texts = BACKEND_PARITY_TEXTS * 3
     onnx_embedder = MiniLMEmbedder(backend="onnx", batch_size=4)
     numpy_embedder = MiniLMEmbedder(backend="numpy", batch_size=4)
     assert onnx_embedder.name == numpy_embedder.name
@@ -340,12 +344,7 @@ def test_torch_backend_matches_the_reference_and_numpy() -> None:
         warnings.simplefilter("ignore")  # third-party deprecation chatter at import/load time
         torch_vectors = MiniLMEmbedder(backend="torch").embed_documents(REFERENCE["texts"])
     np.testing.assert_allclose(torch_vectors[:, :16], np.array(REFERENCE["first16"]), atol=1e-4)
-    texts = [t for triple in PARAPHRASES for t in triple] + [
-        "",
-        "x" * 3000,
-        "déjà vu 東京 🙂",
-        "def f(x): return x",
-    ]
+    texts = BACKEND_PARITY_TEXTS
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         a = MiniLMEmbedder(backend="torch").embed_documents(texts)

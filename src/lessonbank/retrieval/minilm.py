@@ -197,7 +197,6 @@ class _Bert:
                     "ln2_b": get(p + "output.LayerNorm.bias"),
                 }
             )
-        self.backend = backend
         self._onnx: OnnxEncoder | None = None
         if backend == "onnx":
             self._onnx = OnnxEncoder(self.layers, hidden=self.hidden, heads=self.heads, eps=self.eps)
@@ -274,11 +273,9 @@ class _Bert:
                 seq = id_lists[index]
                 ids[row, : len(seq)] = seq
                 mask[row, : len(seq)] = 1.0
-            if self._onnx is not None:
+            # onnxruntime sessions run on one thread already; NumPy's BLAS is held to one for small batches.
+            with contextlib.nullcontext() if self._onnx is not None else _blas_limit(ids.size):
                 out[chunk] = self.encode_ids(ids, mask)
-            else:
-                with _blas_limit(ids.size):
-                    out[chunk] = self.encode_ids(ids, mask)
 
         workers = min(len(chunks), os.cpu_count() or 1) if self._onnx is not None else 1
         if workers > 1:
