@@ -136,6 +136,17 @@ class LessonBank(Engine):
         """The policy's latest decisions, newest first (reflect with which trigger and reflector, or skip and why)."""
         return self._decisions(agent, limit)
 
+    def new_worker(self, namespaces: Sequence[str] | None = None) -> Worker:
+        """A worker that runs this bank's reflection jobs (``namespaces=None``: every namespace).
+
+        It is not started: ``await worker.run()`` (``until_idle=True`` to drain and return).
+        """
+        return self._new_worker(namespaces)
+
+    def pending(self) -> dict[str, int]:
+        """This namespace's jobs counted by status (``queued``, ``leased``, ``waiting``, ``dead``...)."""
+        return self._pending()
+
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until this namespace has no queued or running jobs. False on timeout or when jobs wait for an LLM."""
         self._kick()
