@@ -1,139 +1,47 @@
-"""The Store protocol: persistence of episodes, reflections, lessons and jobs.
+"""Job leases shared by every store's queue: who holds a lease, and whether that holder still lives.
 
-Built-in implementations: :class:`lessonbank.stores.sqlite.SQLiteStore` (embedded default).
-
-Invariants every store keeps:
-
-- A lesson is identified within its namespace by ``content_hash`` (kind + case/space-folded
-  content). Writing the same content again reinforces the stored lesson; writing a near
-  duplicate (token Jaccard ≥ the threshold, same kind) reinforces it too. Never two copies.
-- An episode and its reflection job are written in one transaction; so are a job's result
-  (reflection + lessons) and the job leaving the ``leased`` state. A worker that lost its
-  lease cannot write a result.
-- Jobs are unique per (namespace, dedupe_key).
-- A lesson is indexed lexically on its content, tags and ``learned_from`` (provenance, weighted
-  below the content); the near-duplicate check compares content only.
-- A superseded lesson (``superseded_by`` set) is kept but never recalled: ``search`` and
-  ``candidates`` skip it, as they skip expired lessons.
-- Vectors: each (lesson, embedder model) has at most one stored vector, with the hash of the
-  text it embeds. Every write of a vector takes a new, ever-growing sequence number; removing a
-  lesson removes its vectors in the same transaction; changing its content keeps them (the
-  text hash no longer matches, which tells the engine to embed it again).
-- Outcome credit (``helpful``/``harmful``) is added atomically in the store, never read-modify-
-  written by the caller, and an episode's credit is written in the episode's own transaction.
+The ports (protocols and records) live in :mod:`lessonbank.ports`, the write, filter and sort
+rules in :mod:`lessonbank.lessons`; both are re-exported here for older imports.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
 
-from lessonbank.models import Decision, Episode, Job, Lesson, Reflection
-from lessonbank.text import jaccard, words
+from lessonbank.lessons import CONFIDENCE_STEP, episode_credit, pick_near_duplicate
+from lessonbank.ports import (
+    NEAR_DUPLICATE_JACCARD,
+    Candidate,
+    LessonQuery,
+    LessonSort,
+    Store,
+    StoreStats,
+    VectorChanges,
+    WriteResult,
+)
 
-NEAR_DUPLICATE_JACCARD = 0.85
-CONFIDENCE_STEP = 0.05
-
-LessonSort = Literal["created", "score", "access", "confidence", "utility"]
-
-
-@dataclass(frozen=True)
-class LessonQuery:
-    """Filters shared by listing and recall. ``tags`` must all be present on a lesson."""
-
-    namespace: str
-    kinds: Sequence[str] | None = None
-    tags: Sequence[str] = ()
-    task_type: str | None = None
-    agent: str | None = None
-    goal_id: str | None = None
-    statuses: Sequence[str] = ("active",)
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A recall candidate: just what scoring needs; the full Lesson is loaded for the winners only."""
-
-    lesson_id: str
-    relevance: float  # lexical relevance, higher is better (e.g. −BM25)
-    access_count: int
-    confidence: float
-    pinned: bool
-    last_used: float  # Unix time of the last use, or of creation
-    importance: float = 0.5
-    helpful: int = 0
-    harmful: int = 0
-
-
-@dataclass(frozen=True)
-class VectorChanges:
-    """What changed in the vectors of one (namespace, model) since a sequence number.
-
-    Readers keep a cache of the vectors and call ``vector_changes(ns, model, after=seq)`` with the
-    ``seq`` of their last call. Sequence numbers only grow, but on a server store two writers may
-    commit theirs out of order, and deletes have no sequence number: a reader whose cached id
-    count differs from ``count`` reloads everything (``after=0``), which catches both.
-    """
-
-    rows: list[tuple[str, bytes]]  # (lesson_id, vector bytes) written after `after`, newest write per lesson
-    seq: int  # the highest sequence now (pass it as `after` next time)
-    count: int  # live vectors of (namespace, model) in all
-
-
-@dataclass(frozen=True)
-class WriteResult:
-    lesson: Lesson
-    action: Literal["added", "reinforced"]
-
-
-@dataclass
-class StoreStats:
-    namespace: str
-    episodes: int = 0
-    lessons: dict[str, int] = field(default_factory=dict)
-    lessons_by_status: dict[str, int] = field(default_factory=dict)
-    reflections: dict[str, int] = field(default_factory=dict)
-    jobs: dict[str, int] = field(default_factory=dict)
-    tokens_in: int = 0
-    tokens_out: int = 0
-    llm_calls: int = 0
-    cost_usd: float = 0.0
-    # Reflection spend, one row per reflector and per UTC day: calls, tokens_in, tokens_out, cost_usd
-    # (cost counts only models with a known price; unpriced_calls says how many had none).
-    by_reflector: dict[str, dict[str, float]] = field(default_factory=dict)
-    by_day: dict[str, dict[str, float]] = field(default_factory=dict)
-    size_bytes: int | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+__all__ = [
+    "CONFIDENCE_STEP",
+    "NEAR_DUPLICATE_JACCARD",
+    "Candidate",
+    "LeaseLostError",
+    "LessonQuery",
+    "LessonSort",
+    "Store",
+    "StoreStats",
+    "VectorChanges",
+    "WriteResult",
+    "episode_credit",
+    "parse_owner",
+    "pick_near_duplicate",
+    "pid_alive",
+    "worker_owner",
+]
 
 
 class LeaseLostError(Exception):
     """The job's lease expired and another worker took it; this worker's result is dropped."""
-
-
-def pick_near_duplicate(
-    content: str, candidates: Sequence[Lesson], threshold: float = NEAR_DUPLICATE_JACCARD
-) -> Lesson | None:
-    """The most similar candidate at or above ``threshold`` token Jaccard, if any.
-
-    All words count, stopwords included: "do not run X" must not merge into "run X".
-    """
-    tokens = words(content)
-    best: tuple[float, Lesson] | None = None
-    for candidate in candidates:
-        similarity = jaccard(tokens, words(candidate.content))
-        if similarity >= threshold and (best is None or similarity > best[0]):
-            best = (similarity, candidate)
-    return best[1] if best else None
-
-
-def episode_credit(episode: Episode) -> tuple[int, int]:
-    """The (helpful, harmful) increments an episode's outcome gives the lessons injected for it."""
-    return {"success": (1, 0), "failure": (0, 1)}.get(episode.status, (0, 0))
 
 
 def worker_owner() -> str:
@@ -161,133 +69,3 @@ def parse_owner(owner: str) -> tuple[str, int | None]:
     host, _, rest = owner.rpartition("@")
     pid_text = rest.split(":", 1)[0]
     return host, int(pid_text) if pid_text.isdigit() else None
-
-
-class Store(Protocol):
-    """What the bank needs from a backend. Methods are synchronous and thread-safe."""
-
-    clock: Callable[[], float]
-
-    def close(self) -> None: ...
-
-    # episodes
-    def record_episode(
-        self, episode: Episode, decision: Decision, job: Job | None, *, credit: bool = True
-    ) -> Decision:
-        """Store the episode and its job in one transaction; a repeated id is a no-op.
-
-        With ``credit`` and ``episode.context_ids``, the lessons injected for it (of its namespace)
-        get helpful +1 on a success or harmful +1 on a failure (a partial credits nothing), in the
-        same transaction."""
-        ...
-
-    def get_episode(self, episode_id: str) -> tuple[Episode, Decision | None]: ...
-    def recent_episodes(
-        self, namespace: str, *, agent: str | None = None, since: float = 0.0, limit: int = 20
-    ) -> list[tuple[Episode, Decision | None]]:
-        """The namespace's episodes created at or after ``since`` (Unix s), of ``agent`` when given
-        (None: any agent), newest first, at most ``limit``."""
-        ...
-
-    # lessons
-    def write_lesson(
-        self,
-        lesson: Lesson,
-        *,
-        threshold: float = NEAR_DUPLICATE_JACCARD,
-        duplicate_of: str | None = None,
-    ) -> WriteResult:
-        """Add ``lesson``, or reinforce the stored one it repeats: same content, else ``duplicate_of``
-        when that names a live lesson of the namespace (a near duplicate the caller found, e.g. by
-        cosine), else a near duplicate by token Jaccard ≥ ``threshold``. When the lesson is added and
-        ``lesson.supersedes`` names a live lesson of the namespace, that lesson gets ``superseded_by``
-        = the new id in the same transaction (kept, no longer recalled)."""
-        ...
-
-    def import_lessons(self, lessons: Sequence[Lesson]) -> tuple[int, int]: ...
-    def get_lesson(self, lesson_id: str) -> Lesson: ...
-    def list_lessons(
-        self, query: LessonQuery, *, limit: int = 100, offset: int = 0, sort: LessonSort = "created"
-    ) -> list[Lesson]: ...
-    def delete_lesson(self, namespace: str, lesson_id: str) -> bool: ...
-    def update_lesson(self, lesson: Lesson) -> Lesson:
-        """Overwrite every field of the stored lesson with ``lesson.id`` (same namespace), re-hashing its
-        content; counters included. Returns the stored lesson. NotFoundError when absent. Expired
-        lessons can be updated (so an expiry can be extended or cleared)."""
-        ...
-
-    def purge_expired(self, namespace: str) -> int:
-        """Delete the namespace's lessons whose ``expires_at`` ≤ the store clock; returns how many."""
-        ...
-
-    def search(self, query: LessonQuery, terms: Sequence[str], limit: int) -> list[Candidate]: ...
-    def candidates(self, query: LessonQuery, lesson_ids: Sequence[str]) -> list[Candidate]:
-        """Candidates (relevance 0.0) for those ids that pass every filter of ``query``, exactly the
-        filters ``search`` applies (namespace, kinds, tags, task_type, agent, goal_id, statuses, not
-        expired, not superseded), in the order given."""
-        ...
-
-    def credit_lessons(
-        self, namespace: str, lesson_ids: Sequence[str], *, helpful: int = 0, harmful: int = 0
-    ) -> int:
-        """Atomically add to the helpful/harmful counters of those lessons (unknown ids ignored);
-        returns how many were updated."""
-        ...
-
-    # vectors (plain bytes; the store never looks inside them)
-    def put_vectors(self, namespace: str, model: str, rows: Sequence[tuple[str, str, bytes]]) -> int:
-        """Store (lesson_id, text_hash, vector bytes) for embedder ``model``, replacing that lesson's
-        earlier vector for the same model. Rows whose lesson does not exist (deleted meanwhile) are
-        skipped. Returns how many were written."""
-        ...
-
-    def vector_hashes(self, namespace: str, model: str, lesson_ids: Sequence[str]) -> dict[str, str]:
-        """text_hash of the stored vector, per lesson id that has one for ``model``."""
-        ...
-
-    def vector_changes(self, namespace: str, model: str, after: int) -> VectorChanges:
-        """Vectors of ``model`` in ``namespace`` written with sequence > ``after`` (see VectorChanges)."""
-        ...
-
-    def lessons_missing_vectors(self, namespace: str, model: str, limit: int) -> list[Lesson]:
-        """Lessons of the namespace (any status) that have no vector for ``model``, oldest first."""
-        ...
-
-    def get_lessons(self, lesson_ids: Sequence[str]) -> list[Lesson]: ...
-    def touch_lessons(self, lesson_ids: Sequence[str]) -> None: ...
-
-    # reflections
-    def get_reflection(self, reflection_id: str) -> Reflection: ...
-    def reflections_for_episode(self, episode_id: str) -> list[Reflection]: ...
-
-    # jobs
-    def enqueue_job(self, job: Job) -> None: ...
-    def lease_job(self, owner: str, namespaces: Sequence[str] | None, lease_s: float) -> Job | None: ...
-    def finish_job(
-        self,
-        job_id: str,
-        owner: str,
-        *,
-        reflection: Reflection | None,
-        lessons: Sequence[Lesson],
-        detail: str,
-        duplicate_of: Mapping[str, str] | None = None,
-    ) -> list[WriteResult]:
-        """Write the job's result and mark it done, in one transaction. Each lesson is written as
-        ``write_lesson`` writes it, with ``duplicate_of.get(lesson.id)``."""
-        ...
-
-    def fail_job(self, job_id: str, owner: str, *, error: str, retry_at: float | None) -> Job: ...
-    def release_job(self, job_id: str, owner: str) -> None: ...
-    def park_job(self, job_id: str, owner: str, *, detail: str) -> None: ...
-    def next_run_after(self, namespaces: Sequence[str] | None) -> float | None: ...
-    def release_waiting(self, namespaces: Sequence[str] | None) -> int: ...
-    def get_job(self, job_id: str) -> Job: ...
-    def list_jobs(
-        self, namespace: str | None, statuses: Sequence[str] | None = None, limit: int = 100
-    ) -> list[Job]: ...
-    def retry_jobs(self, namespace: str, job_ids: Sequence[str] | None = None) -> int: ...
-    def purge_jobs(self, namespace: str, statuses: Sequence[str]) -> int: ...
-    def count_jobs(self, namespaces: Sequence[str] | None) -> dict[str, int]: ...
-
-    def stats(self, namespace: str) -> StoreStats: ...

@@ -1,0 +1,198 @@
+"""The rules of the lesson bank that every store applies the same way, decided once here.
+
+- **Writing** (:class:`LessonWriter`): a lesson with the same content (``content_hash``) as a stored
+  one reinforces it; else the live lesson the caller named as its duplicate (``duplicate_of``, e.g.
+  found by cosine); else the stored near duplicate (token Jaccard ≥ the threshold, same kind); else
+  it is added, and the live lesson it ``supersedes`` is marked ``superseded_by`` it. The lesson it
+  supersedes is never the one reinforced: "never do X" replacing "do X" is no repeat.
+- **Reinforcing**: one more use, a little more confidence (capped at 1), the union of both tag
+  lists (stored order first, at most ``MAX_TAGS``), ``last_accessed`` and ``updated_at`` now.
+- **Filters and sorts** (:func:`passes`, :func:`sort_lessons`): the Python form of what the SQL
+  stores express in SQL (``stores/sql``); the two are checked against each other by the contract suite.
+- **Outcome credit** (:func:`episode_credit`): a success is helpful +1 to each lesson injected for
+  it, a failure harmful +1, a partial nothing.
+
+Everything here is pure: no I/O, the clock is passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from lessonbank.errors import InputError
+from lessonbank.models import Episode, Lesson, from_timestamp
+from lessonbank.ports import NEAR_DUPLICATE_JACCARD, LessonQuery, LessonSort, WriteResult
+from lessonbank.text import content_hash, jaccard, words
+
+CONFIDENCE_STEP = 0.05
+MAX_TAGS = 32
+SORTS: tuple[str, ...] = ("created", "score", "access", "confidence", "utility")
+
+# What a write looks up, in order, until one is found: ("hash", content hash), ("named", the id the
+# caller named as a duplicate: must be live), ("similar", the near duplicate's id: must still exist).
+Lookup = tuple[Literal["hash", "named", "similar"], str]
+
+
+@dataclass(frozen=True)
+class WriteDecision:
+    """What a store does with a lesson: add it, or store ``lesson`` as the reinforced ``previous``.
+
+    On an add, ``supersedes`` is the id of the live lesson to mark ``superseded_by`` the new one.
+    """
+
+    action: Literal["added", "reinforced"]
+    lesson: Lesson
+    previous: Lesson | None = None
+    supersedes: str | None = None
+
+    def result(self) -> WriteResult:
+        return WriteResult(self.lesson, self.action)
+
+
+class LessonWriter:
+    """Decides how a lesson is written from what the store found; the store applies the decision
+    inside its own transaction (see the module docstring for the rules)."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+
+    @staticmethod
+    def prepared(lesson: Lesson) -> Lesson:
+        """The lesson as it is stored: its content hash set, its tags capped."""
+        update: dict[str, object] = {
+            "content_hash": content_hash(lesson.namespace, lesson.kind, lesson.content)
+        }
+        if len(lesson.tags) > MAX_TAGS:
+            update["tags"] = lesson.tags[:MAX_TAGS]
+        return lesson.model_copy(update=update)
+
+    @staticmethod
+    def lookups(lesson: Lesson, similar: Lesson | None, duplicate_of: str | None) -> list[Lookup]:
+        """What to look for, in order; the lesson ``lesson`` supersedes is left out."""
+        found: list[Lookup] = [("hash", lesson.content_hash)]
+        if duplicate_of is not None and duplicate_of != lesson.supersedes:
+            found.append(("named", duplicate_of))
+        if similar is not None and similar.id != lesson.supersedes:
+            found.append(("similar", similar.id))
+        return found
+
+    def accepts(self, lookup: Lookup, found: Lesson | None, namespace: str) -> bool:
+        """Whether ``found`` (what the store read for ``lookup``) is the lesson to reinforce."""
+        if found is None or found.namespace != namespace:
+            return False
+        return lookup[0] != "named" or self.is_live(found, namespace)
+
+    def decide(
+        self,
+        lesson: Lesson,
+        *,
+        similar: Lesson | None,
+        duplicate_of: str | None,
+        read: Callable[[Lookup], Lesson | None],
+    ) -> WriteDecision:
+        """Reinforce the first lesson found by ``read`` (the store's read, inside its transaction,
+        of each of :meth:`lookups`), else add ``lesson``."""
+        for lookup in self.lookups(lesson, similar, duplicate_of):
+            found = read(lookup)
+            if found is not None and self.accepts(lookup, found, lesson.namespace):
+                return WriteDecision("reinforced", self.reinforced(found, lesson.tags), previous=found)
+        supersedes = lesson.supersedes if lesson.supersedes not in (None, lesson.id) else None
+        return WriteDecision("added", lesson, supersedes=supersedes)
+
+    def reinforced(self, stored: Lesson, new_tags: Sequence[str]) -> Lesson:
+        """``stored`` after one more repeat (the only reinforce rule)."""
+        now = from_timestamp(self.clock())
+        return stored.model_copy(
+            update={
+                "access_count": stored.access_count + 1,
+                "confidence": min(1.0, stored.confidence + CONFIDENCE_STEP),
+                "tags": list(dict.fromkeys([*stored.tags, *new_tags]))[:MAX_TAGS],
+                "last_accessed": now,
+                "updated_at": now,
+            }
+        )
+
+    def superseded(self, old: Lesson, new_id: str) -> Lesson | None:
+        """``old`` marked superseded by ``new_id``, or None when it is not live (nothing to mark)."""
+        if not self.is_live(old, old.namespace):
+            return None
+        return old.model_copy(update={"superseded_by": new_id, "updated_at": from_timestamp(self.clock())})
+
+    def is_live(self, lesson: Lesson, namespace: str) -> bool:
+        """Of ``namespace``, not superseded, not expired."""
+        return (
+            lesson.namespace == namespace
+            and lesson.superseded_by is None
+            and (lesson.expires_at is None or lesson.expires_at.timestamp() > self.clock())
+        )
+
+
+def pick_near_duplicate(
+    content: str, candidates: Sequence[Lesson], threshold: float = NEAR_DUPLICATE_JACCARD
+) -> Lesson | None:
+    """The most similar candidate at or above ``threshold`` token Jaccard, if any.
+
+    All words count, stopwords included: "do not run X" must not merge into "run X".
+    """
+    tokens = words(content)
+    best: tuple[float, Lesson] | None = None
+    for candidate in candidates:
+        similarity = jaccard(tokens, words(candidate.content))
+        if similarity >= threshold and (best is None or similarity > best[0]):
+            best = (similarity, candidate)
+    return best[1] if best else None
+
+
+def episode_credit(episode: Episode) -> tuple[int, int]:
+    """The (helpful, harmful) increments an episode's outcome gives the lessons injected for it."""
+    return {"success": (1, 0), "failure": (0, 1)}.get(episode.status, (0, 0))
+
+
+def passes(lesson: Lesson, query: LessonQuery, now: float) -> bool:
+    """Whether ``lesson`` passes the filters of ``query`` (the SQL stores' filter, in Python)."""
+    if lesson.namespace != query.namespace:
+        return False
+    if query.statuses and lesson.status not in query.statuses:
+        return False
+    if query.kinds and lesson.kind not in query.kinds:
+        return False
+    for name in ("task_type", "agent", "goal_id"):
+        wanted = getattr(query, name)
+        if wanted is not None and getattr(lesson, name) != wanted:
+            return False
+    if any(tag not in lesson.tags for tag in query.tags):
+        return False
+    if lesson.superseded_by is not None:
+        return False
+    return lesson.expires_at is None or lesson.expires_at.timestamp() > now
+
+
+def check_sort(sort: str) -> None:
+    if sort not in SORTS:
+        raise InputError(f"unknown sort {sort!r}; use one of {', '.join(SORTS)}", field="sort")
+
+
+def utility(helpful: int, harmful: int) -> tuple[float, int]:
+    """The recall score's utility (Laplace share of helpful outcomes), then the net count."""
+    return (helpful + 1.0) / (helpful + harmful + 2.0), helpful - harmful
+
+
+def sort_lessons(lessons: list[Lesson], sort: LessonSort) -> list[Lesson]:
+    """Lessons in ``sort`` order, newest first on ties (as the SQL stores' ``ORDER BY``)."""
+    check_sort(sort)
+    lessons = sorted(lessons, key=lambda lesson: lesson.created_at, reverse=True)
+    keys: dict[str, Callable[[Lesson], float | tuple[float, int]]] = {
+        "access": lambda lesson: lesson.access_count,
+        "confidence": lambda lesson: lesson.confidence,
+        "utility": lambda lesson: utility(lesson.helpful, lesson.harmful),
+        "score": lambda lesson: lesson.importance * (0.5 + lesson.confidence),
+    }
+    if sort in keys:
+        lessons.sort(key=keys[sort], reverse=True)  # stable: created order kept among equals
+    return lessons
+
+
+def last_used(lesson: Lesson) -> float:
+    return (lesson.last_accessed or lesson.created_at).timestamp()
