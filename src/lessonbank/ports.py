@@ -30,11 +30,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC
 from typing import Any, Literal, Protocol
 
 from lessonbank.models import Decision, Episode, Job, Lesson, Reflection
 
 NEAR_DUPLICATE_JACCARD = 0.85
+# The spend row of one reflector or one day in StoreStats, in this order.
+SPEND_FIELDS = ("reflections", "calls", "tokens_in", "tokens_out", "cost_usd", "unpriced_calls")
 
 LessonSort = Literal["created", "score", "access", "confidence", "utility"]
 
@@ -108,6 +111,29 @@ class StoreStats:
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+    def count_reflection(self, reflection: Reflection) -> None:
+        """Add one reflection to the counts and to its reflector's and UTC day's spend rows (for
+        stores that aggregate in Python; the SQL stores aggregate in SQL)."""
+        self.reflections[reflection.status] = self.reflections.get(reflection.status, 0) + 1
+        self.tokens_in += reflection.tokens_in
+        self.tokens_out += reflection.tokens_out
+        day = reflection.created_at.astimezone(UTC).strftime("%Y-%m-%d")
+        for key, target in ((reflection.reflector, self.by_reflector), (day, self.by_day)):
+            row = target.setdefault(key, dict.fromkeys(SPEND_FIELDS, 0) | {"cost_usd": 0.0})
+            row["reflections"] += 1
+            row["calls"] += reflection.llm_calls
+            row["tokens_in"] += reflection.tokens_in
+            row["tokens_out"] += reflection.tokens_out
+            row["cost_usd"] += reflection.cost_usd or 0.0
+            row["unpriced_calls"] += int(reflection.cost_usd is None and reflection.llm_calls > 0)
+
+    def total_spend(self) -> None:
+        """Set ``llm_calls`` and ``cost_usd`` from the per-reflector rows, and sort the rows."""
+        self.llm_calls = int(sum(row["calls"] for row in self.by_reflector.values()))
+        self.cost_usd = float(sum(row["cost_usd"] for row in self.by_reflector.values()))
+        self.by_reflector = dict(sorted(self.by_reflector.items()))
+        self.by_day = dict(sorted(self.by_day.items()))
 
 
 class EpisodeStore(Protocol):

@@ -24,14 +24,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from lessonbank.errors import NotFoundError, StoreError
+from lessonbank.lessons import (
+    LessonWriter,
+    Lookup,
+    check_sort,
+    episode_credit,
+    pick_near_duplicate,
+    sort_lessons,
+)
 from lessonbank.models import Decision, Episode, Job, Lesson, Reflection, from_timestamp
-from lessonbank.stores.base import (
-    CONFIDENCE_STEP,
+from lessonbank.ports import (
     NEAR_DUPLICATE_JACCARD,
     Candidate,
     LessonQuery,
@@ -39,8 +45,6 @@ from lessonbank.stores.base import (
     StoreStats,
     VectorChanges,
     WriteResult,
-    episode_credit,
-    pick_near_duplicate,
 )
 from lessonbank.stores.redis_db import Clock, Pipe
 from lessonbank.stores.redis_index import (
@@ -50,12 +54,6 @@ from lessonbank.stores.redis_index import (
     episode_of,
     lesson_of,
     row_passes,
-)
-from lessonbank.stores.shared import (
-    check_sort,
-    hashed,
-    reinforce_candidates,
-    sort_lessons,
 )
 from lessonbank.text import keywords
 
@@ -67,8 +65,11 @@ VECTOR_PAGE = 2000  # vectors per read (a script runs alone on the server: keep 
 class RedisStore(RedisLessonIndex):
     """Redis persistence of episodes, lessons, reflections and jobs (see the module docstring)."""
 
+    notifier = None
+
     def __init__(self, url: str, *, clock: Clock = time.time) -> None:
         super().__init__(url, clock=clock)
+        self.writer = LessonWriter(lambda: self.clock())
 
     # ----------------------------------------------------------------- episodes
 
@@ -168,7 +169,7 @@ class RedisStore(RedisLessonIndex):
         threshold: float = NEAR_DUPLICATE_JACCARD,
         duplicate_of: str | None = None,
     ) -> WriteResult:
-        lesson = hashed(lesson)
+        lesson = self.writer.prepared(lesson)
 
         def plan(pipe: Pipe) -> Callable[[Pipe], WriteResult]:
             steps: dict[str, Any] = {}
@@ -197,84 +198,50 @@ class RedisStore(RedisLessonIndex):
     ) -> WriteResult:
         """WATCH and read what writing ``lesson`` depends on; record the write in ``steps``.
 
-        ``steps`` maps a lesson id to ``(old, new)``; a lesson planned earlier in the same
-        transaction (same content twice in one job) is reinforced instead of added twice. The
-        lesson reinforced is the one with the same content, else ``duplicate_of`` if it is live,
-        else ``similar``; an added lesson marks the live lesson it supersedes, which is never the
-        one reinforced ("never do X" replacing "do X" is no repeat).
+        ``steps`` maps a lesson id to ``(old, new)``: what the transaction found and what it will
+        write. A lesson planned earlier in the same transaction (same content twice in one job) is
+        found there first, so it is reinforced instead of added twice. What to reinforce, add or
+        supersede is the writer's decision (``lessonbank.lessons``).
         """
         ns = lesson.namespace
-        similar, duplicate_of = reinforce_candidates(lesson, similar, duplicate_of)
-        for old, new in steps.values():
-            if new.namespace == ns and new.content_hash == lesson.content_hash:
-                stored = self._reinforced(new, lesson.tags)
-                steps[new.id] = (old, stored)
-                return WriteResult(stored, "reinforced")
-        hash_key = self.k(ns, "hash", lesson.content_hash)
-        pipe.watch(hash_key)
-        existing_id = pipe.get(hash_key)
-        target = existing_id
-        if target is None and duplicate_of is not None:
-            named = (
-                steps[duplicate_of][1] if duplicate_of in steps else self._read_lesson(pipe, ns, duplicate_of)
-            )
-            if named is not None and self._live(named, ns):
-                target = duplicate_of
-        if target is None and similar is not None:
-            target = similar.id
-        if target is not None and target in steps:
-            stored = self._reinforced(steps[target][1], lesson.tags)
-            steps[target] = (steps[target][0], stored)
-            return WriteResult(stored, "reinforced")
-        if target is not None:
-            current = self._read_lesson(pipe, ns, str(target))
-            if current is not None and current.namespace == ns:
-                stored = self._reinforced(current, lesson.tags)
-                steps[stored.id] = (current, stored)
-                return WriteResult(stored, "reinforced")
-        steps[lesson.id] = (None, lesson)
-        if lesson.supersedes is not None and lesson.supersedes != lesson.id:
-            self._plan_supersede(pipe, lesson, steps)
-        return WriteResult(lesson, "added")
 
-    def _plan_supersede(self, pipe: Pipe, lesson: Lesson, steps: dict[str, Any]) -> None:
-        """Record in ``steps`` that the live lesson ``lesson`` supersedes is superseded by it."""
-        old_id = str(lesson.supersedes)
+        def read(lookup: Lookup) -> Lesson | None:
+            kind, value = lookup
+            if kind == "hash":
+                for _old, planned in steps.values():
+                    if planned.namespace == ns and planned.content_hash == value:
+                        return cast(Lesson, planned)
+                hash_key = self.k(ns, "hash", value)
+                pipe.watch(hash_key)
+                value = pipe.get(hash_key)
+                if value is None:
+                    return None
+            return steps[value][1] if value in steps else self._read_lesson(pipe, ns, str(value))
+
+        decision = self.writer.decide(lesson, similar=similar, duplicate_of=duplicate_of, read=read)
+        if decision.action == "reinforced":
+            target = decision.lesson.id
+            steps[target] = (steps[target][0] if target in steps else decision.previous, decision.lesson)
+            return decision.result()
+        steps[lesson.id] = (None, lesson)
+        if decision.supersedes is not None:
+            self._plan_supersede(pipe, decision.supersedes, lesson.id, steps)
+        return decision.result()
+
+    def _plan_supersede(self, pipe: Pipe, old_id: str, new_id: str, steps: dict[str, Any]) -> None:
+        """Record in ``steps`` that the live lesson ``old_id`` is superseded by ``new_id``."""
         if old_id in steps:
             stored, current = steps[old_id]
         else:
-            stored = current = self._read_lesson(pipe, lesson.namespace, old_id)
-        if current is not None and self._live(current, lesson.namespace):
-            now = from_timestamp(self.clock())
-            steps[old_id] = (
-                stored,
-                current.model_copy(update={"superseded_by": lesson.id, "updated_at": now}),
-            )
-
-    def _live(self, lesson: Lesson, namespace: str) -> bool:
-        """Whether ``lesson`` is of ``namespace``, not superseded and not expired."""
-        return (
-            lesson.namespace == namespace
-            and lesson.superseded_by is None
-            and (lesson.expires_at is None or lesson.expires_at.timestamp() > self.clock())
-        )
+            stored = current = self._read_lesson(pipe, steps[new_id][1].namespace, old_id)
+        marked = self.writer.superseded(current, new_id) if current is not None else None
+        if marked is not None:
+            steps[old_id] = (stored, marked)
 
     def _q_apply(self, pipe: Pipe, steps: dict[str, Any], result: Any) -> Any:
         for old, new in steps.values():
             self._q_write_lesson(pipe, new, old)
         return result
-
-    def _reinforced(self, lesson: Lesson, new_tags: Sequence[str]) -> Lesson:
-        now = from_timestamp(self.clock())
-        return lesson.model_copy(
-            update={
-                "access_count": lesson.access_count + 1,
-                "confidence": min(1.0, lesson.confidence + CONFIDENCE_STEP),
-                "tags": list(dict.fromkeys([*lesson.tags, *new_tags]))[:32],
-                "last_accessed": now,
-                "updated_at": now,
-            }
-        )
 
     def import_lessons(self, lessons: Sequence[Lesson]) -> tuple[int, int]:
         """Bulk write, one transaction per 500 lessons; the same content reinforces the stored lesson.
@@ -282,7 +249,7 @@ class RedisStore(RedisLessonIndex):
         Near duplicates are not looked for here. An imported id already taken gets a fresh id.
         """
         added = 0
-        items = [hashed(lesson) for lesson in lessons]
+        items = [self.writer.prepared(lesson) for lesson in lessons]
         for start in range(0, len(items), IMPORT_CHUNK):
             chunk = items[start : start + IMPORT_CHUNK]
             added += self._transact(partial(self._plan_import, chunk=chunk))
@@ -305,7 +272,7 @@ class RedisStore(RedisLessonIndex):
                 )
                 if current is not None:
                     old = steps[target][0] if target in steps else current
-                    steps[current.id] = (old, self._reinforced(current, lesson.tags))
+                    steps[current.id] = (old, self.writer.reinforced(current, lesson.tags))
                     planned[key] = current.id
                     continue
             if owner is not None or lesson.id in steps:
@@ -383,7 +350,7 @@ class RedisStore(RedisLessonIndex):
         return self._transact(plan)
 
     def update_lesson(self, lesson: Lesson) -> Lesson:
-        lesson = hashed(lesson)
+        lesson = self.writer.prepared(lesson)
 
         def plan(pipe: Pipe) -> Callable[[Pipe], Lesson]:
             old = self._read_lesson(pipe, lesson.namespace, lesson.id)
@@ -571,7 +538,7 @@ class RedisStore(RedisLessonIndex):
         detail: str,
         duplicate_of: Mapping[str, str] | None = None,
     ) -> list[WriteResult]:
-        hashed_lessons = [hashed(lesson) for lesson in lessons]
+        hashed_lessons = [self.writer.prepared(lesson) for lesson in lessons]
         twins = duplicate_of or {}
         similar = self._run(
             lambda: [self._near_duplicate(lesson, NEAR_DUPLICATE_JACCARD) for lesson in hashed_lessons]
@@ -632,38 +599,7 @@ class RedisStore(RedisLessonIndex):
             chunk = ref_ids[start : start + 1000]
             for data in self.r.mget([self.k(ns, "reflection", i) for i in chunk]):
                 if data:
-                    _count_reflection(stats, Reflection.model_validate_json(data))
-        stats.llm_calls = int(sum(r["calls"] for r in stats.by_reflector.values()))
-        stats.cost_usd = float(sum(r["cost_usd"] for r in stats.by_reflector.values()))
-        stats.by_reflector = dict(sorted(stats.by_reflector.items()))
-        stats.by_day = dict(sorted(stats.by_day.items()))
+                    stats.count_reflection(Reflection.model_validate_json(data))
+        stats.total_spend()
         stats.jobs = self.count_jobs([ns])
         return stats
-
-
-# --------------------------------------------------------------------- helpers
-
-
-def _count_reflection(stats: StoreStats, reflection: Reflection) -> None:
-    stats.reflections[reflection.status] = stats.reflections.get(reflection.status, 0) + 1
-    stats.tokens_in += reflection.tokens_in
-    stats.tokens_out += reflection.tokens_out
-    day = reflection.created_at.astimezone(UTC).strftime("%Y-%m-%d")
-    for key, target in ((reflection.reflector, stats.by_reflector), (day, stats.by_day)):
-        row = target.setdefault(
-            key,
-            {
-                "reflections": 0,
-                "calls": 0,
-                "tokens_in": 0,
-                "tokens_out": 0,
-                "cost_usd": 0.0,
-                "unpriced_calls": 0,
-            },
-        )
-        row["reflections"] += 1
-        row["calls"] += reflection.llm_calls
-        row["tokens_in"] += reflection.tokens_in
-        row["tokens_out"] += reflection.tokens_out
-        row["cost_usd"] += reflection.cost_usd or 0.0
-        row["unpriced_calls"] += int(reflection.cost_usd is None and reflection.llm_calls > 0)
