@@ -1,7 +1,7 @@
 """Small text helpers shared by the write path, recall and prompts.
 
-Kept dependency-free and deterministic: the same text always gives the same tokens, hash
-and truncation, so deduplication and job keys are stable across processes and versions.
+Deterministic: the same text always gives the same tokens, stems, hash and truncation, so
+deduplication, job keys and lexical indexes are stable across processes and versions.
 """
 
 from __future__ import annotations
@@ -9,7 +9,11 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import threading
 from collections.abc import Callable, Iterable
+from functools import lru_cache
+
+import snowballstemmer  # type: ignore[import-untyped]
 
 TokenCounter = Callable[[str], int]
 
@@ -138,3 +142,34 @@ def estimate_tokens(text: str) -> int:
     if not text:
         return 0
     return math.ceil(len(text.encode("utf-8")) / 3) + text.count("\n")
+
+
+# Porter's step-1 suffixes that SQLite's FTS5 ``porter`` tokenizer does not match as a whole word,
+# each with what FTS5 leaves of such a word instead (see ``stem``).
+_BARE_STEP1_SUFFIXES = {"sses": "sse", "ies": "ie", "eed": "e"}
+_porter = snowballstemmer.stemmer("porter")
+_porter_lock = threading.Lock()  # a snowball stemmer keeps its cursor on the instance
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """The Porter stem of a lowercase word, as SQLite's FTS5 ``porter`` tokenizer computes it.
+
+    Stores that index words themselves (Redis, PostgreSQL) stem with this, so their recall
+    matches what the SQLite store matches ("files" finds "file", "deploying" finds "deploys").
+    Words shorter than 3 letters or holding anything but ASCII letters are kept as they are.
+
+    The stemming is snowball's ``porter`` (the algorithm of Porter's 1980 paper) with FTS5's one
+    reading of it: a suffix only matches when at least one letter precedes it, where the paper
+    also matches a suffix that is the whole word. Every rule after step 1 needs a vowel or a
+    measure above 0 before its suffix, which no letters cannot have, so only step 1 differs: a bare
+    "sses" or "ies" loses just its "s", and a bare "eed" (after step 1a) is read as "e" + "ed".
+    """
+    if len(word) < 3 or not (word.isascii() and word.isalpha()):
+        return word
+    step1a = word[:-1] if word.endswith("s") and not word.endswith("ss") else word
+    for bare in (word, step1a):
+        if bare in _BARE_STEP1_SUFFIXES:
+            return _BARE_STEP1_SUFFIXES[bare]
+    with _porter_lock:
+        return str(_porter.stemWord(word))
