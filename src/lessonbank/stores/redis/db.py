@@ -98,7 +98,7 @@ class RedisDatabase:
         except ValueError as exc:
             raise ConfigError(f"bad Redis URL {redacted(url)}: {exc}") from exc
         self._groups: set[str] = set()
-        self.query_engine = self._run(self._has_query_engine)
+        self.query_engine = self.run(self._has_query_engine)
 
     @staticmethod
     def _client(client_url: str, *, decode: bool) -> Any:
@@ -148,10 +148,10 @@ class RedisDatabase:
 
     # ----------------------------------------------------------------- running
 
-    def _run(self, fn: Callable[[], T]) -> T:
+    def run(self, fn: Callable[[], T]) -> T:
         return self._retry.call(fn)
 
-    def _transact(self, plan: Callable[[Pipe], Callable[[Pipe], T]]) -> T:
+    def transact(self, plan: Callable[[Pipe], Callable[[Pipe], T]]) -> T:
         """Optimistic transaction: ``plan`` WATCHes and reads, returns what queues the writes.
 
         The writes run in MULTI/EXEC; when a watched key changed meanwhile, all of it runs again.
@@ -172,9 +172,9 @@ class RedisDatabase:
                 f"Redis at {redacted(self.url)}: a write lost {MAX_CONFLICTS} races in a row; retry later"
             )
 
-        return self._run(attempt)
+        return self.run(attempt)
 
-    def _ensure_group(self, namespace: str) -> str:
+    def ensure_group(self, namespace: str) -> str:
         stream = self.k(namespace, "stream")
         if stream not in self._groups:
             try:

@@ -46,8 +46,8 @@ from lessonbank.ports import (
     VectorChanges,
     WriteResult,
 )
-from lessonbank.stores.redis_db import Clock, Pipe
-from lessonbank.stores.redis_index import (
+from lessonbank.stores.redis.db import Clock, Pipe, RedisDatabase
+from lessonbank.stores.redis.index import (
     LESSON_FIELDS,
     RedisLessonIndex,
     candidate_of,
@@ -55,6 +55,7 @@ from lessonbank.stores.redis_index import (
     lesson_of,
     row_passes,
 )
+from lessonbank.stores.redis.jobs import RedisJobQueue
 from lessonbank.text import keywords
 
 IMPORT_CHUNK = 500
@@ -62,14 +63,79 @@ VECTOR_CHUNK = 256  # rows per vector-writing script call
 VECTOR_PAGE = 2000  # vectors per read (a script runs alone on the server: keep each one short)
 
 
-class RedisStore(RedisLessonIndex):
-    """Redis persistence of episodes, lessons, reflections and jobs (see the module docstring)."""
+class RedisStore:
+    """Redis persistence of episodes, lessons, reflections and jobs (see the module docstring).
+
+    Built from parts over one :class:`RedisDatabase` (``db``): the lesson index (``index``) and
+    the job queue (``queue``, which serves the JobQueue and JobAdmin ports below).
+    """
 
     notifier = None
 
     def __init__(self, url: str, *, clock: Clock = time.time) -> None:
-        super().__init__(url, clock=clock)
+        self.db = RedisDatabase(url, clock=clock)
+        self.index = RedisLessonIndex(self.db)
+        self.queue = RedisJobQueue(self.db)
         self.writer = LessonWriter(lambda: self.clock())
+
+    @property
+    def clock(self) -> Clock:
+        return self.db.clock
+
+    @clock.setter
+    def clock(self, clock: Clock) -> None:
+        self.db.clock = clock
+
+    @property
+    def r(self) -> Any:
+        """The decoded redis-py client (for operators and tests)."""
+        return self.db.r
+
+    def k(self, namespace: str, *parts: str) -> str:
+        return self.db.k(namespace, *parts)
+
+    def close(self) -> None:
+        self.db.close()
+
+    # ----------------------------------------------------------------- jobs (the queue's)
+
+    def enqueue_job(self, job: Job) -> None:
+        self.queue.enqueue_job(job)
+
+    def lease_job(self, owner: str, namespaces: Sequence[str] | None, lease_s: float) -> Job | None:
+        return self.queue.lease_job(owner, namespaces, lease_s)
+
+    def fail_job(self, job_id: str, owner: str, *, error: str, retry_at: float | None) -> Job:
+        return self.queue.fail_job(job_id, owner, error=error, retry_at=retry_at)
+
+    def release_job(self, job_id: str, owner: str) -> None:
+        self.queue.release_job(job_id, owner)
+
+    def park_job(self, job_id: str, owner: str, *, detail: str) -> None:
+        self.queue.park_job(job_id, owner, detail=detail)
+
+    def next_run_after(self, namespaces: Sequence[str] | None) -> float | None:
+        return self.queue.next_run_after(namespaces)
+
+    def release_waiting(self, namespaces: Sequence[str] | None) -> int:
+        return self.queue.release_waiting(namespaces)
+
+    def get_job(self, job_id: str) -> Job:
+        return self.queue.get_job(job_id)
+
+    def list_jobs(
+        self, namespace: str | None, statuses: Sequence[str] | None = None, limit: int = 100
+    ) -> list[Job]:
+        return self.queue.list_jobs(namespace, statuses, limit)
+
+    def retry_jobs(self, namespace: str, job_ids: Sequence[str] | None = None) -> int:
+        return self.queue.retry_jobs(namespace, job_ids)
+
+    def purge_jobs(self, namespace: str, statuses: Sequence[str]) -> int:
+        return self.queue.purge_jobs(namespace, statuses)
+
+    def count_jobs(self, namespaces: Sequence[str] | None) -> dict[str, int]:
+        return self.queue.count_jobs(namespaces)
 
     # ----------------------------------------------------------------- episodes
 
@@ -79,7 +145,7 @@ class RedisStore(RedisLessonIndex):
         """Store the episode and its job, and credit the lessons injected for it (see the Store
         protocol), in one MULTI/EXEC; an id already stored is a repeat (a retried call): no-op."""
         ns = episode.namespace or "default"
-        key = self.k(ns, "episode", episode.id)
+        key = self.db.k(ns, "episode", episode.id)
         helpful, harmful = episode_credit(episode) if credit and episode.context_ids else (0, 0)
 
         def plan(pipe: Pipe) -> Callable[[Pipe], Decision]:
@@ -89,7 +155,7 @@ class RedisStore(RedisLessonIndex):
                 return lambda p: Decision.model_validate_json(stored)
             final, insert = decision, job
             if job is not None:
-                dedupe = self.k(ns, "dedupe", job.dedupe_key)
+                dedupe = self.db.k(ns, "dedupe", job.dedupe_key)
                 pipe.watch(dedupe)
                 existing = pipe.get(dedupe)
                 if existing is not None:
@@ -104,7 +170,7 @@ class RedisStore(RedisLessonIndex):
 
             def write(p: Pipe) -> Decision:
                 if insert is not None:
-                    self._q_insert_job(p, insert)
+                    self.queue.q_insert_job(p, insert)
                 p.hset(
                     key,
                     mapping={
@@ -113,26 +179,26 @@ class RedisStore(RedisLessonIndex):
                         "agent": episode.agent or "",
                     },
                 )
-                p.zadd(self.k(ns, "episodes"), {episode.id: episode.created_at.timestamp()})
-                p.hset(self.where_key, episode.id, ns)
-                p.sadd(self.namespaces_key, ns)
+                p.zadd(self.db.k(ns, "episodes"), {episode.id: episode.created_at.timestamp()})
+                p.hset(self.db.where_key, episode.id, ns)
+                p.sadd(self.db.namespaces_key, ns)
                 if helpful or harmful:
                     self._q_credit(p, ns, episode.context_ids, helpful, harmful)
                 return final
 
             return write
 
-        return self._transact(plan)
+        return self.db.transact(plan)
 
     def get_episode(self, episode_id: str) -> tuple[Episode, Decision | None]:
         def run() -> list[Any] | None:
-            ns = self.namespace_of(episode_id)
+            ns = self.db.namespace_of(episode_id)
             if ns is None:
                 return None
-            row: list[Any] = self.r.hmget(self.k(ns, "episode", episode_id), ["data", "decision"])
+            row: list[Any] = self.db.r.hmget(self.db.k(ns, "episode", episode_id), ["data", "decision"])
             return row
 
-        row = self._run(run)
+        row = self.db.run(run)
         if not row or not row[0]:
             raise NotFoundError("episode", episode_id)
         return episode_of(row)
@@ -144,21 +210,21 @@ class RedisStore(RedisLessonIndex):
             out: list[tuple[Episode, Decision | None]] = []
             offset, page = 0, max(limit, 50)
             while len(out) < limit:
-                ids = self.r.zrevrangebyscore(
-                    self.k(namespace, "episodes"), "+inf", since, start=offset, num=page
+                ids = self.db.r.zrevrangebyscore(
+                    self.db.k(namespace, "episodes"), "+inf", since, start=offset, num=page
                 )
                 if not ids:
                     break
-                pipe = self.r.pipeline(transaction=False)
+                pipe = self.db.r.pipeline(transaction=False)
                 for episode_id in ids:
-                    pipe.hmget(self.k(namespace, "episode", episode_id), ["data", "decision", "agent"])
+                    pipe.hmget(self.db.k(namespace, "episode", episode_id), ["data", "decision", "agent"])
                 for row in pipe.execute():
                     if row[0] and (agent is None or row[2] == agent):
                         out.append(episode_of(row))
                 offset += page
             return out[:limit]
 
-        return self._run(run)
+        return self.db.run(run)
 
     # ----------------------------------------------------------------- lessons
 
@@ -176,16 +242,16 @@ class RedisStore(RedisLessonIndex):
             result = self._plan_lesson(pipe, lesson, similar, steps, duplicate_of)
             return lambda p: self._q_apply(p, steps, result)
 
-        similar = self._run(lambda: self._near_duplicate(lesson, threshold))
-        return self._transact(plan)
+        similar = self.db.run(lambda: self._near_duplicate(lesson, threshold))
+        return self.db.transact(plan)
 
     def _near_duplicate(self, lesson: Lesson, threshold: float) -> Lesson | None:
         """The stored lesson this one nearly repeats, searched outside any transaction."""
         terms = keywords(lesson.content)[:64]
         if not terms:
             return None
-        found = self._search(LessonQuery(lesson.namespace, kinds=[lesson.kind]), terms, 20)
-        candidates = self._lessons_in(lesson.namespace, [c.lesson_id for c in found])
+        found = self.index.search(LessonQuery(lesson.namespace, kinds=[lesson.kind]), terms, 20)
+        candidates = self.index.lessons_in(lesson.namespace, [c.lesson_id for c in found])
         return pick_near_duplicate(lesson.content, candidates, threshold)
 
     def _plan_lesson(
@@ -211,12 +277,12 @@ class RedisStore(RedisLessonIndex):
                 for _old, planned in steps.values():
                     if planned.namespace == ns and planned.content_hash == value:
                         return cast(Lesson, planned)
-                hash_key = self.k(ns, "hash", value)
+                hash_key = self.db.k(ns, "hash", value)
                 pipe.watch(hash_key)
                 value = pipe.get(hash_key)
                 if value is None:
                     return None
-            return steps[value][1] if value in steps else self._read_lesson(pipe, ns, str(value))
+            return steps[value][1] if value in steps else self.index.read_lesson(pipe, ns, str(value))
 
         decision = self.writer.decide(lesson, similar=similar, duplicate_of=duplicate_of, read=read)
         if decision.action == "reinforced":
@@ -233,14 +299,14 @@ class RedisStore(RedisLessonIndex):
         if old_id in steps:
             stored, current = steps[old_id]
         else:
-            stored = current = self._read_lesson(pipe, steps[new_id][1].namespace, old_id)
+            stored = current = self.index.read_lesson(pipe, steps[new_id][1].namespace, old_id)
         marked = self.writer.superseded(current, new_id) if current is not None else None
         if marked is not None:
             steps[old_id] = (stored, marked)
 
     def _q_apply(self, pipe: Pipe, steps: dict[str, Any], result: Any) -> Any:
         for old, new in steps.values():
-            self._q_write_lesson(pipe, new, old)
+            self.index.q_write_lesson(pipe, new, old)
         return result
 
     def import_lessons(self, lessons: Sequence[Lesson]) -> tuple[int, int]:
@@ -252,14 +318,14 @@ class RedisStore(RedisLessonIndex):
         items = [self.writer.prepared(lesson) for lesson in lessons]
         for start in range(0, len(items), IMPORT_CHUNK):
             chunk = items[start : start + IMPORT_CHUNK]
-            added += self._transact(partial(self._plan_import, chunk=chunk))
+            added += self.db.transact(partial(self._plan_import, chunk=chunk))
         return added, len(items) - added
 
     def _plan_import(self, pipe: Pipe, *, chunk: Sequence[Lesson]) -> Callable[[Pipe], int]:
-        hash_keys = [self.k(lesson.namespace, "hash", lesson.content_hash) for lesson in chunk]
+        hash_keys = [self.db.k(lesson.namespace, "hash", lesson.content_hash) for lesson in chunk]
         pipe.watch(*hash_keys)
         holders = pipe.mget(hash_keys)
-        owners = pipe.hmget(self.where_key, [lesson.id for lesson in chunk])
+        owners = pipe.hmget(self.db.where_key, [lesson.id for lesson in chunk])
         steps: dict[str, Any] = {}
         planned: dict[tuple[str, str], str] = {}
         fresh = 0
@@ -268,7 +334,9 @@ class RedisStore(RedisLessonIndex):
             target = planned.get(key) or holder
             if target is not None:
                 current = (
-                    steps[target][1] if target in steps else self._read_lesson(pipe, lesson.namespace, target)
+                    steps[target][1]
+                    if target in steps
+                    else self.index.read_lesson(pipe, lesson.namespace, target)
                 )
                 if current is not None:
                     old = steps[target][0] if target in steps else current
@@ -296,13 +364,13 @@ class RedisStore(RedisLessonIndex):
             return []
 
         def run() -> list[Lesson]:
-            spaces = self.r.hmget(self.where_key, list(lesson_ids))
-            pipe = self.r.pipeline(transaction=False)
+            spaces = self.db.r.hmget(self.db.where_key, list(lesson_ids))
+            pipe = self.db.r.pipeline(transaction=False)
             for lesson_id, ns in zip(lesson_ids, spaces, strict=True):
-                pipe.hmget(self._lesson_key(ns or "", lesson_id), LESSON_FIELDS)
+                pipe.hmget(self.index.lesson_key(ns or "", lesson_id), LESSON_FIELDS)
             return [lesson for lesson in map(lesson_of, pipe.execute()) if lesson is not None]
 
-        return self._run(run)
+        return self.db.run(run)
 
     def list_lessons(
         self, query: LessonQuery, *, limit: int = 100, offset: int = 0, sort: LessonSort = "created"
@@ -312,70 +380,72 @@ class RedisStore(RedisLessonIndex):
         def run() -> list[Lesson]:
             ns = query.namespace
             if query.tags:
-                ids = sorted(self.r.sinter([self.k(ns, "tag", tag) for tag in query.tags]))
+                ids = sorted(self.db.r.sinter([self.db.k(ns, "tag", tag) for tag in query.tags]))
             else:
-                ids = self.r.zrevrange(self.k(ns, "lessons"), 0, -1)
+                ids = self.db.r.zrevrange(self.db.k(ns, "lessons"), 0, -1)
             want = offset + limit if sort == "created" and not query.tags else None
             passing: list[str] = []
             now = self.clock()
             for start in range(0, len(ids), 1000):
                 chunk = ids[start : start + 1000]
-                for lesson_id, row in zip(chunk, self._rows(ns, chunk), strict=True):
+                for lesson_id, row in zip(chunk, self.index.rows(ns, chunk), strict=True):
                     if row is not None and row_passes(row, query, now):
                         passing.append(lesson_id)
                 if want is not None and len(passing) >= want:
                     break
             if want is not None:
-                return self._lessons_in(ns, passing[offset : offset + limit])
-            lessons = sort_lessons(self._lessons_in(ns, passing), sort)
+                return self.index.lessons_in(ns, passing[offset : offset + limit])
+            lessons = sort_lessons(self.index.lessons_in(ns, passing), sort)
             return lessons[offset : offset + limit]
 
-        return self._run(run)
+        return self.db.run(run)
 
     def delete_lesson(self, namespace: str, lesson_id: str) -> bool:
         def plan(pipe: Pipe) -> Callable[[Pipe], bool]:
-            lesson = self._read_lesson(pipe, namespace, lesson_id)
+            lesson = self.index.read_lesson(pipe, namespace, lesson_id)
             if lesson is None:
                 return lambda p: False
-            models_key = self.vec_models_key(namespace)
+            models_key = self.index.vec_models_key(namespace)
             pipe.watch(models_key)  # a model added meanwhile replans, so its vector goes too
             models = sorted(pipe.smembers(models_key))
 
             def write(p: Pipe) -> bool:
-                self._q_delete_lesson(p, lesson, models)
+                self.index.q_delete_lesson(p, lesson, models)
                 return True
 
             return write
 
-        return self._transact(plan)
+        return self.db.transact(plan)
 
     def update_lesson(self, lesson: Lesson) -> Lesson:
         lesson = self.writer.prepared(lesson)
 
         def plan(pipe: Pipe) -> Callable[[Pipe], Lesson]:
-            old = self._read_lesson(pipe, lesson.namespace, lesson.id)
+            old = self.index.read_lesson(pipe, lesson.namespace, lesson.id)
             if old is None:
                 raise NotFoundError("lesson", lesson.id)
-            hash_key = self.k(lesson.namespace, "hash", lesson.content_hash)
+            hash_key = self.db.k(lesson.namespace, "hash", lesson.content_hash)
             pipe.watch(hash_key)
             holder = pipe.get(hash_key)
             if holder is not None and holder != lesson.id:
                 raise StoreError(f"lesson {holder} already holds this content; update or forget that one")
 
             def write(p: Pipe) -> Lesson:
-                self._q_write_lesson(p, lesson, old)
+                self.index.q_write_lesson(p, lesson, old)
                 return lesson
 
             return write
 
-        return self._transact(plan)
+        return self.db.transact(plan)
 
     def purge_expired(self, namespace: str) -> int:
-        expired = self._run(lambda: self.r.zrangebyscore(self.k(namespace, "expiring"), "-inf", self.clock()))
+        expired = self.db.run(
+            lambda: self.db.r.zrangebyscore(self.db.k(namespace, "expiring"), "-inf", self.clock())
+        )
         return sum(self.delete_lesson(namespace, lesson_id) for lesson_id in expired)
 
     def search(self, query: LessonQuery, terms: Sequence[str], limit: int) -> list[Candidate]:
-        return self._run(lambda: self._search(query, terms, limit))
+        return self.db.run(lambda: self.index.search(query, terms, limit))
 
     def candidates(self, query: LessonQuery, lesson_ids: Sequence[str]) -> list[Candidate]:
         ids = list(dict.fromkeys(lesson_ids))
@@ -384,14 +454,14 @@ class RedisStore(RedisLessonIndex):
 
         def run() -> list[Candidate]:
             now = self.clock()
-            rows = self._rows(query.namespace, ids)
+            rows = self.index.rows(query.namespace, ids)
             return [
                 candidate_of(lesson_id, row, 0.0)
                 for lesson_id, row in zip(ids, rows, strict=True)
                 if row is not None and row_passes(row, query, now)
             ]
 
-        return self._run(run)
+        return self.db.run(run)
 
     def credit_lessons(
         self, namespace: str, lesson_ids: Sequence[str], *, helpful: int = 0, harmful: int = 0
@@ -399,47 +469,47 @@ class RedisStore(RedisLessonIndex):
         ids = list(dict.fromkeys(lesson_ids))
         if not ids or not (helpful or harmful):
             return 0
-        keys = [self._lesson_key(namespace, lesson_id) for lesson_id in ids]
-        return int(self._run(lambda: self._credit_script(keys=keys, args=[helpful, harmful])))
+        keys = [self.index.lesson_key(namespace, lesson_id) for lesson_id in ids]
+        return int(self.db.run(lambda: self.index.credit_script(keys=keys, args=[helpful, harmful])))
 
     def _q_credit(
         self, pipe: Pipe, namespace: str, lesson_ids: Sequence[str], helpful: int, harmful: int
     ) -> None:
-        keys = [self._lesson_key(namespace, lesson_id) for lesson_id in dict.fromkeys(lesson_ids)]
-        self._credit_script(keys=keys, args=[helpful, harmful], client=pipe)
+        keys = [self.index.lesson_key(namespace, lesson_id) for lesson_id in dict.fromkeys(lesson_ids)]
+        self.index.credit_script(keys=keys, args=[helpful, harmful], client=pipe)
 
     # ----------------------------------------------------------------- vectors
 
     def put_vectors(self, namespace: str, model: str, rows: Sequence[tuple[str, str, bytes]]) -> int:
         latest = {lesson_id: (text_hash, vector) for lesson_id, text_hash, vector in rows}
-        head = [self.vec_key(namespace, what, model) for what in ("vecctr", "vecseq", "vec", "vechash")]
-        head.append(self.vec_models_key(namespace))
+        head = [self.index.vec_key(namespace, what, model) for what in ("vecctr", "vecseq", "vec", "vechash")]
+        head.append(self.index.vec_models_key(namespace))
         written = 0
         items = list(latest.items())
         for start in range(0, len(items), VECTOR_CHUNK):
             chunk = items[start : start + VECTOR_CHUNK]
-            keys = head + [self._lesson_key(namespace, lesson_id) for lesson_id, _ in chunk]
+            keys = head + [self.index.lesson_key(namespace, lesson_id) for lesson_id, _ in chunk]
             args: list[Any] = [model]
             for lesson_id, (text_hash, vector) in chunk:
                 args += [lesson_id, text_hash, bytes(vector)]
-            written += int(self._run(partial(self._put_vectors_script, keys=keys, args=args)))
+            written += int(self.db.run(partial(self.index.put_vectors_script, keys=keys, args=args)))
         return written
 
     def vector_hashes(self, namespace: str, model: str, lesson_ids: Sequence[str]) -> dict[str, str]:
         ids = list(dict.fromkeys(lesson_ids))
         if not ids:
             return {}
-        found = self._run(lambda: self.r.hmget(self.vec_key(namespace, "vechash", model), ids))
+        found = self.db.run(lambda: self.db.r.hmget(self.index.vec_key(namespace, "vechash", model), ids))
         return {lesson_id: text_hash for lesson_id, text_hash in zip(ids, found, strict=True) if text_hash}
 
     def vector_changes(self, namespace: str, model: str, after: int) -> VectorChanges:
-        keys = [self.vec_key(namespace, what, model) for what in ("vecctr", "vecseq", "vec")]
+        keys = [self.index.vec_key(namespace, what, model) for what in ("vecctr", "vecseq", "vec")]
         rows: dict[str, bytes] = {}
         top: int | None = None
         cursor, count = after, 0
         while True:
-            page: list[Any] = self._run(
-                partial(self._vector_changes_script, keys=keys, args=[cursor, VECTOR_PAGE])
+            page: list[Any] = self.db.run(
+                partial(self.index.vector_changes_script, keys=keys, args=[cursor, VECTOR_PAGE])
             )
             if top is None:
                 top = int(page[0])  # every write numbered up to here was visible at this first read
@@ -459,26 +529,26 @@ class RedisStore(RedisLessonIndex):
             return []
 
         def run() -> list[Lesson]:
-            pipe = self.r.pipeline(transaction=True)
-            pipe.zcard(self.k(namespace, "lessons"))
-            pipe.zcard(self.vec_key(namespace, "vecseq", model))
+            pipe = self.db.r.pipeline(transaction=True)
+            pipe.zcard(self.db.k(namespace, "lessons"))
+            pipe.zcard(self.index.vec_key(namespace, "vecseq", model))
             lessons, vectors = pipe.execute()
             if vectors >= lessons:  # vectors go with their lessons: as many means none is missing
                 return []
             missing: list[str] = []
             start, page = 0, 1000
             while len(missing) < limit:
-                ids = self.r.zrange(self.k(namespace, "lessons"), start, start + page - 1)
+                ids = self.db.r.zrange(self.db.k(namespace, "lessons"), start, start + page - 1)
                 if not ids:
                     break
-                stored = self.r.hmget(self.vec_key(namespace, "vechash", model), ids)
+                stored = self.db.r.hmget(self.index.vec_key(namespace, "vechash", model), ids)
                 missing += [
                     lesson_id for lesson_id, text_hash in zip(ids, stored, strict=True) if not text_hash
                 ]
                 start += page
-            return self._lessons_in(namespace, missing[:limit])
+            return self.index.lessons_in(namespace, missing[:limit])
 
-        return self._run(run)
+        return self.db.run(run)
 
     def touch_lessons(self, lesson_ids: Sequence[str]) -> None:
         if not lesson_ids:
@@ -486,47 +556,47 @@ class RedisStore(RedisLessonIndex):
         now = self.clock()
 
         def run() -> None:
-            spaces = self.r.hmget(self.where_key, list(lesson_ids))
-            pipe = self.r.pipeline(transaction=True)
+            spaces = self.db.r.hmget(self.db.where_key, list(lesson_ids))
+            pipe = self.db.r.pipeline(transaction=True)
             for lesson_id, ns in zip(lesson_ids, spaces, strict=True):
                 if ns is not None:
-                    key = self._lesson_key(ns, lesson_id)
+                    key = self.index.lesson_key(ns, lesson_id)
                     pipe.hincrby(key, "access_count", 1)
                     pipe.hset(key, "last_accessed", repr(now))
             pipe.execute()
 
-        self._run(run)
+        self.db.run(run)
 
     # ----------------------------------------------------------------- reflections
 
     def _q_insert_reflection(self, pipe: Pipe, reflection: Reflection) -> None:
         ns = reflection.namespace
         created = reflection.created_at.timestamp()
-        pipe.set(self.k(ns, "reflection", reflection.id), reflection.model_dump_json())
-        pipe.zadd(self.k(ns, "reflections"), {reflection.id: created})
-        pipe.zadd(self.k(ns, "episode_reflections", reflection.episode_id), {reflection.id: created})
-        pipe.hset(self.where_key, reflection.id, ns)
+        pipe.set(self.db.k(ns, "reflection", reflection.id), reflection.model_dump_json())
+        pipe.zadd(self.db.k(ns, "reflections"), {reflection.id: created})
+        pipe.zadd(self.db.k(ns, "episode_reflections", reflection.episode_id), {reflection.id: created})
+        pipe.hset(self.db.where_key, reflection.id, ns)
 
     def get_reflection(self, reflection_id: str) -> Reflection:
         def run() -> str | None:
-            ns = self.namespace_of(reflection_id)
-            return None if ns is None else self.r.get(self.k(ns, "reflection", reflection_id))
+            ns = self.db.namespace_of(reflection_id)
+            return None if ns is None else self.db.r.get(self.db.k(ns, "reflection", reflection_id))
 
-        data = self._run(run)
+        data = self.db.run(run)
         if not data:
             raise NotFoundError("reflection", reflection_id)
         return Reflection.model_validate_json(data)
 
     def reflections_for_episode(self, episode_id: str) -> list[Reflection]:
         def run() -> list[Reflection]:
-            ns = self.namespace_of(episode_id)
+            ns = self.db.namespace_of(episode_id)
             if ns is None:
                 return []
-            ids = self.r.zrange(self.k(ns, "episode_reflections", episode_id), 0, -1)
-            found = self.r.mget([self.k(ns, "reflection", i) for i in ids]) if ids else []
+            ids = self.db.r.zrange(self.db.k(ns, "episode_reflections", episode_id), 0, -1)
+            found = self.db.r.mget([self.db.k(ns, "reflection", i) for i in ids]) if ids else []
             return [Reflection.model_validate_json(data) for data in found if data]
 
-        return self._run(run)
+        return self.db.run(run)
 
     def finish_job(
         self,
@@ -540,12 +610,12 @@ class RedisStore(RedisLessonIndex):
     ) -> list[WriteResult]:
         hashed_lessons = [self.writer.prepared(lesson) for lesson in lessons]
         twins = duplicate_of or {}
-        similar = self._run(
+        similar = self.db.run(
             lambda: [self._near_duplicate(lesson, NEAR_DUPLICATE_JACCARD) for lesson in hashed_lessons]
         )
 
         def plan(pipe: Pipe) -> Callable[[Pipe], list[WriteResult]]:
-            job, entry = self._leased(pipe, job_id, owner)
+            job, entry = self.queue.leased(pipe, job_id, owner)
             steps: dict[str, Any] = {}
             results = [
                 self._plan_lesson(pipe, lesson, twin, steps, twins.get(lesson.id))
@@ -569,35 +639,35 @@ class RedisStore(RedisLessonIndex):
                 if reflection is not None:
                     ids = [r.lesson.id for r in final]
                     self._q_insert_reflection(p, reflection.model_copy(update={"lesson_ids": ids}))
-                self._q_save_job(p, done, job.status, entry="")
-                self._q_unstream(p, done, entry)
+                self.queue.q_save_job(p, done, job.status, entry="")
+                self.queue.q_unstream(p, done, entry)
                 return final
 
             return write
 
-        return self._transact(plan)
+        return self.db.transact(plan)
 
     # ----------------------------------------------------------------- stats
 
     def stats(self, namespace: str) -> StoreStats:
-        return self._run(lambda: self._stats(namespace))
+        return self.db.run(lambda: self._stats(namespace))
 
     def _stats(self, ns: str) -> StoreStats:
         stats = StoreStats(namespace=ns)
-        stats.episodes = int(self.r.zcard(self.k(ns, "episodes")))
-        ids = self.r.zrange(self.k(ns, "lessons"), 0, -1)
+        stats.episodes = int(self.db.r.zcard(self.db.k(ns, "episodes")))
+        ids = self.db.r.zrange(self.db.k(ns, "lessons"), 0, -1)
         for start in range(0, len(ids), 1000):
-            for row in self._rows(ns, ids[start : start + 1000]):
+            for row in self.index.rows(ns, ids[start : start + 1000]):
                 if row is None:
                     continue
                 kind, status = row["kind"], row["status"]
                 if status == "active":
                     stats.lessons[kind] = stats.lessons.get(kind, 0) + 1
                 stats.lessons_by_status[status] = stats.lessons_by_status.get(status, 0) + 1
-        ref_ids = self.r.zrange(self.k(ns, "reflections"), 0, -1)
+        ref_ids = self.db.r.zrange(self.db.k(ns, "reflections"), 0, -1)
         for start in range(0, len(ref_ids), 1000):
             chunk = ref_ids[start : start + 1000]
-            for data in self.r.mget([self.k(ns, "reflection", i) for i in chunk]):
+            for data in self.db.r.mget([self.db.k(ns, "reflection", i) for i in chunk]):
                 if data:
                     stats.count_reflection(Reflection.model_validate_json(data))
         stats.total_spend()

@@ -23,16 +23,16 @@ from typing import Any
 
 from lessonbank.models import Decision, Episode, Lesson
 from lessonbank.stores.base import Candidate, LessonQuery
-from lessonbank.stores.redis_db import (
+from lessonbank.stores.redis.db import (
     BATCH_SCRIPT,
     CREDIT_SCRIPT,
     PUT_VECTORS_SCRIPT,
     VECTOR_CHANGES_SCRIPT,
     Batch,
     Pipe,
+    RedisDatabase,
 )
-from lessonbank.stores.redis_jobs import RedisJobQueue
-from lessonbank.stores.redis_seed import SeedMirror
+from lessonbank.stores.redis.seed import SeedMirror
 from lessonbank.stores.shared import (
     POSTINGS_BUDGET,
     bm25_factors,
@@ -71,27 +71,27 @@ CORPUS_TTL_S = 5.0
 PAGE = 64
 
 
-class RedisLessonIndex(RedisJobQueue):
-    """Lesson writes and lexical search of the Redis store."""
+class RedisLessonIndex:
+    """How a Redis store writes, removes and searches lessons and their index entries."""
 
-    def __init__(self, url: str, **kwargs: Any) -> None:
-        super().__init__(url, **kwargs)
-        self.seed = SeedMirror(self)
-        self._corpus: dict[str, tuple[float, float]] = {}
-        self._batch = self.r.register_script(BATCH_SCRIPT)
-        self._credit_script = self.r.register_script(CREDIT_SCRIPT)
-        self._put_vectors_script = self.r.register_script(PUT_VECTORS_SCRIPT)
-        self._vector_changes_script = self.raw.register_script(VECTOR_CHANGES_SCRIPT)
+    def __init__(self, db: RedisDatabase) -> None:
+        self.db = db
+        self.seed = SeedMirror(db)
+        self.corpus: dict[str, tuple[float, float]] = {}
+        self._batch = self.db.r.register_script(BATCH_SCRIPT)
+        self.credit_script = self.db.r.register_script(CREDIT_SCRIPT)
+        self.put_vectors_script = self.db.r.register_script(PUT_VECTORS_SCRIPT)
+        self.vector_changes_script = self.db.raw.register_script(VECTOR_CHANGES_SCRIPT)
 
-    def _lesson_key(self, namespace: str, lesson_id: str) -> str:
-        return self.k(namespace, "lesson", lesson_id)
+    def lesson_key(self, namespace: str, lesson_id: str) -> str:
+        return self.db.k(namespace, "lesson", lesson_id)
 
-    def _read_lesson(self, pipe: Pipe, namespace: str, lesson_id: str) -> Lesson | None:
-        key = self._lesson_key(namespace, lesson_id)
+    def read_lesson(self, pipe: Pipe, namespace: str, lesson_id: str) -> Lesson | None:
+        key = self.lesson_key(namespace, lesson_id)
         pipe.watch(key)
         return lesson_of(pipe.hmget(key, LESSON_FIELDS))
 
-    def _q_write_lesson(self, pipe: Pipe, lesson: Lesson, old: Lesson | None) -> None:
+    def q_write_lesson(self, pipe: Pipe, lesson: Lesson, old: Lesson | None) -> None:
         """Queue the writes that store ``lesson`` (replacing ``old``) and keep every index in step.
 
         They go out as one script call (see ``Batch``): a lesson touches ~30 keys, and one
@@ -102,59 +102,59 @@ class RedisLessonIndex(RedisJobQueue):
         old_length = 0
         if old is not None:
             old_frequencies, old_length = weighted_terms(old, FIELD_WEIGHTS)
-        batch.add("HSET", self._lesson_key(ns, lesson.id), *_flat(_row(lesson, list(frequencies))))
+        batch.add("HSET", self.lesson_key(ns, lesson.id), *_flat(_row(lesson, list(frequencies))))
         if old is not None:
             for term in set(old_frequencies) - set(frequencies):
-                batch.add("ZREM", self.k(ns, "tok", term), lesson.id)
-        for term, weight in bm25_factors(frequencies, length, self._avg_len(ns)).items():
-            batch.add("ZADD", self.k(ns, "tok", term), repr(weight), lesson.id)
+                batch.add("ZREM", self.db.k(ns, "tok", term), lesson.id)
+        for term, weight in bm25_factors(frequencies, length, self.avg_len(ns)).items():
+            batch.add("ZADD", self.db.k(ns, "tok", term), repr(weight), lesson.id)
         old_tags = set(old.tags) if old is not None else set()
         for tag in old_tags - set(lesson.tags):
-            batch.add("SREM", self.k(ns, "tag", tag), lesson.id)
+            batch.add("SREM", self.db.k(ns, "tag", tag), lesson.id)
         for tag in set(lesson.tags) - old_tags:
-            batch.add("SADD", self.k(ns, "tag", tag), lesson.id)
+            batch.add("SADD", self.db.k(ns, "tag", tag), lesson.id)
         if old is not None and old.content_hash != lesson.content_hash:
-            batch.add("DEL", self.k(ns, "hash", old.content_hash))
-        batch.add("SET", self.k(ns, "hash", lesson.content_hash), lesson.id)
-        batch.add("ZADD", self.k(ns, "lessons"), repr(lesson.created_at.timestamp()), lesson.id)
+            batch.add("DEL", self.db.k(ns, "hash", old.content_hash))
+        batch.add("SET", self.db.k(ns, "hash", lesson.content_hash), lesson.id)
+        batch.add("ZADD", self.db.k(ns, "lessons"), repr(lesson.created_at.timestamp()), lesson.id)
         if lesson.expires_at is not None:
-            batch.add("ZADD", self.k(ns, "expiring"), repr(lesson.expires_at.timestamp()), lesson.id)
+            batch.add("ZADD", self.db.k(ns, "expiring"), repr(lesson.expires_at.timestamp()), lesson.id)
         else:
-            batch.add("ZREM", self.k(ns, "expiring"), lesson.id)
-        batch.add("HINCRBY", self.k(ns, "corpus"), "docs", "0" if old is not None else "1")
-        batch.add("HINCRBY", self.k(ns, "corpus"), "length", str(length - old_length))
-        batch.add("HSET", self.where_key, lesson.id, ns)
-        batch.add("SADD", self.namespaces_key, ns)
+            batch.add("ZREM", self.db.k(ns, "expiring"), lesson.id)
+        batch.add("HINCRBY", self.db.k(ns, "corpus"), "docs", "0" if old is not None else "1")
+        batch.add("HINCRBY", self.db.k(ns, "corpus"), "length", str(length - old_length))
+        batch.add("HSET", self.db.where_key, lesson.id, ns)
+        batch.add("SADD", self.db.namespaces_key, ns)
         batch.queue(pipe, self._batch)
         if old is None:
             self.seed.q_added(pipe, lesson)
 
-    def _avg_len(self, namespace: str) -> float:
+    def avg_len(self, namespace: str) -> float:
         """The namespace's mean lesson length in tokens, cached a few seconds (it drifts slowly)."""
-        cached = self._corpus.get(namespace)
+        cached = self.corpus.get(namespace)
         if cached is not None and time.monotonic() - cached[0] < CORPUS_TTL_S:
             return cached[1]
-        docs, length = self.r.hmget(self.k(namespace, "corpus"), ["docs", "length"])
+        docs, length = self.db.r.hmget(self.db.k(namespace, "corpus"), ["docs", "length"])
         avg = int(length or 0) / max(1, int(docs or 0))
-        self._corpus[namespace] = (time.monotonic(), avg)
+        self.corpus[namespace] = (time.monotonic(), avg)
         return avg
 
-    def _q_delete_lesson(self, pipe: Pipe, lesson: Lesson, models: Sequence[str]) -> None:
+    def q_delete_lesson(self, pipe: Pipe, lesson: Lesson, models: Sequence[str]) -> None:
         """Queue the removal of ``lesson``, its index entries and its vectors of ``models`` (all the
         namespace's embedder models, read under WATCH by the caller)."""
         ns, batch = lesson.namespace, Batch()
         terms = [term for field in field_terms(lesson).values() for term in field]
-        batch.add("DEL", self._lesson_key(ns, lesson.id))
+        batch.add("DEL", self.lesson_key(ns, lesson.id))
         for term in set(terms):
-            batch.add("ZREM", self.k(ns, "tok", term), lesson.id)
+            batch.add("ZREM", self.db.k(ns, "tok", term), lesson.id)
         for tag in lesson.tags:
-            batch.add("SREM", self.k(ns, "tag", tag), lesson.id)
-        batch.add("DEL", self.k(ns, "hash", lesson.content_hash))
-        batch.add("ZREM", self.k(ns, "lessons"), lesson.id)
-        batch.add("ZREM", self.k(ns, "expiring"), lesson.id)
-        batch.add("HINCRBY", self.k(ns, "corpus"), "docs", "-1")
-        batch.add("HINCRBY", self.k(ns, "corpus"), "length", str(-len(terms)))
-        batch.add("HDEL", self.where_key, lesson.id)
+            batch.add("SREM", self.db.k(ns, "tag", tag), lesson.id)
+        batch.add("DEL", self.db.k(ns, "hash", lesson.content_hash))
+        batch.add("ZREM", self.db.k(ns, "lessons"), lesson.id)
+        batch.add("ZREM", self.db.k(ns, "expiring"), lesson.id)
+        batch.add("HINCRBY", self.db.k(ns, "corpus"), "docs", "-1")
+        batch.add("HINCRBY", self.db.k(ns, "corpus"), "length", str(-len(terms)))
+        batch.add("HDEL", self.db.where_key, lesson.id)
         for model in models:
             batch.add("HDEL", self.vec_key(ns, "vec", model), lesson.id)
             batch.add("HDEL", self.vec_key(ns, "vechash", model), lesson.id)
@@ -165,21 +165,21 @@ class RedisLessonIndex(RedisJobQueue):
     def vec_key(self, namespace: str, what: str, model: str) -> str:
         """A key of the vectors of ``model``: ``vec`` (id → bytes), ``vechash`` (id → text hash),
         ``vecseq`` (zset id → sequence of its last write), ``vecctr`` (the sequence counter)."""
-        return self.k(namespace, what, model)
+        return self.db.k(namespace, what, model)
 
     def vec_models_key(self, namespace: str) -> str:
-        return self.k(namespace, "vecmodels")
+        return self.db.k(namespace, "vecmodels")
 
-    def _lessons_in(self, namespace: str, lesson_ids: Sequence[str]) -> list[Lesson]:
-        pipe = self.r.pipeline(transaction=False)
+    def lessons_in(self, namespace: str, lesson_ids: Sequence[str]) -> list[Lesson]:
+        pipe = self.db.r.pipeline(transaction=False)
         for lesson_id in lesson_ids:
-            pipe.hmget(self._lesson_key(namespace, lesson_id), LESSON_FIELDS)
+            pipe.hmget(self.lesson_key(namespace, lesson_id), LESSON_FIELDS)
         return [lesson for lesson in map(lesson_of, pipe.execute()) if lesson is not None]
 
-    def _rows(self, namespace: str, lesson_ids: Sequence[str]) -> list[dict[str, str] | None]:
-        pipe = self.r.pipeline(transaction=False)
+    def rows(self, namespace: str, lesson_ids: Sequence[str]) -> list[dict[str, str] | None]:
+        pipe = self.db.r.pipeline(transaction=False)
         for lesson_id in lesson_ids:
-            pipe.hmget(self._lesson_key(namespace, lesson_id), list(ROW_FIELDS))
+            pipe.hmget(self.lesson_key(namespace, lesson_id), list(ROW_FIELDS))
         rows: list[dict[str, str] | None] = [
             dict(zip(ROW_FIELDS, values, strict=True)) if values[0] is not None else None
             for values in pipe.execute()
@@ -190,9 +190,9 @@ class RedisLessonIndex(RedisJobQueue):
             if row is not None and row["importance"] is None
         ]
         if older:  # hashes written before importance and the counters had flat copies: from the JSON
-            pipe = self.r.pipeline(transaction=False)
+            pipe = self.db.r.pipeline(transaction=False)
             for _, lesson_id in older:
-                pipe.hget(self._lesson_key(namespace, lesson_id), "data")
+                pipe.hget(self.lesson_key(namespace, lesson_id), "data")
             for (i, _), data in zip(older, pipe.execute(), strict=True):
                 row = rows[i]
                 if row is not None and data:
@@ -203,7 +203,7 @@ class RedisLessonIndex(RedisJobQueue):
                             row[name] = str(int(fields.get(name, 0)))
         return rows
 
-    def _search(self, query: LessonQuery, terms: Sequence[str], limit: int) -> list[Candidate]:
+    def search(self, query: LessonQuery, terms: Sequence[str], limit: int) -> list[Candidate]:
         """Top ``limit`` lessons by BM25 over the query's selective terms that pass the filters.
 
         Each token zset holds its lessons scored by the token's BM25 factor, so Redis ranks:
@@ -215,10 +215,10 @@ class RedisLessonIndex(RedisJobQueue):
         terms = query_terms(terms)
         if not terms or limit <= 0:
             return []
-        pipe = self.r.pipeline(transaction=False)
+        pipe = self.db.r.pipeline(transaction=False)
         for term in terms:
-            pipe.zcard(self.k(ns, "tok", term))
-        pipe.hget(self.k(ns, "corpus"), "docs")
+            pipe.zcard(self.db.k(ns, "tok", term))
+        pipe.hget(self.db.k(ns, "corpus"), "docs")
         *counts, docs_raw = pipe.execute()
         frequencies = dict(zip(terms, counts, strict=True))
         chosen, rarest = choose_terms(frequencies)
@@ -227,31 +227,31 @@ class RedisLessonIndex(RedisJobQueue):
         docs = int(docs_raw or 0)
         if not chosen:
             flat = common_idf(docs, rarest[0])
-            return self._ranked(self.k(ns, "tok", rarest[1]), query, limit, lambda _: flat)
-        weights = {self.k(ns, "tok", term): idf(docs, frequencies[term]) for term in chosen}
-        union = self.k(ns, "tmp", uuid.uuid4().hex)
-        pipe = self.r.pipeline(transaction=True)
+            return self._ranked(self.db.k(ns, "tok", rarest[1]), query, limit, lambda _: flat)
+        weights = {self.db.k(ns, "tok", term): idf(docs, frequencies[term]) for term in chosen}
+        union = self.db.k(ns, "tmp", uuid.uuid4().hex)
+        pipe = self.db.r.pipeline(transaction=True)
         pipe.zunionstore(union, weights)
         if query.tags:
-            pipe.zinterstore(union, {union: 1, **{self.k(ns, "tag", tag): 0 for tag in query.tags}})
+            pipe.zinterstore(union, {union: 1, **{self.db.k(ns, "tag", tag): 0 for tag in query.tags}})
         pipe.expire(union, 60)
         pipe.execute()
         try:
             return self._ranked(union, query, limit, lambda score: score)
         finally:
-            self.r.delete(union)
+            self.db.r.delete(union)
 
     def _ranked(
         self, key: str, query: LessonQuery, limit: int, relevance: Callable[[float], float]
     ) -> list[Candidate]:
         """The best-scored members of zset ``key`` that pass the filters, as candidates."""
         out: list[Candidate] = []
-        now, start, page = self.clock(), 0, max(PAGE, 2 * limit)
+        now, start, page = self.db.clock(), 0, max(PAGE, 2 * limit)
         while len(out) < limit:
-            found = self.r.zrevrange(key, start, start + page - 1, withscores=True)
+            found = self.db.r.zrevrange(key, start, start + page - 1, withscores=True)
             if not found:
                 break
-            rows = self._rows(query.namespace, [lesson_id for lesson_id, _ in found])
+            rows = self.rows(query.namespace, [lesson_id for lesson_id, _ in found])
             for (lesson_id, score), row in zip(found, rows, strict=True):
                 if row is not None and row_passes(row, query, now):
                     out.append(candidate_of(lesson_id, row, relevance(score)))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from lessonbank.models import Lesson
 
 if TYPE_CHECKING:
-    from lessonbank.stores.redis_db import Pipe, RedisDatabase
+    from lessonbank.stores.redis.db import Pipe, RedisDatabase
 
 TTL_S = 7 * 24 * 3600
 PER_GOAL = 3

@@ -26,7 +26,7 @@ from redis.exceptions import ResponseError
 from lessonbank.errors import NotFoundError, StoreError
 from lessonbank.models import Job, from_timestamp
 from lessonbank.stores.base import LeaseLostError, parse_owner, pid_alive
-from lessonbank.stores.redis_db import GROUP, Pipe, RedisDatabase
+from lessonbank.stores.redis.db import GROUP, Pipe, RedisDatabase
 
 DUE_SLACK_S = 0.001  # as in the SQLite queue: "now" is due even under a frozen clock
 
@@ -41,27 +41,27 @@ return #due
 """
 
 
-class RedisJobQueue(RedisDatabase):
-    """Job methods of the Redis store."""
+class RedisJobQueue:
+    """The job queue of a Redis store: the JobQueue and JobAdmin ports over one database."""
 
-    def __init__(self, url: str, **kwargs: Any) -> None:
-        super().__init__(url, **kwargs)
-        self._promote = self.r.register_script(_PROMOTE)
+    def __init__(self, db: RedisDatabase) -> None:
+        self.db = db
+        self._promote = db.r.register_script(_PROMOTE)
         self._consumers_checked: dict[str, float] = {}
 
     # ----------------------------------------------------------------- writing jobs
 
     def _job_key(self, job: Job) -> str:
-        return self.k(job.namespace, "job", job.id)
+        return self.db.k(job.namespace, "job", job.id)
 
-    def _read_job(self, pipe: Pipe, namespace: str, job_id: str) -> tuple[Job | None, str]:
+    def read_job(self, pipe: Pipe, namespace: str, job_id: str) -> tuple[Job | None, str]:
         """The job and its stream entry id, WATCHing its hash."""
-        key = self.k(namespace, "job", job_id)
+        key = self.db.k(namespace, "job", job_id)
         pipe.watch(key)
         data, entry = pipe.hmget(key, ["data", "entry"])
         return (Job.model_validate_json(data) if data else None), entry or ""
 
-    def _q_save_job(self, pipe: Pipe, job: Job, old_status: str | None, *, entry: str | None = None) -> None:
+    def q_save_job(self, pipe: Pipe, job: Job, old_status: str | None, *, entry: str | None = None) -> None:
         """Queue the writes that store ``job`` and move it between status sets and schedules."""
         ns = job.namespace
         fields = {"data": job.model_dump_json()}
@@ -70,49 +70,49 @@ class RedisJobQueue(RedisDatabase):
         pipe.hset(self._job_key(job), mapping=fields)
         if old_status != job.status:
             if old_status is not None:
-                pipe.srem(self.k(ns, "jobs", old_status), job.id)
-            pipe.sadd(self.k(ns, "jobs", job.status), job.id)
+                pipe.srem(self.db.k(ns, "jobs", old_status), job.id)
+            pipe.sadd(self.db.k(ns, "jobs", job.status), job.id)
         if job.status == "leased" and job.lease_expires_at is not None:
-            pipe.zadd(self.k(ns, "leases"), {job.id: job.lease_expires_at.timestamp()})
+            pipe.zadd(self.db.k(ns, "leases"), {job.id: job.lease_expires_at.timestamp()})
         else:
-            pipe.zrem(self.k(ns, "leases"), job.id)
+            pipe.zrem(self.db.k(ns, "leases"), job.id)
 
     def _q_schedule(self, pipe: Pipe, job: Job) -> None:
         """Queue a queued job onto the stream when due, else into ``delayed``."""
-        if job.run_after.timestamp() <= self.clock() + DUE_SLACK_S:
-            pipe.xadd(self.k(job.namespace, "stream"), {"job": job.id})
+        if job.run_after.timestamp() <= self.db.clock() + DUE_SLACK_S:
+            pipe.xadd(self.db.k(job.namespace, "stream"), {"job": job.id})
         else:
-            pipe.zadd(self.k(job.namespace, "delayed"), {job.id: job.run_after.timestamp()})
+            pipe.zadd(self.db.k(job.namespace, "delayed"), {job.id: job.run_after.timestamp()})
 
-    def _q_unstream(self, pipe: Pipe, job: Job, entry: str) -> None:
+    def q_unstream(self, pipe: Pipe, job: Job, entry: str) -> None:
         """Queue the acknowledgement and removal of the job's stream entry."""
         if entry:
-            stream = self.k(job.namespace, "stream")
+            stream = self.db.k(job.namespace, "stream")
             pipe.xack(stream, GROUP, entry)
             pipe.xdel(stream, entry)
 
-    def _q_insert_job(self, pipe: Pipe, job: Job) -> None:
+    def q_insert_job(self, pipe: Pipe, job: Job) -> None:
         ns = job.namespace
-        self._ensure_group(ns)
-        self._q_save_job(pipe, job, None, entry="")
-        pipe.set(self.k(ns, "dedupe", job.dedupe_key), job.id)
-        pipe.zadd(self.k(ns, "jobs"), {job.id: job.created_at.timestamp()})
-        pipe.hset(self.where_key, job.id, ns)
-        pipe.sadd(self.namespaces_key, ns)
+        self.db.ensure_group(ns)
+        self.q_save_job(pipe, job, None, entry="")
+        pipe.set(self.db.k(ns, "dedupe", job.dedupe_key), job.id)
+        pipe.zadd(self.db.k(ns, "jobs"), {job.id: job.created_at.timestamp()})
+        pipe.hset(self.db.where_key, job.id, ns)
+        pipe.sadd(self.db.namespaces_key, ns)
         if job.status == "queued":
             self._q_schedule(pipe, job)
 
     def enqueue_job(self, job: Job) -> None:
         def plan(pipe: Pipe) -> Callable[[Pipe], None]:
-            dedupe = self.k(job.namespace, "dedupe", job.dedupe_key)
+            dedupe = self.db.k(job.namespace, "dedupe", job.dedupe_key)
             pipe.watch(dedupe)
             if pipe.get(dedupe) is not None:
                 raise StoreError(
                     f"a job with dedupe key {job.dedupe_key!r} already exists in namespace {job.namespace!r}"
                 )
-            return lambda p: self._q_insert_job(p, job)
+            return lambda p: self.q_insert_job(p, job)
 
-        self._transact(plan)
+        self.db.transact(plan)
 
     # ----------------------------------------------------------------- leasing
 
@@ -120,20 +120,20 @@ class RedisJobQueue(RedisDatabase):
         """Take the next runnable job: an expired lease first, then the oldest stream entry."""
 
         def run() -> Job | None:
-            for ns in namespaces if namespaces is not None else self.all_namespaces():
+            for ns in namespaces if namespaces is not None else self.db.all_namespaces():
                 job = self._lease_in(ns, owner, lease_s)
                 if job is not None:
                     return job
             return None
 
-        return self._run(run)
+        return self.db.run(run)
 
     def _lease_in(self, ns: str, owner: str, lease_s: float) -> Job | None:
-        stream = self._ensure_group(ns)
-        now = self.clock()
-        self._promote(keys=[self.k(ns, "delayed"), stream], args=[now + DUE_SLACK_S])
+        stream = self.db.ensure_group(ns)
+        now = self.db.clock()
+        self._promote(keys=[self.db.k(ns, "delayed"), stream], args=[now + DUE_SLACK_S])
         self._expire_dead_local_leases(ns)
-        for job_id in self.r.zrangebyscore(self.k(ns, "leases"), "-inf", now, start=0, num=5):
+        for job_id in self.db.r.zrangebyscore(self.db.k(ns, "leases"), "-inf", now, start=0, num=5):
             job = self._take(ns, str(job_id), owner, lease_s, entry=None)
             if job is not None:
                 return job
@@ -142,7 +142,7 @@ class RedisJobQueue(RedisDatabase):
             return job
         # Entries a vanished consumer left pending for longer than a lease: claim them, then let the
         # job hash decide (its lease is checked against the store clock like any other).
-        claimed = self.r.xautoclaim(
+        claimed = self.db.r.xautoclaim(
             stream, GROUP, owner, max(1, int(lease_s * 1000)), "0-0", count=5, justid=True
         )
         for entry in claimed:
@@ -151,12 +151,12 @@ class RedisJobQueue(RedisDatabase):
                 return job
         for _ in range(20):  # skip stale entries (jobs purged or already moved on)
             try:
-                reply = self.r.xreadgroup(GROUP, owner, {stream: ">"}, count=1)
+                reply = self.db.r.xreadgroup(GROUP, owner, {stream: ">"}, count=1)
             except ResponseError as exc:
                 if "NOGROUP" not in str(exc):
                     raise
-                self._groups.discard(stream)
-                self._ensure_group(ns)
+                self.db._groups.discard(stream)
+                self.db.ensure_group(ns)
                 continue
             if not reply:
                 return None
@@ -179,28 +179,28 @@ class RedisJobQueue(RedisDatabase):
             return None
         self._consumers_checked[ns] = now
         host = socket.gethostname()
-        for consumer in self.r.xinfo_consumers(stream, GROUP):
+        for consumer in self.db.r.xinfo_consumers(stream, GROUP):
             name = str(consumer["name"])
             consumer_host, pid = parse_owner(name)
             if consumer_host != host or pid is None or pid_alive(pid):
                 continue
             job = None
-            for pending in self.r.xpending_range(stream, GROUP, "-", "+", 100, consumername=name):
+            for pending in self.db.r.xpending_range(stream, GROUP, "-", "+", 100, consumername=name):
                 entry = str(pending["message_id"])
-                self.r.xclaim(stream, GROUP, owner, 0, [entry], justid=True)
+                self.db.r.xclaim(stream, GROUP, owner, 0, [entry], justid=True)
                 job = self._take_entry(ns, stream, entry, owner, lease_s)
                 if job is not None:
                     break
-            if not self.r.xpending_range(stream, GROUP, "-", "+", 1, consumername=name):
-                self.r.xgroup_delconsumer(stream, GROUP, name)
+            if not self.db.r.xpending_range(stream, GROUP, "-", "+", 1, consumername=name):
+                self.db.r.xgroup_delconsumer(stream, GROUP, name)
             if job is not None:
                 return job
         return None
 
     def _take_entry(self, ns: str, stream: str, entry: str, owner: str, lease_s: float) -> Job | None:
-        found = self.r.xrange(stream, entry, entry)
+        found = self.db.r.xrange(stream, entry, entry)
         if not found:
-            self.r.xack(stream, GROUP, entry)
+            self.db.r.xack(stream, GROUP, entry)
             return None
         return self._take(ns, found[0][1].get("job", ""), owner, lease_s, entry=entry)
 
@@ -209,10 +209,10 @@ class RedisJobQueue(RedisDatabase):
 
         ``entry`` is None when the job was found through the ``leases`` zset.
         """
-        now = self.clock()
+        now = self.db.clock()
 
         def plan(pipe: Pipe) -> Callable[[Pipe], Job | None]:
-            job, stored_entry = self._read_job(pipe, ns, job_id)
+            job, stored_entry = self.read_job(pipe, ns, job_id)
             queued = job is not None and job.status == "queued" and entry is not None
             expired = (
                 job is not None
@@ -237,8 +237,8 @@ class RedisJobQueue(RedisDatabase):
                 )
 
                 def bury(p: Pipe) -> None:
-                    self._q_save_job(p, dead, job.status, entry="")
-                    self._q_unstream(p, dead, new_entry)
+                    self.q_save_job(p, dead, job.status, entry="")
+                    self.q_unstream(p, dead, new_entry)
 
                 return bury
             leased = job.model_copy(
@@ -253,26 +253,26 @@ class RedisJobQueue(RedisDatabase):
             )
 
             def lease(p: Pipe) -> Job:
-                self._q_save_job(p, leased, job.status, entry=new_entry)
+                self.q_save_job(p, leased, job.status, entry=new_entry)
                 return leased
 
             return lease
 
-        return self._transact(plan)
+        return self.db.transact(plan)
 
     def _q_drop_entry(self, pipe: Pipe, ns: str, entry: str) -> None:
-        stream = self.k(ns, "stream")
+        stream = self.db.k(ns, "stream")
         pipe.xack(stream, GROUP, entry)
         pipe.xdel(stream, entry)
 
     def _expire_dead_local_leases(self, ns: str) -> None:
         """Leases held by processes of this host that no longer exist are expired at once."""
         host = socket.gethostname()
-        leased = self.r.zrange(self.k(ns, "leases"), 0, 50)
+        leased = self.db.r.zrange(self.db.k(ns, "leases"), 0, 50)
         if not leased:
             return
         for job_id in leased:
-            data = self.r.hget(self.k(ns, "job", job_id), "data")
+            data = self.db.r.hget(self.db.k(ns, "job", job_id), "data")
             if not data:
                 continue
             job = Job.model_validate_json(data)
@@ -282,34 +282,34 @@ class RedisJobQueue(RedisDatabase):
 
     def _expire_lease(self, ns: str, job_id: str, owner: str) -> None:
         def plan(pipe: Pipe) -> Callable[[Pipe], None]:
-            job, _ = self._read_job(pipe, ns, job_id)
+            job, _ = self.read_job(pipe, ns, job_id)
             if job is None or job.status != "leased" or job.lease_owner != owner:
                 return lambda p: None
             expired = job.model_copy(update={"lease_expires_at": from_timestamp(0)})
-            return lambda p: self._q_save_job(p, expired, job.status)
+            return lambda p: self.q_save_job(p, expired, job.status)
 
-        self._transact(plan)
+        self.db.transact(plan)
 
     # ----------------------------------------------------------------- moving leased jobs on
 
-    def _leased(self, pipe: Pipe, job_id: str, owner: str) -> tuple[Job, str]:
-        ns = self.namespace_of(job_id)
-        job, entry = self._read_job(pipe, ns, job_id) if ns is not None else (None, "")
+    def leased(self, pipe: Pipe, job_id: str, owner: str) -> tuple[Job, str]:
+        ns = self.db.namespace_of(job_id)
+        job, entry = self.read_job(pipe, ns, job_id) if ns is not None else (None, "")
         if job is None or job.status != "leased" or job.lease_owner != owner:
             raise LeaseLostError(f"job {job_id} is no longer leased by {owner}")
         return job, entry
 
     def _q_requeue(self, pipe: Pipe, old: Job, new: Job, entry: str) -> None:
-        self._q_save_job(pipe, new, old.status, entry="")
-        self._q_unstream(pipe, new, entry)
+        self.q_save_job(pipe, new, old.status, entry="")
+        self.q_unstream(pipe, new, entry)
         if new.status == "queued":
             self._q_schedule(pipe, new)
 
     def fail_job(self, job_id: str, owner: str, *, error: str, retry_at: float | None) -> Job:
-        now = from_timestamp(self.clock())
+        now = from_timestamp(self.db.clock())
 
         def plan(pipe: Pipe) -> Callable[[Pipe], Job]:
-            job, entry = self._leased(pipe, job_id, owner)
+            job, entry = self.leased(pipe, job_id, owner)
             update: dict[str, Any] = {"last_error": error, "updated_at": now, "lease_owner": None}
             update["lease_expires_at"] = None
             if retry_at is None:
@@ -324,7 +324,7 @@ class RedisJobQueue(RedisDatabase):
 
             return write
 
-        return self._transact(plan)
+        return self.db.transact(plan)
 
     def release_job(self, job_id: str, owner: str) -> None:
         """Give a leased job back without spending an attempt (the worker stopped, the job did not fail)."""
@@ -336,7 +336,7 @@ class RedisJobQueue(RedisDatabase):
 
     def _give_back(self, job_id: str, owner: str, status: str, detail: str | None) -> None:
         def plan(pipe: Pipe) -> Callable[[Pipe], None]:
-            job, entry = self._leased(pipe, job_id, owner)
+            job, entry = self.leased(pipe, job_id, owner)
             new = job.model_copy(
                 update={
                     "status": status,
@@ -344,12 +344,12 @@ class RedisJobQueue(RedisDatabase):
                     "attempts": max(0, job.attempts - 1),
                     "lease_owner": None,
                     "lease_expires_at": None,
-                    "updated_at": from_timestamp(self.clock()),
+                    "updated_at": from_timestamp(self.db.clock()),
                 }
             )
             return lambda p: self._q_requeue(p, job, new, entry)
 
-        self._transact(plan)
+        self.db.transact(plan)
 
     def _requeue_matching(
         self, ns: str, job_ids: Sequence[str], statuses: Sequence[str], update: dict[str, Any]
@@ -358,7 +358,7 @@ class RedisJobQueue(RedisDatabase):
         for job_id in job_ids:
 
             def plan(pipe: Pipe, job_id: str = job_id) -> Callable[[Pipe], int]:
-                job, entry = self._read_job(pipe, ns, job_id)
+                job, entry = self.read_job(pipe, ns, job_id)
                 if job is None or job.status not in statuses:
                     return lambda p: 0
                 new = job.model_copy(update={"status": "queued", **update})
@@ -369,32 +369,34 @@ class RedisJobQueue(RedisDatabase):
 
                 return write
 
-            count += self._transact(plan)
+            count += self.db.transact(plan)
         return count
 
     def release_waiting(self, namespaces: Sequence[str] | None) -> int:
         def run() -> int:
             count = 0
-            for ns in namespaces if namespaces is not None else self.all_namespaces():
-                self._ensure_group(ns)
-                waiting = sorted(self.r.smembers(self.k(ns, "jobs", "waiting")))
-                update = {"detail": None, "updated_at": from_timestamp(self.clock())}
+            for ns in namespaces if namespaces is not None else self.db.all_namespaces():
+                self.db.ensure_group(ns)
+                waiting = sorted(self.db.r.smembers(self.db.k(ns, "jobs", "waiting")))
+                update = {"detail": None, "updated_at": from_timestamp(self.db.clock())}
                 count += self._requeue_matching(ns, waiting, ["waiting"], update)
             return count
 
-        return self._run(run)
+        return self.db.run(run)
 
     def retry_jobs(self, namespace: str, job_ids: Sequence[str] | None = None) -> int:
         """Requeue dead and waiting jobs (all of the namespace, or the given ids) with a fresh attempt budget."""
 
         def run() -> int:
-            self._ensure_group(namespace)
+            self.db.ensure_group(namespace)
             ids = job_ids
             if ids is None:
                 ids = sorted(
-                    self.r.sunion(self.k(namespace, "jobs", "dead"), self.k(namespace, "jobs", "waiting"))
+                    self.db.r.sunion(
+                        self.db.k(namespace, "jobs", "dead"), self.db.k(namespace, "jobs", "waiting")
+                    )
                 )
-            now = from_timestamp(self.clock())
+            now = from_timestamp(self.db.clock())
             update = {
                 "attempts": 0,
                 "run_after": now,
@@ -404,16 +406,16 @@ class RedisJobQueue(RedisDatabase):
             }
             return self._requeue_matching(namespace, ids, ["dead", "waiting"], update)
 
-        return self._run(run)
+        return self.db.run(run)
 
     # ----------------------------------------------------------------- reading jobs
 
     def get_job(self, job_id: str) -> Job:
         def run() -> str | None:
-            ns = self.namespace_of(job_id)
-            return None if ns is None else self.r.hget(self.k(ns, "job", job_id), "data")
+            ns = self.db.namespace_of(job_id)
+            return None if ns is None else self.db.r.hget(self.db.k(ns, "job", job_id), "data")
 
-        data = self._run(run)
+        data = self.db.run(run)
         if not data:
             raise NotFoundError("job", job_id)
         return Job.model_validate_json(data)
@@ -423,13 +425,13 @@ class RedisJobQueue(RedisDatabase):
     ) -> list[Job]:
         def run() -> list[Job]:
             jobs: list[Job] = []
-            for ns in [namespace] if namespace is not None else self.all_namespaces():
-                ids = self.r.zrevrange(self.k(ns, "jobs"), 0, -1)
+            for ns in [namespace] if namespace is not None else self.db.all_namespaces():
+                ids = self.db.r.zrevrange(self.db.k(ns, "jobs"), 0, -1)
                 for start in range(0, len(ids), 500):
                     chunk = ids[start : start + 500]
-                    pipe = self.r.pipeline(transaction=False)
+                    pipe = self.db.r.pipeline(transaction=False)
                     for job_id in chunk:
-                        pipe.hget(self.k(ns, "job", job_id), "data")
+                        pipe.hget(self.db.k(ns, "job", job_id), "data")
                     for data in pipe.execute():
                         if data:
                             job = Job.model_validate_json(data)
@@ -440,45 +442,45 @@ class RedisJobQueue(RedisDatabase):
             jobs.sort(key=lambda job: job.created_at, reverse=True)
             return jobs[:limit]
 
-        return self._run(run)
+        return self.db.run(run)
 
     def purge_jobs(self, namespace: str, statuses: Sequence[str]) -> int:
         def run() -> int:
             count = 0
             for status in statuses:
-                for job_id in sorted(self.r.smembers(self.k(namespace, "jobs", status))):
+                for job_id in sorted(self.db.r.smembers(self.db.k(namespace, "jobs", status))):
 
                     def plan(pipe: Pipe, job_id: str = job_id, status: str = status) -> Callable[[Pipe], int]:
-                        job, entry = self._read_job(pipe, namespace, job_id)
+                        job, entry = self.read_job(pipe, namespace, job_id)
                         if job is None or job.status != status:
                             return lambda p: 0
 
                         def write(p: Pipe) -> int:
                             p.delete(self._job_key(job))
-                            p.srem(self.k(namespace, "jobs", job.status), job.id)
-                            p.zrem(self.k(namespace, "jobs"), job.id)
-                            p.zrem(self.k(namespace, "delayed"), job.id)
-                            p.zrem(self.k(namespace, "leases"), job.id)
-                            p.delete(self.k(namespace, "dedupe", job.dedupe_key))
-                            p.hdel(self.where_key, job.id)
-                            self._q_unstream(p, job, entry)
+                            p.srem(self.db.k(namespace, "jobs", job.status), job.id)
+                            p.zrem(self.db.k(namespace, "jobs"), job.id)
+                            p.zrem(self.db.k(namespace, "delayed"), job.id)
+                            p.zrem(self.db.k(namespace, "leases"), job.id)
+                            p.delete(self.db.k(namespace, "dedupe", job.dedupe_key))
+                            p.hdel(self.db.where_key, job.id)
+                            self.q_unstream(p, job, entry)
                             return 1
 
                         return write
 
-                    count += self._transact(plan)
+                    count += self.db.transact(plan)
             return count
 
-        return self._run(run)
+        return self.db.run(run)
 
     def count_jobs(self, namespaces: Sequence[str] | None) -> dict[str, int]:
         def run() -> dict[str, int]:
-            spaces = namespaces if namespaces is not None else self.all_namespaces()
+            spaces = namespaces if namespaces is not None else self.db.all_namespaces()
             statuses = ("queued", "waiting", "leased", "done", "dead")
-            pipe = self.r.pipeline(transaction=False)
+            pipe = self.db.r.pipeline(transaction=False)
             for ns in spaces:
                 for status in statuses:
-                    pipe.scard(self.k(ns, "jobs", status))
+                    pipe.scard(self.db.k(ns, "jobs", status))
             counts: dict[str, int] = {}
             for index, n in enumerate(pipe.execute()):
                 if n:
@@ -486,25 +488,25 @@ class RedisJobQueue(RedisDatabase):
                     counts[status] = counts.get(status, 0) + int(n)
             return counts
 
-        return self._run(run)
+        return self.db.run(run)
 
     def next_run_after(self, namespaces: Sequence[str] | None) -> float | None:
         """When the next queued job becomes due (or a lease expires), for workers deciding how long to sleep."""
 
         def run() -> float | None:
             best: float | None = None
-            for ns in namespaces if namespaces is not None else self.all_namespaces():
-                pipe = self.r.pipeline(transaction=False)
-                pipe.scard(self.k(ns, "jobs", "queued"))
-                pipe.zcard(self.k(ns, "delayed"))
-                pipe.zrange(self.k(ns, "delayed"), 0, 0, withscores=True)
-                pipe.zrange(self.k(ns, "leases"), 0, 0, withscores=True)
+            for ns in namespaces if namespaces is not None else self.db.all_namespaces():
+                pipe = self.db.r.pipeline(transaction=False)
+                pipe.scard(self.db.k(ns, "jobs", "queued"))
+                pipe.zcard(self.db.k(ns, "delayed"))
+                pipe.zrange(self.db.k(ns, "delayed"), 0, 0, withscores=True)
+                pipe.zrange(self.db.k(ns, "leases"), 0, 0, withscores=True)
                 queued, delayed, first_delayed, first_lease = pipe.execute()
                 if queued > delayed:
-                    return self.clock()
+                    return self.db.clock()
                 for found in (first_delayed, first_lease):
                     if found and (best is None or found[0][1] < best):
                         best = float(found[0][1])
             return best
 
-        return self._run(run)
+        return self.db.run(run)
