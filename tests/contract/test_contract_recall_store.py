@@ -320,7 +320,7 @@ def test_a_reader_following_vector_changes_misses_no_write(
 ) -> None:
     """Writers racing each other while a reader follows ``vector_changes(after=seq)``: once they are
     done, one more read leaves the reader with exactly the stored vectors, without a reload."""
-    import lessonbank.stores.redis.store as redis_store
+    import lessonbank.stores.redis.vectors as redis_store
 
     monkeypatch.setattr(redis_store, "VECTOR_PAGE", 7)  # several pages per read on Redis
     made = [f"les_{n}" for n in range(24)]

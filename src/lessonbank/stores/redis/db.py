@@ -33,10 +33,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from lessonbank.errors import ConfigError, StoreError
 from lessonbank.stores.shared import RetryBudget
+from lessonbank.stores.urls import redacted, split_options
 
 try:
     import redis
@@ -58,29 +58,13 @@ MAX_CONFLICTS = 200
 _OPTIONS = ("prefix", "retry_s")
 
 
-def parse_url(url: str) -> tuple[str, dict[str, str]]:
-    """The redis-py URL without lessonbank's own query options, and those options."""
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    ours = {key: value for key, value in query if key in _OPTIONS}
-    rest = [(key, value) for key, value in query if key not in _OPTIONS]
-    return urlunsplit(parts._replace(query=urlencode(rest))), ours
-
-
-def redacted(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password:
-        parts = parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@"))
-    return urlunsplit(parts._replace(query=""))
-
-
 class RedisDatabase:
     """One Redis database, with the key layout of the module docstring."""
 
     def __init__(self, url: str, *, clock: Clock = time.time) -> None:
         self.url = url
         self.clock = clock
-        client_url, options = parse_url(url)
+        client_url, options = split_options(url, _OPTIONS)
         self.prefix = options.get("prefix", "")
         self.base = f"{self.prefix}lb:"
         try:

@@ -56,18 +56,17 @@ from lessonbank.stores.redis.index import (
     row_passes,
 )
 from lessonbank.stores.redis.jobs import RedisJobQueue
+from lessonbank.stores.redis.vectors import RedisVectors
 from lessonbank.text import keywords
 
 IMPORT_CHUNK = 500
-VECTOR_CHUNK = 256  # rows per vector-writing script call
-VECTOR_PAGE = 2000  # vectors per read (a script runs alone on the server: keep each one short)
 
 
 class RedisStore:
     """Redis persistence of episodes, lessons, reflections and jobs (see the module docstring).
 
-    Built from parts over one :class:`RedisDatabase` (``db``): the lesson index (``index``) and
-    the job queue (``queue``, which serves the JobQueue and JobAdmin ports below).
+    Built from parts over one :class:`RedisDatabase` (``db``): the lesson index (``index``), the job
+    queue (``queue``: the JobQueue and JobAdmin ports) and the vectors (``vectors``: VectorStore).
     """
 
     notifier = None
@@ -76,6 +75,7 @@ class RedisStore:
         self.db = RedisDatabase(url, clock=clock)
         self.index = RedisLessonIndex(self.db)
         self.queue = RedisJobQueue(self.db)
+        self.vectors = RedisVectors(self.db, self.index)
         self.writer = LessonWriter(lambda: self.clock())
 
     @property
@@ -478,77 +478,19 @@ class RedisStore:
         keys = [self.index.lesson_key(namespace, lesson_id) for lesson_id in dict.fromkeys(lesson_ids)]
         self.index.credit_script(keys=keys, args=[helpful, harmful], client=pipe)
 
-    # ----------------------------------------------------------------- vectors
+    # ----------------------------------------------------------------- vectors (the part's)
 
     def put_vectors(self, namespace: str, model: str, rows: Sequence[tuple[str, str, bytes]]) -> int:
-        latest = {lesson_id: (text_hash, vector) for lesson_id, text_hash, vector in rows}
-        head = [self.index.vec_key(namespace, what, model) for what in ("vecctr", "vecseq", "vec", "vechash")]
-        head.append(self.index.vec_models_key(namespace))
-        written = 0
-        items = list(latest.items())
-        for start in range(0, len(items), VECTOR_CHUNK):
-            chunk = items[start : start + VECTOR_CHUNK]
-            keys = head + [self.index.lesson_key(namespace, lesson_id) for lesson_id, _ in chunk]
-            args: list[Any] = [model]
-            for lesson_id, (text_hash, vector) in chunk:
-                args += [lesson_id, text_hash, bytes(vector)]
-            written += int(self.db.run(partial(self.index.put_vectors_script, keys=keys, args=args)))
-        return written
+        return self.vectors.put_vectors(namespace, model, rows)
 
     def vector_hashes(self, namespace: str, model: str, lesson_ids: Sequence[str]) -> dict[str, str]:
-        ids = list(dict.fromkeys(lesson_ids))
-        if not ids:
-            return {}
-        found = self.db.run(lambda: self.db.r.hmget(self.index.vec_key(namespace, "vechash", model), ids))
-        return {lesson_id: text_hash for lesson_id, text_hash in zip(ids, found, strict=True) if text_hash}
+        return self.vectors.vector_hashes(namespace, model, lesson_ids)
 
     def vector_changes(self, namespace: str, model: str, after: int) -> VectorChanges:
-        keys = [self.index.vec_key(namespace, what, model) for what in ("vecctr", "vecseq", "vec")]
-        rows: dict[str, bytes] = {}
-        top: int | None = None
-        cursor, count = after, 0
-        while True:
-            page: list[Any] = self.db.run(
-                partial(self.index.vector_changes_script, keys=keys, args=[cursor, VECTOR_PAGE])
-            )
-            if top is None:
-                top = int(page[0])  # every write numbered up to here was visible at this first read
-            count = int(page[1])
-            found = page[2:]
-            for index in range(0, len(found), 3):
-                lesson_id = found[index].decode()
-                rows.pop(lesson_id, None)  # a later page may hold a newer write: keep write order
-                rows[lesson_id] = bytes(found[index + 2])
-                cursor = max(cursor, int(float(found[index + 1])))
-            if len(found) < 3 * VECTOR_PAGE:
-                break
-        return VectorChanges(rows=list(rows.items()), seq=max(after, top or 0), count=count)
+        return self.vectors.vector_changes(namespace, model, after)
 
     def lessons_missing_vectors(self, namespace: str, model: str, limit: int) -> list[Lesson]:
-        if limit <= 0:
-            return []
-
-        def run() -> list[Lesson]:
-            pipe = self.db.r.pipeline(transaction=True)
-            pipe.zcard(self.db.k(namespace, "lessons"))
-            pipe.zcard(self.index.vec_key(namespace, "vecseq", model))
-            lessons, vectors = pipe.execute()
-            if vectors >= lessons:  # vectors go with their lessons: as many means none is missing
-                return []
-            missing: list[str] = []
-            start, page = 0, 1000
-            while len(missing) < limit:
-                ids = self.db.r.zrange(self.db.k(namespace, "lessons"), start, start + page - 1)
-                if not ids:
-                    break
-                stored = self.db.r.hmget(self.index.vec_key(namespace, "vechash", model), ids)
-                missing += [
-                    lesson_id for lesson_id, text_hash in zip(ids, stored, strict=True) if not text_hash
-                ]
-                start += page
-            return self.index.lessons_in(namespace, missing[:limit])
-
-        return self.db.run(run)
+        return self.vectors.lessons_missing_vectors(namespace, model, limit)
 
     def touch_lessons(self, lesson_ids: Sequence[str]) -> None:
         if not lesson_ids:
