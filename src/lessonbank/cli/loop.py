@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from lessonbank.cli import _emit_json, app, err, out
+from lessonbank.cli.common import emit_json, err, out
 from lessonbank.errors import ConfigError, InputError
 from lessonbank.loop.analytics import analyze, plot_rewards
 from lessonbank.loop.evaluators import CommandEvaluator
@@ -21,7 +21,6 @@ from lessonbank.loop.runner import Actor, ReflexionLoop
 loop_app = typer.Typer(
     help="Run Reflexion loops (actor → checks → reflect → retry) and export their records."
 )
-app.add_typer(loop_app, name="loop")
 
 
 class _Format(StrEnum):
@@ -77,7 +76,7 @@ def run(
     finally:
         bank.close()
     if as_json:
-        _emit_json(
+        emit_json(
             {
                 "loop_id": result.loop_id,
                 "passed": result.passed,
@@ -114,7 +113,6 @@ def export(
     out.print(f"wrote {len(paths)} record(s) to {directory / loop_id}")
 
 
-@app.command()
 def analytics(
     ctx: typer.Context,
     plot: Annotated[Path | None, typer.Option("--plot", help="PNG of the reward curves")] = Path(
@@ -131,7 +129,7 @@ def analytics(
         bank.close()
     if not report.loops:
         if as_json:
-            _emit_json({**report.as_dict(), "plot": None})
+            emit_json({**report.as_dict(), "plot": None})
         else:
             out.print("no loops recorded in this namespace yet; run `lessonbank loop run` first")
         return
@@ -144,7 +142,7 @@ def analytics(
     if as_json:
         data: dict[str, Any] = report.as_dict()
         data["plot"] = str(written) if written else None
-        _emit_json(data)
+        emit_json(data)
         return
     table = Table("loop", "status", "iters", "rewards", "learning rate", "failure categories", "lessons")
     for loop in report.loops:

@@ -1,4 +1,4 @@
-"""CLI views of what reflections produced: finish a goal, list insights, rules and replay examples.
+"""What reflections produced: ``goal finish``, ``insights``, ``rules`` and ``replay`` examples.
 
 Thin like the rest of the CLI: each command calls one LessonBank method and prints the result
 (``--json`` for machines).
@@ -13,11 +13,10 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from lessonbank.cli import _emit_json, _fail, app, err, out
+from lessonbank.cli.common import emit_json, err, fail, out
 from lessonbank.models import Lesson
 
 goal_app = typer.Typer(help="Report goals reaching a terminal state (their insight is reflected).")
-app.add_typer(goal_app, name="goal")
 
 
 class _GoalStatus(StrEnum):
@@ -59,7 +58,7 @@ def goal_finish(
         shown = bank.show(episode.id)
         found = bank.insights(goal_id=goal_id) if wait else []
     if as_json:
-        _emit_json({**shown, "insights": [_row(lesson) for lesson in found]})
+        emit_json({**shown, "insights": [_row(lesson) for lesson in found]})
         return
     decision = shown["decision"] or {}
     verdict = f"reflect with {decision.get('reflector')}" if decision.get("reflect") else "no reflection"
@@ -70,7 +69,6 @@ def goal_finish(
         err.print("insight not finished: see `lessonbank jobs`")
 
 
-@app.command()
 def insights(
     ctx: typer.Context,
     goal: Annotated[
@@ -82,7 +80,7 @@ def insights(
     with ctx.obj.bank() as bank:
         found = bank.insights(goal_id=goal)
     if as_json:
-        _emit_json([_row(lesson) for lesson in found])
+        emit_json([_row(lesson) for lesson in found])
         return
     table = Table()
     for name in ("id", "goal", "importance", "expires", "insight"):
@@ -100,7 +98,6 @@ class _RulesAction(StrEnum):
     confirm = "confirm"
 
 
-@app.command()
 def rules(
     ctx: typer.Context,
     action: Annotated[_RulesAction, typer.Argument(help="list, or confirm RULE_ID (mark it helpful)")] = (
@@ -115,17 +112,17 @@ def rules(
     with ctx.obj.bank() as bank:
         if action is _RulesAction.confirm:
             if not rule_id:
-                _fail("give the id of the rule to confirm: lessonbank rules confirm les_…", 2)
+                fail("give the id of the rule to confirm: lessonbank rules confirm les_…", 2)
             rule = bank.confirm_rule(rule_id)
             if as_json:
-                _emit_json(_row(rule))
+                emit_json(_row(rule))
             else:
                 meta = rule.metadata
                 out.print(f"{rule.id}  {meta.get('stream')}  confirmations {meta.get('confirmations')}")
             return
         found = bank.rules(agent=agent, stream=stream)
     if as_json:
-        _emit_json([_row(lesson) for lesson in found])
+        emit_json([_row(lesson) for lesson in found])
         return
     table = Table()
     for name in ("id", "agent", "stream", "confirmed", "last confirmed", "expires", "rule"):
@@ -144,7 +141,6 @@ def rules(
     out.print(table if found else "no rules")
 
 
-@app.command()
 def replay(
     ctx: typer.Context,
     task: Annotated[str | None, typer.Argument(help="The task to find examples for")] = None,
@@ -156,7 +152,7 @@ def replay(
     with ctx.obj.bank() as bank:
         found = bank.replay(task=task, task_type=task_type, k=k)
     if as_json:
-        _emit_json([_row(lesson) for lesson in found])
+        emit_json([_row(lesson) for lesson in found])
         return
     if not found:
         out.print("no replay examples")

@@ -1,0 +1,100 @@
+"""What every command shares: the global options, the consoles, JSON output and input helpers.
+
+Commands print tables to stdout through :data:`out`, warnings to stderr through :data:`err`, JSON
+with :func:`emit_json`, and stop with :func:`fail` (exit code 1, or 2 for bad input).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from lessonbank.bank import LessonBank
+from lessonbank.models import Hit, Lesson
+from lessonbank.retrieval.scoring import utility
+
+# Wide enough that ids never wrap when output is piped (rich assumes 80 columns then).
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, highlight=False)
+
+
+class Options:
+    """The global options (``ctx.obj`` of every command) and the bank they open."""
+
+    def __init__(self, db: str | None, namespace: str | None, llm: str | None, embedder: str | None) -> None:
+        self.db, self.namespace, self.llm, self.embedder = db, namespace, llm, embedder
+
+    def bank(self, *, worker: bool = False, hyde: bool | None = None) -> LessonBank:
+        return LessonBank(
+            self.db, namespace=self.namespace, llm=self.llm, worker=worker, embedder=self.embedder, hyde=hyde
+        )
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    sys.stderr.write(f"error: {message}\n")
+    raise typer.Exit(code)
+
+
+def emit_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def lesson_row(lesson: Lesson) -> dict[str, Any]:
+    # utility: the share of helpful outcomes that recall weighs (0.5 before any outcome).
+    return {**lesson.model_dump(mode="json"), "utility": round(utility(lesson.helpful, lesson.harmful), 4)}
+
+
+def print_lessons(lessons: list[Lesson], hits: list[Hit] | None = None) -> None:
+    table = Table(show_lines=False)
+    if hits is not None:
+        table.add_column("score", justify="right")
+    for name in ("id", "kind", "lesson", "tags", "conf", "used", "+/−", "utility"):
+        table.add_column(name, overflow="fold")
+    for index, lesson in enumerate(lessons):
+        text = lesson.situation or lesson.content
+        row = [
+            lesson.id,
+            lesson.kind,
+            text if len(text) < 160 else text[:157] + "…",
+            ", ".join(lesson.tags),
+            f"{lesson.confidence:.2f}",
+            str(lesson.access_count),
+            f"{lesson.helpful}/{lesson.harmful}",
+            f"{utility(lesson.helpful, lesson.harmful):.2f}",
+        ]
+        if hits is not None:
+            row.insert(0, f"{hits[index].score:.3f}")
+        table.add_row(*row)
+    out.print(table)
+
+
+def read_text(path: str) -> str:
+    data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        fail(f"{'stdin' if path == '-' else path} is not valid UTF-8 (byte {exc.start}); send UTF-8 text", 2)
+
+
+def json_records(text: str) -> tuple[list[Any], int]:
+    """Records of a JSON array or of JSON Lines, and how many lines were not JSON (each reported)."""
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        records = json.loads(stripped)
+        return (records if isinstance(records, list) else [records]), 0
+    records, skipped = [], 0
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            skipped += 1
+            err.print(f"line {number} skipped: not JSON ({exc.msg})", markup=False)
+    return records, skipped

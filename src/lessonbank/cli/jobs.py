@@ -1,0 +1,132 @@
+"""Background reflection: ``jobs`` (inspect, retry, purge, drain, decisions) and the ``worker`` process."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from lessonbank.cli.common import emit_json, err, fail, out
+
+
+class _JobsAction(StrEnum):
+    list = "list"
+    failed = "failed"
+    retry = "retry"
+    purge = "purge"
+    drain = "drain"
+    decisions = "decisions"
+
+
+def jobs(
+    ctx: typer.Context,
+    action: Annotated[
+        _JobsAction, typer.Argument(help="list, failed, retry, purge, drain or decisions")
+    ] = _JobsAction.list,
+    ids: Annotated[list[str] | None, typer.Argument(help="Job ids, for retry")] = None,
+    dead: Annotated[bool, typer.Option("--dead", help="purge: also dead-lettered jobs")] = False,
+    timeout: Annotated[float, typer.Option(help="drain: give up after this many seconds")] = 600.0,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Inspect and manage reflection jobs (drain runs them now, in this process).
+
+    ``decisions`` lists the policy's latest decisions, skips included, with their reasons.
+    """
+    with ctx.obj.bank() as bank:
+        if action is _JobsAction.decisions:
+            _print_decisions(bank.decisions(), as_json)
+        elif action in (_JobsAction.list, _JobsAction.failed):
+            found = bank.jobs(status="dead" if action is _JobsAction.failed else None)
+            if as_json:
+                emit_json([job.model_dump(mode="json") for job in found])
+                return
+            table = Table()
+            for name in (
+                "id",
+                "status",
+                "attempts",
+                "trigger",
+                "reflector",
+                "episode",
+                "detail / last error",
+            ):
+                table.add_column(name, overflow="fold")
+            for job in found:
+                why = job.last_error if job.status == "dead" else (job.detail or job.last_error or "")
+                table.add_row(
+                    job.id,
+                    job.status,
+                    f"{job.attempts}/{job.max_attempts}",
+                    str(job.payload.get("trigger")),
+                    str(job.payload.get("reflector", "lesson")),
+                    job.episode_id or "",
+                    why or "",
+                )
+            out.print(table if found else "no jobs")
+            if action is _JobsAction.list:  # skips make no job: show the policy's latest decisions too
+                _print_decisions(bank.decisions(limit=20), False, title="latest policy decisions")
+        elif action is _JobsAction.retry:
+            out.print(f"requeued {bank.retry_jobs(ids or None)} job(s)")
+        elif action is _JobsAction.purge:
+            statuses = ("done", "dead") if dead else ("done",)
+            out.print(f"purged {bank.purge_jobs(statuses=statuses)} job(s)")
+        else:
+            if bank.reflection_llm is None:
+                fail("no LLM configured: set LESSONBANK_LLM or pass --llm to drain jobs")
+            worker = bank.new_worker([bank.namespace])
+            asyncio.run(asyncio.wait_for(worker.run(until_idle=True), timeout))
+            out.print(f"drained: {worker.processed} job(s) done; now {bank.pending() or 'empty'}")
+
+
+def _print_decisions(rows: list[dict[str, Any]], as_json: bool, *, title: str | None = None) -> None:
+    if as_json:
+        emit_json(rows)
+        return
+    table = Table(title=title)
+    for name in ("episode", "agent", "status", "decision", "trigger", "reflector", "reason"):
+        table.add_column(name, overflow="fold")
+    for row in rows:
+        table.add_row(
+            row["episode_id"],
+            row.get("agent") or "",
+            row["status"],
+            "reflect" if row.get("reflect") else "skip",
+            row.get("trigger") or "",
+            row.get("reflector") or "",
+            row.get("reason") or "",
+        )
+    out.print(table if rows else "no episodes")
+
+
+def worker(
+    ctx: typer.Context,
+    concurrency: Annotated[int, typer.Option(min=1, help="Jobs run at once")] = 4,
+    until_idle: Annotated[bool, typer.Option("--until-idle", help="Exit when no job is left")] = False,
+) -> None:
+    """Run reflection jobs in this process until stopped (SIGINT/SIGTERM finish cleanly).
+
+    Serves every namespace unless --namespace (or LESSONBANK_NAMESPACE) is given.
+    """
+    namespace_given = ctx.obj.namespace is not None or "LESSONBANK_NAMESPACE" in os.environ
+    with ctx.obj.bank() as bank:
+        if bank.reflection_llm is None:
+            fail("no LLM configured: set LESSONBANK_LLM or pass --llm")
+        bank.settings = bank.settings.with_overrides(worker_concurrency=concurrency)
+        runner = bank.new_worker([bank.namespace] if namespace_given else None)
+
+        async def run() -> None:
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(signum, runner.stop)
+            await runner.run(until_idle=until_idle)
+
+        err.print(
+            f"worker {runner.owner} serving {'namespace ' + bank.namespace if namespace_given else 'all namespaces'}"
+        )
+        asyncio.run(run())
+        err.print(f"worker stopped after {runner.processed} job(s)")

@@ -1,0 +1,145 @@
+"""What the bank holds: ``add``, ``lessons``, ``show``, ``forget``, ``import``, ``export``, ``stats``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from lessonbank.cli.common import emit_json, fail, json_records, lesson_row, out, print_lessons, read_text
+
+
+def add(
+    ctx: typer.Context,
+    text: Annotated[str, typer.Argument(help="The lesson, in your own words")],
+    tag: Annotated[list[str] | None, typer.Option("--tag", "-t", help="A tag (repeatable)")] = None,
+    task_type: Annotated[str | None, typer.Option(help="Task type the lesson applies to")] = None,
+    pin: Annotated[bool, typer.Option("--pin", help="Never let it fade")] = False,
+    learned_from: Annotated[
+        str | None, typer.Option(help="The task it was learned on: a similar task will find the lesson")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the lesson as JSON")] = False,
+) -> None:
+    """Store a lesson you already know, without an LLM."""
+    with ctx.obj.bank() as bank:
+        lesson = bank.add_lesson(
+            text, tags=tag or [], task_type=task_type, pinned=pin, learned_from=learned_from
+        )
+    if as_json:
+        emit_json(lesson_row(lesson))
+    else:
+        # A fresh lesson has never been used; a used one means the text matched a stored lesson.
+        out.print(f"{lesson.id}  ({'reinforced an existing lesson' if lesson.access_count else 'added'})")
+
+
+def lessons(
+    ctx: typer.Context,
+    kind: Annotated[str | None, typer.Option(help="Only this kind")] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", "-t", help="Required tag (repeatable)")] = None,
+    status: Annotated[str, typer.Option(help="active, pending, archived or quarantined")] = "active",
+    sort: Annotated[str, typer.Option(help="created, access, confidence, utility, score")] = "created",
+    limit: Annotated[int, typer.Option(min=1)] = 50,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """List stored lessons."""
+    with ctx.obj.bank() as bank:
+        found = bank.lessons(kind=kind, tags=tag or [], status=status, sort=sort, limit=limit)
+    if as_json:
+        emit_json([lesson_row(lesson) for lesson in found])
+    elif not found:
+        out.print("no lessons")
+    else:
+        print_lessons(found)
+
+
+def show(
+    ctx: typer.Context,
+    record_id: Annotated[str, typer.Argument(help="A lesson, episode, job or reflection id")],
+) -> None:
+    """Show one record as JSON; for an episode, with the policy's decision and its reflections."""
+    with ctx.obj.bank() as bank:
+        shown = bank.show(record_id)
+    emit_json(shown)
+
+
+def forget(ctx: typer.Context, lesson_id: Annotated[str, typer.Argument(help="Lesson id (les_…)")]) -> None:
+    """Delete a lesson."""
+    with ctx.obj.bank() as bank:
+        bank.forget(lesson_id)
+    out.print(f"forgot {lesson_id}")
+
+
+def import_(
+    ctx: typer.Context,
+    path: Annotated[str, typer.Argument(help="JSON Lines (or a JSON array) of lessons; - for stdin")],
+) -> None:
+    """Import lessons; each record needs at least "content". Same content reinforces."""
+    if path != "-" and not Path(path).is_file():
+        fail(f"no such file: {path}", 2)
+    try:
+        records, unreadable = json_records(read_text(path))
+    except json.JSONDecodeError as exc:
+        fail(f"{path} is not JSON: {exc}", 2)
+    records = [r if isinstance(r, dict) else {"content": r} if isinstance(r, str) else {} for r in records]
+    with ctx.obj.bank() as bank:
+        result = bank.import_lessons(records)
+    out.print(
+        f"added {result['added']}, reinforced {result['reinforced']}, skipped {result['skipped'] + unreadable}"
+    )
+
+
+class _ExportFormat(StrEnum):
+    json = "json"
+    jsonl = "jsonl"
+    markdown = "markdown"
+
+
+def export(
+    ctx: typer.Context,
+    fmt: Annotated[_ExportFormat, typer.Option("--format", "-f")] = _ExportFormat.json,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to a file")] = None,
+) -> None:
+    """Export every lesson of the namespace."""
+    with ctx.obj.bank() as bank:
+        text = bank.export(fmt.value)
+    if output:
+        output.write_text(text + ("" if text.endswith("\n") else "\n"), encoding="utf-8")
+    else:
+        sys.stdout.write(text + ("" if text.endswith("\n") else "\n"))
+
+
+def stats(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Counts of episodes, lessons, reflections, jobs and tokens used."""
+    with ctx.obj.bank() as bank:
+        numbers = bank.stats()
+    if as_json:
+        emit_json(numbers)
+        return
+    table = Table(show_header=False)
+    for key, value in numbers.items():
+        if key not in ("by_reflector", "by_day"):
+            table.add_row(key, json.dumps(value) if isinstance(value, dict) else str(value))
+    out.print(table)
+    for key, title in (("by_reflector", "reflector"), ("by_day", "day (UTC)")):
+        rows = numbers.get(key) or {}
+        if not rows:
+            continue
+        spend = Table(title=f"reflection spend by {title}")
+        for name in (title, "reflections", "LLM calls", "tokens in", "tokens out", "cost $", "unpriced"):
+            spend.add_column(name, justify="left" if name == title else "right")
+        for label, row in rows.items():
+            spend.add_row(
+                label,
+                str(row["reflections"]),
+                str(row["calls"]),
+                f"{row['tokens_in']:,}",
+                f"{row['tokens_out']:,}",
+                f"{row['cost_usd']:.4f}",
+                str(row["unpriced_calls"]),
+            )
+        out.print(spend)
