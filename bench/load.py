@@ -76,7 +76,7 @@ def run_recorder(url: str, offset: int, count: int, total: int, home: Path) -> N
 def run_worker(url: str, concurrency: int, home: Path) -> None:
     tuned = settings(home, worker_concurrency=concurrency, poll_interval_s=0.2)
     with LessonBank(url, llm=FakeLLM(default=unique_reply), settings=tuned, worker=False) as bank:
-        worker = bank._new_worker(None)
+        worker = bank.new_worker(None)
 
         async def main() -> None:
             loop = asyncio.get_running_loop()

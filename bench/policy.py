@@ -28,7 +28,7 @@ from typing import Any
 from lessonbank import Episode, LessonBank, Settings
 from lessonbank.llm import FakeLLM
 from lessonbank.models import Lesson
-from lessonbank.routing import place
+from lessonbank.services.pools import place
 
 SEED = 3003
 OUT = Path(__file__).resolve().parent / "results" / "policy.json"

@@ -13,7 +13,7 @@ from lessonbank import LessonBank
 from lessonbank.errors import InputError
 from lessonbank.llm import FakeLLM
 from lessonbank.models import Lesson
-from lessonbank.routing import place
+from lessonbank.services.pools import place
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from lessonbank import Episode, LessonBank
 from lessonbank.errors import InputError, NotFoundError
 from lessonbank.llm import FakeLLM
 from lessonbank.models import Lesson
-from lessonbank.routing import REPLAY_PER_TYPE, place
+from lessonbank.services.pools import REPLAY_PER_TYPE, place
 
 DAY = 86_400.0
 

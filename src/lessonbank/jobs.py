@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -241,3 +242,34 @@ class Worker:
             task.cancel()
         if self._running:
             await asyncio.gather(*self._running, return_exceptions=True)
+
+
+class WorkerThread:
+    """Runs a Worker on its own event loop in a daemon thread."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._main, name="lessonbank-worker", daemon=True)
+        self.thread.start()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_until_complete(self.worker.run())
+        except Exception:
+            log.exception("lessonbank worker stopped unexpectedly")
+        finally:
+            self.loop.run_until_complete(self.loop.shutdown_default_executor())
+            self.loop.close()
+
+    def wake(self) -> None:
+        # A worker with every slot busy will look for work when a job ends: waking it would
+        # only cost the caller a cross-thread call.
+        if self.worker.has_capacity and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self.worker.wake)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self.worker.stop)
+        self.thread.join(timeout)

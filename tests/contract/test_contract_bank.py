@@ -88,7 +88,7 @@ def test_an_idle_worker_wakes_when_another_process_queues_a_job(store_url: str, 
         LessonBank(store_url, llm=FakeLLM([SEED_004_REPLY]), settings=settings) as serving,
         LessonBank(store_url, llm=FakeLLM([]), settings=settings, worker=False) as recording,
     ):
-        worker = serving._new_worker(None)
+        worker = serving.new_worker(None)
         thread = threading.Thread(target=asyncio.run, args=(worker.run(),), daemon=True)
         thread.start()
         time.sleep(0.5)  # the worker is asleep now, for up to `poll` seconds

@@ -18,7 +18,7 @@ from lessonbank.errors import ConfigError
 from lessonbank.loop.records import loops
 
 if TYPE_CHECKING:
-    from lessonbank.engine import Engine
+    from lessonbank.services.scope import Scoped as Engine
 
 
 @dataclass

@@ -25,7 +25,7 @@ from lessonbank.errors import InputError, NotFoundError
 from lessonbank.models import Episode
 
 if TYPE_CHECKING:
-    from lessonbank.engine import Engine
+    from lessonbank.services.scope import Scoped as Engine
 
 LOOP_ID = re.compile(r"^ralph-[a-z0-9-]+$")
 SCAN_LIMIT = 1_000_000

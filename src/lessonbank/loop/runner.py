@@ -26,10 +26,8 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from lessonbank import routing
-from lessonbank.engine import provenance
 from lessonbank.errors import EvaluatorError, InputError, LessonbankError
 from lessonbank.llm.base import run_sync
 from lessonbank.llm.pricing import cost_of
@@ -49,14 +47,11 @@ from lessonbank.loop.window import (
     select_window,
 )
 from lessonbank.models import Decision, Episode
-from lessonbank.redact import redact
+from lessonbank.ports import LessonQuery
 from lessonbank.reflectors.base import reflect
 from lessonbank.reflectors.reflexion import ReflexionReflector
-from lessonbank.stores.base import LessonQuery
-
-if TYPE_CHECKING:
-    from lessonbank.bank import AsyncLessonBank
-    from lessonbank.engine import Engine
+from lessonbank.services.wiring import Services
+from lessonbank.services.writing import stamp_reflected
 
 T = TypeVar("T")
 log = logging.getLogger("lessonbank")
@@ -155,6 +150,13 @@ class LoopResult:
 Actor = Callable[[str, Memory], "ActorOutput | dict[str, Any]"]
 
 
+class HasServices(Protocol):
+    """A bank (``LessonBank`` or ``AsyncLessonBank``): the loop uses its services."""
+
+    @property
+    def services(self) -> Services: ...
+
+
 class ReflexionLoop:
     """``ReflexionLoop(bank, actor=fn, evaluator=CommandEvaluator([...], cwd=...), omega=3, max_iterations=5)``.
 
@@ -165,7 +167,7 @@ class ReflexionLoop:
 
     def __init__(
         self,
-        bank: Engine | AsyncLessonBank,
+        bank: HasServices,
         *,
         actor: Actor,
         evaluator: Evaluator,
@@ -183,10 +185,9 @@ class ReflexionLoop:
             raise InputError(f"max_iterations must be an int, got {max_iterations!r}", field="max_iterations")
         if not 1 <= max_iterations <= MAX_ITERATIONS_LIMIT:
             raise InputError(f"max_iterations must be 1..{MAX_ITERATIONS_LIMIT}", field="max_iterations")
-        # An AsyncLessonBank wraps the same engine: the loop is synchronous, so it uses that.
-        from lessonbank.bank import AsyncLessonBank  # here: bank.py imports this package
-
-        self.bank: Engine = bank._core if isinstance(bank, AsyncLessonBank) else bank
+        # A LessonBank and an AsyncLessonBank have the same synchronous services: the loop calls those.
+        self.bank = bank
+        self.services = bank.services
         self.actor = actor
         self.evaluator = evaluator
         self.omega = check_omega(omega)
@@ -239,7 +240,7 @@ class ReflexionLoop:
             record: dict[str, Any] = {
                 "loop_id": loop_id,
                 "iteration": iteration,
-                "timestamp": iso(self.bank._now()),
+                "timestamp": iso(self.services.scope.now()),
                 "task_description": task,
                 "actor_output": output.as_aiwg(),
                 "evaluator_output": evaluation.as_aiwg(),
@@ -302,10 +303,11 @@ class ReflexionLoop:
         """Lessons recalled for the task (kind ``lesson``), given to the actor from the start."""
         if self.prior_lessons <= 0:
             return [], []
-        filters = LessonQuery(self.bank.namespace, kinds=["lesson"])
-        hits = self.bank._recall(task, self.prior_lessons, filters)
+        scope = self.services.scope
+        filters = LessonQuery(scope.namespace, kinds=["lesson"])
+        hits = self.services.context.recall(task, self.prior_lessons, filters)
         if hits:
-            self.bank.store.touch_lessons([hit.lesson.id for hit in hits])
+            scope.store.touch_lessons([hit.lesson.id for hit in hits])
         return [hit.lesson.id for hit in hits], [hit.lesson.correction or hit.lesson.content for hit in hits]
 
     def _attempt(self, task: str, view: Memory) -> tuple[ActorOutput, Evaluation, str | None]:
@@ -367,7 +369,7 @@ class ReflexionLoop:
         self, episode: Episode, critical: str | None
     ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
         """One reflexion call; an LLM or parse failure is noted and the loop goes on without it."""
-        llm = self.bank.reflection_llm
+        llm = self.services.reflection_llm
         if llm is None:
             return None, {"reflection_error": "no LLM configured (set LESSONBANK_LLM or pass llm=)"}
         trigger = "error" if critical else "failure"
@@ -407,37 +409,25 @@ class ReflexionLoop:
 
         The prior lessons are credited once per loop, with its outcome: on the final iteration only.
         """
-        bank = self.bank
+        services = self.services
         parsed = run_info.pop("parsed", None)
         lessons = []
-        if parsed is not None and bank.settings.persist:
+        if parsed is not None and services.scope.settings.persist:
             trigger = str(run_info.get("trigger", "failure"))
-            lessons = [
-                lesson.model_copy(
-                    update={
-                        "content": redact(lesson.content),
-                        "learned_from": lesson.learned_from or provenance(episode.task),
-                        "created_at": bank._now(),
-                        "updated_at": bank._now(),
-                    }
-                )
-                for lesson in self.reflector.lessons(parsed, episode, trigger)
-            ]
+            made = self.reflector.lessons(parsed, episode, trigger)
+            lessons = stamp_reflected(made, episode, services.scope.now())
         # Lessons first, so the stored iteration names them (lesson reuse is measured from that).
-        if lessons:
-            placed = routing.place(bank.store, lessons, bank.clock())
-            run_info["lesson_ids"] = [result.lesson.id for result in bank._write_lessons(placed)]
-        else:
-            run_info["lesson_ids"] = []
+        written = services.intake.write_reflected(lessons)
+        run_info["lesson_ids"] = [result.lesson.id for result in written]
         episode = episode.model_copy(
             update={"metadata": {**episode.metadata, "reflexion": record, "reflexion_run": run_info}}
         )
-        prepared = bank._prepare_episode(episode, episode.context_ids)
+        prepared = services.recorder.prepare(episode, episode.context_ids)
         if run_info.get("reflection_error"):
             reason = f"skip: the loop's reflection failed ({str(run_info['reflection_error'])[:200]})"
         else:
             reason = SKIP_REFLECTED if reflected else SKIP_PASSED
-        bank._store_episode(prepared, Decision(reflect=False, reason=reason), credit=final)
+        services.recorder.store(prepared, Decision(reflect=False, reason=reason), credit=final)
         return prepared
 
 

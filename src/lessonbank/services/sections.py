@@ -1,4 +1,4 @@
-"""The context block: lessons chosen by score, rendered, packed under a hard token budget.
+"""The context block's sections: lessons rendered, packed under a hard token budget.
 
 Formats (sections): ``long_term_memory`` (seed 004 lessons), ``past_reflections`` (seed 000
 goal insights), ``learned_rules`` (seed 003 rules), ``replay`` (seed 003 procedures as
@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from lessonbank import routing
 from lessonbank.models import ContextBlock, Lesson
-from lessonbank.reflectors.lesson import MANUAL_MISTAKE
-from lessonbank.stores.base import Store
+from lessonbank.ports import Store
+from lessonbank.services import pools
 from lessonbank.text import TokenCounter
 
 LONG_TERM_MEMORY = "long_term_memory"
@@ -30,6 +29,7 @@ REPLAY = "replay"
 REPLAY_HEADER = "## Replay Examples"
 FORMATS = (LONG_TERM_MEMORY, PAST_REFLECTIONS, LEARNED_RULES, REPLAY)
 SECTION_SEPARATOR = "\n\n"
+MANUAL_MISTAKE = "(user-supplied lesson; no automatic mistake detection)"
 
 
 def render_insight(lesson: Lesson) -> str:
@@ -89,7 +89,7 @@ def empty_block(budget_tokens: int, formats: list[str]) -> ContextBlock:
     return ContextBlock(text="", lesson_ids=[], tokens=0, budget_tokens=budget_tokens, formats=formats)
 
 
-RULES_IN_CONTEXT = routing.STRATEGIC_PER_AGENT + routing.TACTICAL_PER_AGENT
+RULES_IN_CONTEXT = pools.STRATEGIC_PER_AGENT + pools.TACTICAL_PER_AGENT
 
 
 def learned_section(
@@ -106,7 +106,7 @@ def learned_section(
 ) -> tuple[str, list[str]]:
     """The ``past_reflections``, ``learned_rules`` or ``replay`` section and the ids it holds."""
     if name == PAST_REFLECTIONS:
-        insights = routing.insights(store, namespace, goal_id)
+        insights = pools.insights(store, namespace, goal_id)
         return pack_section(
             PAST_REFLECTIONS_HEADER,
             insights,
@@ -114,10 +114,10 @@ def learned_section(
             count,
             render_insight,
             separator="\n",
-            max_items=routing.INSIGHTS_IN_CONTEXT,
+            max_items=pools.INSIGHTS_IN_CONTEXT,
         )
     if name == LEARNED_RULES:
-        rules = routing.context_rules(store, namespace, agent)
+        rules = pools.context_rules(store, namespace, agent)
         return pack_section(
             LEARNED_RULES_HEADER,
             rules,
@@ -128,6 +128,6 @@ def learned_section(
             max_items=RULES_IN_CONTEXT,
         )
     if name == REPLAY:
-        examples = routing.replay(store, namespace, task=task, task_type=task_type)
+        examples = pools.replay(store, namespace, task=task, task_type=task_type)
         return pack_section(REPLAY_HEADER, examples, budget_tokens, count, render_procedure)
     raise ValueError(f"not a learned section: {name!r}")

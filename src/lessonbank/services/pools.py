@@ -1,4 +1,4 @@
-"""Where reflections go and how long they live: goal insights, rules, and the replay pool.
+"""The pools: where reflections go and how long they live: goal insights, rules, replay examples.
 
 Everything is a :class:`~lessonbank.models.Lesson`, so every store holds it without new
 tables; the structured extras sit in ``Lesson.metadata`` (times as Unix seconds).
@@ -30,7 +30,9 @@ from datetime import datetime
 
 from lessonbank.errors import InputError, NotFoundError
 from lessonbank.models import Lesson, from_timestamp
-from lessonbank.stores.base import NEAR_DUPLICATE_JACCARD, LessonQuery, Store, pick_near_duplicate
+from lessonbank.ports import NEAR_DUPLICATE_JACCARD, LessonQuery, Store
+from lessonbank.services.scope import Scope, check_count
+from lessonbank.stores.base import pick_near_duplicate
 from lessonbank.text import keywords, normalize
 
 DAY = 86_400.0
@@ -53,6 +55,33 @@ REPLAY_CANDIDATES = 20
 RECENT_SCAN = 300  # newest insights read to find the 10 most recently reflected goals
 
 _SCAN = 1000
+
+
+class Pools:
+    """The pools of one bank: what the bank's ``insights``, ``rules``, ``replay`` and ``confirm_rule``
+    read and write, and :meth:`place`, which readies freshly reflected lessons for writing."""
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+
+    def place(self, lessons: Sequence[Lesson]) -> list[Lesson]:
+        """See :func:`place`: expired purged, expiry stamped, room made, repeated rules confirmed."""
+        return place(self.scope.store, lessons, self.scope.clock())
+
+    def insights(self, goal_id: str | None) -> list[Lesson]:
+        """A goal's live insights by importance, or (no goal) those of the 10 most recently reflected goals."""
+        return insights(self.scope.store, self.scope.namespace, goal_id, fallback=False)
+
+    def rules(self, agent: str | None, stream: str | None) -> list[Lesson]:
+        return list_rules(self.scope.store, self.scope.namespace, agent, stream)
+
+    def replay(self, task: str | None, task_type: str | None, k: int) -> list[Lesson]:
+        check_count(k, "k")
+        return replay(self.scope.store, self.scope.namespace, task=task, task_type=task_type, k=k)
+
+    def confirm_rule(self, rule_id: str) -> Lesson:
+        """Mark a rule helpful: one more confirmation."""
+        return confirm_rule_by_id(self.scope.store, self.scope.namespace, rule_id, self.scope.clock())
 
 
 def _all(store: Store, query: LessonQuery, *, sort: str = "created") -> list[Lesson]:

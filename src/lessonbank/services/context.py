@@ -1,0 +1,176 @@
+"""Recall and the context block: lessons for a task, rendered under a hard token budget.
+
+Each requested section (see :mod:`lessonbank.services.sections`) in turn gets an equal share of
+the budget that is left. The lessons a context injects are touched (counted as used) and
+remembered, so the next episode of the task credits them (see :mod:`~lessonbank.services.attribution`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from lessonbank.errors import InputError
+from lessonbank.models import LESSON_KINDS, LESSON_STATUSES, ContextBlock, Hit
+from lessonbank.ports import LessonQuery
+from lessonbank.retrieval import Retriever
+from lessonbank.services.attribution import LastContexts
+from lessonbank.services.scope import Scope, check_count, check_text_arg
+from lessonbank.services.sections import (
+    FORMATS,
+    LONG_TERM_HEADER,
+    LONG_TERM_MEMORY,
+    SECTION_SEPARATOR,
+    empty_block,
+    learned_section,
+    pack_section,
+)
+from lessonbank.text import TokenCounter
+
+CONTEXT_CANDIDATES = 12
+
+
+class ContextBuilder:
+    """Lesson filters, recall, and context blocks for one bank."""
+
+    def __init__(
+        self,
+        scope: Scope,
+        *,
+        retriever: Retriever,
+        count_tokens: TokenCounter,
+        last_contexts: LastContexts,
+    ) -> None:
+        self.scope = scope
+        self.retriever = retriever
+        self.count_tokens = count_tokens
+        self.last_contexts = last_contexts
+
+    def query(
+        self,
+        *,
+        kind: str | Sequence[str] | None = None,
+        tags: Sequence[str] = (),
+        task_type: str | None = None,
+        agent: str | None = None,
+        goal_id: str | None = None,
+        status: str | Sequence[str] = "active",
+    ) -> LessonQuery:
+        """The filters of a listing or a recall in this namespace; unknown kinds or statuses refused."""
+        kinds = [kind] if isinstance(kind, str) else kind
+        statuses = [status] if isinstance(status, str) else list(status)
+        for value, name, allowed in ((kinds, "kind", LESSON_KINDS), (statuses, "status", LESSON_STATUSES)):
+            unknown = sorted(set(value or ()) - set(allowed))
+            if unknown:
+                raise InputError(f"unknown {name} {unknown}; use one of {', '.join(allowed)}", field=name)
+        if isinstance(tags, str):
+            tags = [tags]
+        return LessonQuery(
+            self.scope.namespace,
+            kinds=kinds,
+            tags=[t.strip().lower() for t in tags],
+            task_type=task_type,
+            agent=agent,
+            goal_id=goal_id,
+            statuses=statuses,
+        )
+
+    def recall(
+        self, query: str, k: int, filters: LessonQuery, mode: str | None = None, hyde: bool | None = None
+    ) -> list[Hit]:
+        """The ``k`` lessons most relevant to ``query`` that pass ``filters``, best first."""
+        check_text_arg(query, "query")
+        if not query.strip():
+            raise InputError("recall query is empty; pass the task you are about to do", field="query")
+        check_count(k, "k")
+        if mode is not None:
+            check_text_arg(mode, "mode")
+        return self.retriever.recall(query, filters, k=k, now=self.scope.clock(), mode=mode, hyde=hyde)
+
+    def context(
+        self,
+        task: str | None,
+        budget_tokens: int,
+        formats: Sequence[str] | None,
+        filters: LessonQuery,
+        *,
+        goal_id: str | None = None,
+        agent: str | None = None,
+        task_type: str | None = None,
+    ) -> ContextBlock:
+        """Each requested section in turn gets an equal share of the budget that is left."""
+        chosen = list(formats) if formats is not None else [LONG_TERM_MEMORY]
+        if isinstance(formats, str):
+            raise InputError("formats must be a list of section names, not one string", field="formats")
+        unknown = [name for name in chosen if name not in FORMATS]
+        if unknown:
+            raise InputError(
+                f"unknown context format(s) {unknown}; known: {', '.join(FORMATS)}", field="formats"
+            )
+        if task is not None:
+            check_text_arg(task, "task")
+        for value, name in ((goal_id, "goal_id"), (agent, "agent"), (task_type, "task_type")):
+            if value is not None:
+                check_text_arg(value, name)
+        check_count(budget_tokens, "budget_tokens")
+        if budget_tokens == 0:
+            return empty_block(budget_tokens, chosen)
+        count = self.count_tokens
+        texts: list[str] = []
+        section_ids: list[list[str]] = []
+        separator = count(SECTION_SEPARATOR)
+        for index, name in enumerate(chosen):
+            used = count(SECTION_SEPARATOR.join(texts)) + (separator if texts else 0)
+            share = (budget_tokens - used) // (len(chosen) - index)
+            text, used_ids = self._section(name, task, share, filters, goal_id, agent, task_type)
+            if text:
+                texts.append(text)
+                section_ids.append(used_ids)
+        while texts and count(SECTION_SEPARATOR.join(texts)) > budget_tokens:
+            # A counter that is not additive: drop whole sections until it fits, and their ids with
+            # them, so only what the prompt holds is touched and credited.
+            texts.pop()
+            section_ids.pop()
+        text = SECTION_SEPARATOR.join(texts)
+        ids = list(dict.fromkeys(i for used_ids in section_ids for i in used_ids))
+        self.scope.store.touch_lessons(ids)
+        if task and self.scope.settings.attribution:
+            self.last_contexts.remember(agent, task, task_type, ids)
+        return ContextBlock(
+            text=text,
+            lesson_ids=ids,
+            tokens=count(text),
+            budget_tokens=budget_tokens,
+            formats=chosen,
+        )
+
+    def _section(
+        self,
+        name: str,
+        task: str | None,
+        budget: int,
+        filters: LessonQuery,
+        goal_id: str | None,
+        agent: str | None,
+        task_type: str | None,
+    ) -> tuple[str, list[str]]:
+        if budget <= 0:
+            return "", []
+        if name != LONG_TERM_MEMORY:
+            return learned_section(
+                name,
+                self.scope.store,
+                self.scope.namespace,
+                budget,
+                self.count_tokens,
+                task=task,
+                goal_id=goal_id,
+                agent=agent,
+                task_type=task_type,
+            )
+        if not task or not task.strip():
+            return "", []
+        if filters.kinds is None:  # the other kinds have sections of their own
+            filters = replace(filters, kinds=["lesson"])
+        hits = self.recall(task, CONTEXT_CANDIDATES, filters)
+        return pack_section(LONG_TERM_HEADER, [hit.lesson for hit in hits], budget, self.count_tokens)

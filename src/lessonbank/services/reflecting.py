@@ -1,0 +1,102 @@
+"""The job handler a worker runs: one episode, one reflector, one LLM call, its lessons placed.
+
+The handler only computes the job's result; the worker writes it in the transaction that marks
+the job done (see :mod:`lessonbank.jobs`). A job whose reflector this bank does not know, or a
+bank with no LLM, raises :class:`~lessonbank.errors.ConfigError`: the job waits (parked) until a
+bank that can run it does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from lessonbank.errors import ConfigError
+from lessonbank.jobs import JobResult
+from lessonbank.llm import LLM
+from lessonbank.llm.pricing import cost_of
+from lessonbank.models import Job, Reflection
+from lessonbank.reflectors.base import Reflector, reflect
+from lessonbank.retrieval import Retriever
+from lessonbank.retrieval.dedup import place_by_vector
+from lessonbank.services.pools import Pools
+from lessonbank.services.scope import Scope
+from lessonbank.services.writing import stamp_reflected
+
+log = logging.getLogger("lessonbank")
+
+
+class ReflectionHandler:
+    """Runs reflection jobs for one bank: ``await handler.handle(job)`` → the job's result."""
+
+    def __init__(
+        self,
+        scope: Scope,
+        *,
+        reflection_llm: LLM | None,
+        reflectors: dict[str, Reflector],
+        retriever: Retriever,
+        pools: Pools,
+    ) -> None:
+        self.scope = scope
+        self.reflection_llm = reflection_llm
+        self.reflectors = reflectors
+        self.retriever = retriever
+        self.pools = pools
+
+    async def handle(self, job: Job) -> JobResult:
+        if self.reflection_llm is None:
+            raise ConfigError("no LLM configured, set LESSONBANK_LLM")
+        store, settings = self.scope.store, self.scope.settings
+        episode, _ = await asyncio.to_thread(store.get_episode, job.episode_id or "")
+        trigger = str(job.payload.get("trigger", "manual"))
+        name = str(job.payload.get("reflector", "lesson"))
+        if name not in self.reflectors:  # the job waits (parked) until a bank with that reflector runs it
+            raise ConfigError(f"reflector {name!r} is not registered in this bank; cannot run job {job.id}")
+        reflector = self.reflectors[name]
+        run = await reflect(reflector, self.reflection_llm, episode, trigger)
+        skip = run.parsed.skip_reason
+        reflection = Reflection(
+            namespace=job.namespace,
+            episode_id=episode.id,
+            job_id=job.id,
+            reflector=reflector.name,
+            trigger=trigger,
+            status="skipped" if skip else "ok",
+            skip_reason=skip,
+            raw_output=run.raw_output,
+            parsed=run.parsed.fields,
+            model=run.model,
+            llm_calls=run.llm_calls,
+            tokens_in=run.usage.input_tokens,
+            tokens_out=run.usage.output_tokens,
+            cost_usd=cost_of(run.model, run.usage),
+            created_at=self.scope.now(),
+        )
+        lessons = (
+            []
+            if skip
+            else stamp_reflected(
+                reflector.lessons(run.parsed, episode, trigger),
+                episode,
+                reflection.created_at,
+                reflection_id=reflection.id,
+            )
+        )
+        if not settings.persist:
+            for lesson in lessons:
+                log.info(
+                    "reflection (not persisted, LESSONBANK_REFLEXION_PERSIST=false) for %s:\n%s",
+                    episode.id,
+                    lesson.content,
+                )
+            summary = "; ".join(lesson.content.replace("\n", " | ") for lesson in lessons) or f"skip: {skip}"
+            return JobResult(reflection=None, lessons=[], detail=f"persist off, logged only: {summary}")
+        lessons = await asyncio.to_thread(self.pools.place, lessons)
+        duplicate_of: dict[str, str] = {}
+        if self.retriever.embedder is not None and lessons:
+            lessons = await asyncio.to_thread(
+                place_by_vector, self.retriever, lessons, duplicate_of, settings.dedup_cosine
+            )
+        detail = f"skipped by {name}: {skip}" if skip else f"reflected by {name}: {len(lessons)} lesson(s)"
+        return JobResult(reflection=reflection, lessons=lessons, detail=detail, duplicate_of=duplicate_of)

@@ -1,0 +1,187 @@
+"""Building a bank: settings, store, LLMs, reflectors, retriever, and the services over them.
+
+Both facades call :func:`build_services` with their constructor's arguments, so there is one
+place that turns ``LessonBank(db, llm=..., namespace=..., ...)`` into a working bank.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lessonbank.config import Settings
+from lessonbank.errors import ConfigError
+from lessonbank.jobs import Worker
+from lessonbank.llm import LLM, get_llm
+from lessonbank.policy import OFF
+from lessonbank.reflectors.base import Reflector
+from lessonbank.reflectors.dual import DualReflector
+from lessonbank.reflectors.insight import InsightReflector
+from lessonbank.reflectors.lesson import LessonReflector
+from lessonbank.reflectors.reflexion import ReflexionReflector
+from lessonbank.retrieval import HyDE, Retriever
+from lessonbank.services.attribution import LastContexts
+from lessonbank.services.catalog import Catalog
+from lessonbank.services.context import ContextBuilder
+from lessonbank.services.pools import Pools
+from lessonbank.services.recording import Recorder
+from lessonbank.services.reflecting import ReflectionHandler
+from lessonbank.services.scope import Scope
+from lessonbank.services.writing import LessonIntake
+from lessonbank.stores import open_store
+from lessonbank.text import TokenCounter, estimate_tokens
+
+if TYPE_CHECKING:
+    from lessonbank.retrieval.embedders import Embedder
+
+BUILT_IN_REFLECTORS = ("lesson", "insight", "dual", "reflexion")
+
+
+@dataclass
+class Services:
+    """One bank's services and what they share. Facades and the Reflexion loop call these."""
+
+    scope: Scope
+    llm: LLM | None
+    reflection_llm: LLM | None
+    reflectors: dict[str, Reflector]
+    retriever: Retriever
+    count_tokens: TokenCounter
+    recorder: Recorder
+    reflections: ReflectionHandler
+    intake: LessonIntake
+    context: ContextBuilder
+    pools: Pools
+    catalog: Catalog
+
+    def new_worker(self, namespaces: Sequence[str] | None) -> Worker:
+        """A worker running this bank's reflection jobs, with the settings the bank has now."""
+        return Worker(
+            self.scope.store,
+            self.reflections.handle,
+            self.scope.settings,
+            namespaces=namespaces,
+            on_written=self.intake.embed_written,
+        )
+
+
+def build_services(
+    db: str | None = None,
+    *,
+    llm: str | LLM | None = None,
+    namespace: str | None = None,
+    reflection_llm: str | LLM | None = None,
+    settings: Settings | None = None,
+    token_counter: TokenCounter | None = None,
+    clock: Callable[[], float] | None = None,
+    worker: bool | None = None,
+    embedder: str | Embedder | None = None,
+    hyde: bool | None = None,
+) -> Services:
+    """The services of a bank opened with these arguments (see :class:`lessonbank.LessonBank`)."""
+    chosen_settings = (settings or Settings.from_env()).with_overrides(
+        db=db,
+        namespace=namespace,
+        worker=worker,
+        embedder=embedder if isinstance(embedder, str) else None,
+        hyde=hyde,
+        llm=llm if isinstance(llm, str) else None,
+        reflection_llm=reflection_llm if isinstance(reflection_llm, str) else None,
+    )
+    if not chosen_settings.namespace.strip():
+        raise ConfigError("namespace is empty; pass a name such as 'default' or 'team-a'")
+    main_llm = get_llm(llm if llm is not None and not isinstance(llm, str) else chosen_settings.llm)
+    chosen_llm = (
+        reflection_llm
+        if reflection_llm is not None and not isinstance(reflection_llm, str)
+        else chosen_settings.reflection_llm
+    )
+    reflecting_llm = get_llm(chosen_llm) or main_llm
+    reflectors = _reflectors(chosen_settings)
+    the_clock = clock or time.time
+    scope = Scope(
+        store=open_store(chosen_settings.db_url, clock=the_clock),
+        namespace=chosen_settings.namespace,
+        settings=chosen_settings,
+        clock=the_clock,
+    )
+    try:
+        retriever = _retriever(scope, embedder, reflecting_llm)
+    except BaseException:
+        scope.store.close()
+        raise
+    count_tokens = token_counter or estimate_tokens
+    last_contexts = LastContexts()
+    pools = Pools(scope)
+    return Services(
+        scope=scope,
+        llm=main_llm,
+        reflection_llm=reflecting_llm,
+        reflectors=reflectors,
+        retriever=retriever,
+        count_tokens=count_tokens,
+        recorder=Recorder(
+            scope, reflection_llm=reflecting_llm, reflectors=reflectors, last_contexts=last_contexts
+        ),
+        reflections=ReflectionHandler(
+            scope, reflection_llm=reflecting_llm, reflectors=reflectors, retriever=retriever, pools=pools
+        ),
+        intake=LessonIntake(scope, retriever=retriever, pools=pools),
+        context=ContextBuilder(
+            scope, retriever=retriever, count_tokens=count_tokens, last_contexts=last_contexts
+        ),
+        pools=pools,
+        catalog=Catalog(scope, reflection_llm=reflecting_llm),
+    )
+
+
+def _reflectors(settings: Settings) -> dict[str, Reflector]:
+    """The built-in reflectors; every route of the policy table must name one of them (or ``off``)."""
+    reflectors: dict[str, Reflector] = {
+        "lesson": LessonReflector(),
+        "insight": InsightReflector(),
+        "dual": DualReflector(),
+        "reflexion": ReflexionReflector(),
+    }
+    for situation, name in settings.routes().items():
+        if name != OFF and name not in reflectors and name not in BUILT_IN_REFLECTORS:
+            raise ConfigError(
+                f"route {situation} names reflector {name!r}, which is not registered; use one of "
+                f"{', '.join(sorted(set(reflectors) | set(BUILT_IN_REFLECTORS)))} or {OFF!r} "
+                f"(LESSONBANK_ROUTE_{situation.upper()})"
+            )
+    return reflectors
+
+
+def _retriever(scope: Scope, embedder: str | Embedder | None, reflection_llm: LLM | None) -> Retriever:
+    settings = scope.settings
+    spec = embedder if embedder is not None and not isinstance(embedder, str) else settings.embedder
+    chosen: Embedder | None = None
+    if isinstance(spec, str):
+        from lessonbank.retrieval.embedders import make_embedder  # numpy and models load only when asked
+
+        chosen = make_embedder(spec)
+    elif spec is not None:
+        missing = [a for a in ("name", "dim", "embed_documents", "embed_query") if not hasattr(spec, a)]
+        if missing:
+            raise ConfigError(
+                f"embedder {type(spec).__name__} lacks {', '.join(missing)}; pass a name such as 'minilm' "
+                "or an object with name, dim, embed_documents() and embed_query()"
+            )
+        chosen = spec
+    if settings.hyde and reflection_llm is None:
+        raise ConfigError(
+            "HyDE (LESSONBANK_HYDE) needs an LLM to write hypothetical answers; set LESSONBANK_LLM"
+        )
+    # With an LLM, HyDE is available per call (recall(..., hyde=True)); the setting is the default.
+    hyde = HyDE(reflection_llm) if reflection_llm is not None else None
+    return Retriever(
+        scope.store,
+        embedder=chosen,
+        hyde=hyde,
+        hyde_default=settings.hyde,
+        default_mode=settings.recall_mode,
+        lexical_weight=settings.hybrid_lexical_weight,
+    )

@@ -1,0 +1,179 @@
+"""Lessons written outside a job: added by hand, imported, or learned in the Reflexion loop.
+
+The store decides add / reinforce / supersede (see :mod:`lessonbank.lessons`); this service
+finds vector near-duplicates first when an embedder is configured, and embeds what was written.
+An embedding failure never loses a lesson: it is logged, and ``embed_missing()`` catches up.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from lessonbank.errors import ConfigError, InputError
+from lessonbank.models import LEARNED_FROM_MAX_CHARS, Episode, Lesson, LessonKind
+from lessonbank.ports import WriteResult
+from lessonbank.redact import redact
+from lessonbank.retrieval import Retriever
+from lessonbank.retrieval.dedup import place_by_vector
+from lessonbank.services.pools import Pools
+from lessonbank.services.scope import Scope, check_text_arg
+
+log = logging.getLogger("lessonbank")
+
+MANUAL_TAGS = ("reflexion", "trigger:manual", "user-supplied")
+
+
+def provenance(task: str) -> str | None:
+    """Where a lesson was learned, as indexed with it: the episode's task, whitespace folded, capped."""
+    return " ".join(task.split())[:LEARNED_FROM_MAX_CHARS] or None
+
+
+def stamp_reflected(
+    lessons: Iterable[Lesson], episode: Episode, at: datetime, *, reflection_id: str | None = None
+) -> list[Lesson]:
+    """Lessons a reflector made of ``episode``, ready to write: secrets redacted, provenance and
+    times set (and the reflection they came from, when it is stored)."""
+    update: dict[str, Any] = {"created_at": at, "updated_at": at}
+    if reflection_id is not None:
+        update["reflection_id"] = reflection_id
+    return [
+        lesson.model_copy(
+            update={
+                **update,
+                "content": redact(lesson.content),
+                "learned_from": lesson.learned_from or provenance(episode.task),
+            }
+        )
+        for lesson in lessons
+    ]
+
+
+class LessonIntake:
+    """The write path for lessons that do not come from a job's result."""
+
+    def __init__(self, scope: Scope, *, retriever: Retriever, pools: Pools) -> None:
+        self.scope = scope
+        self.retriever = retriever
+        self.pools = pools
+
+    def add_lesson(
+        self,
+        text: str,
+        *,
+        tags: Iterable[str],
+        kind: LessonKind,
+        task_type: str | None,
+        agent: str | None,
+        goal_id: str | None,
+        importance: float,
+        pinned: bool,
+        learned_from: str | None = None,
+    ) -> Lesson:
+        """A lesson written by hand (no LLM), tagged ``reflexion``, ``trigger:manual``, ``user-supplied``."""
+        if not isinstance(text, str) or not text.strip():
+            raise InputError(
+                "lesson text is empty; write the lesson, e.g. "
+                "'when editing large Go files use Edit, not full rewrite'",
+                field="text",
+            )
+        if isinstance(tags, str):
+            raise InputError("tags must be a list of strings, not one string", field="tags")
+        if learned_from is not None:
+            check_text_arg(learned_from, "learned_from")
+        tags = [redact(tag) for tag in tags]
+        lesson = Lesson(
+            namespace=self.scope.namespace,
+            kind=kind,
+            content=redact(text),
+            trigger="manual",
+            tags=[*MANUAL_TAGS, *tags],
+            task_type=task_type,
+            agent=agent,
+            goal_id=goal_id,
+            importance=importance,
+            confidence=0.8,
+            source="manual",
+            pinned=pinned,
+            created_at=self.scope.now(),
+            updated_at=self.scope.now(),
+            learned_from=learned_from,
+        )
+        [result] = self.write([lesson])
+        return result.lesson
+
+    def write_reflected(self, lessons: Sequence[Lesson]) -> list[WriteResult]:
+        """Freshly reflected lessons (see :func:`stamp_reflected`) placed in their pools, then written."""
+        if not lessons:
+            return []
+        return self.write(self.pools.place(lessons))
+
+    def write(self, lessons: Sequence[Lesson]) -> list[WriteResult]:
+        """Write lessons outside a job: vector dedup first (with an embedder), then their vectors."""
+        duplicate_of: dict[str, str] = {}
+        if self.retriever.embedder is not None and lessons:
+            lessons = place_by_vector(self.retriever, lessons, duplicate_of, self.scope.settings.dedup_cosine)
+        store = self.scope.store
+        results = [store.write_lesson(lesson, duplicate_of=duplicate_of.get(lesson.id)) for lesson in lessons]
+        self.embed_written(results)
+        return results
+
+    def embed_written(self, results: Sequence[WriteResult]) -> None:
+        """Vectors for lessons just written; a failure is logged, and ``embed_missing`` catches up."""
+        if self.retriever.embedder is None or not results:
+            return
+        try:
+            self.retriever.embed_lessons([result.lesson for result in results])
+        except Exception as exc:
+            log.warning(
+                "embedding %d lesson(s) failed (%s: %s); run embed_missing() later",
+                len(results),
+                type(exc).__name__,
+                exc,
+            )
+
+    def embed_missing(self, batch: int = 1_000) -> int:
+        """Embed every lesson of the namespace that has no vector for the configured embedder."""
+        embedder = self.retriever.embedder
+        if embedder is None:
+            raise ConfigError(
+                "no embedder configured; open the bank with embedder='minilm' or set LESSONBANK_EMBEDDER"
+            )
+        done = 0
+        while missing := self.scope.store.lessons_missing_vectors(self.scope.namespace, embedder.name, batch):
+            written = self.retriever.embed_lessons(missing)
+            done += written
+            if written == 0:  # every one was skipped (deleted meanwhile): do not spin
+                break
+        return done
+
+    def import_lessons(self, records: Iterable[Lesson | dict[str, Any]]) -> dict[str, int]:
+        """Bulk-add lessons (same content reinforces). Invalid records are skipped and counted."""
+        lessons, skipped = [], 0
+        for index, record in enumerate(records):
+            try:
+                lessons.append(self._imported(record))
+            except (ValueError, TypeError) as exc:
+                skipped += 1
+                log.warning("import: record %d skipped: %s", index + 1, " ".join(str(exc).split())[:300])
+        added, reinforced = self.scope.store.import_lessons(lessons)
+        counts = {"added": added, "reinforced": reinforced, "skipped": skipped}
+        if self.retriever.embedder is not None and added:
+            counts["embedded"] = self.embed_missing()
+        return counts
+
+    def _imported(self, record: Lesson | dict[str, Any]) -> Lesson:
+        """A record to import, validated once, moved into this namespace, secrets redacted."""
+        namespace = self.scope.namespace
+        if isinstance(record, Lesson):
+            return record.model_copy(update={"namespace": namespace, "content": redact(record.content)})
+        if not isinstance(record, dict):
+            raise TypeError(f"a lesson to import is a dict or a Lesson, not {type(record).__name__}")
+        data = {key: value for key, value in record.items() if value is not None and key != "content_hash"}
+        data["namespace"] = namespace
+        if isinstance(data.get("content"), str):
+            data["content"] = redact(data["content"])
+        data.setdefault("source", "import")
+        return Lesson.model_validate(data)
