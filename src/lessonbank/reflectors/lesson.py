@@ -23,7 +23,6 @@ TASK_MAX_CHARS = 600
 TASK_TYPE_MAX_CHARS = 60
 FIELD_MAX_CHARS = 400
 MIN_TAGS, MAX_TAGS = 2, 5
-MANUAL_MISTAKE = "(user-supplied lesson; no automatic mistake detection)"
 
 _BLOCKS = ("situation", "mistake", "correction", "tags", "skip")
 _NEXT_BLOCK = "|".join(_BLOCKS)
