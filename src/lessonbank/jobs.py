@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from lessonbank.config import Settings
 from lessonbank.errors import ConfigError, LLMError, LLMTransientError, StoreError
 from lessonbank.models import Job, Lesson, Reflection
-from lessonbank.stores.base import LeaseLostError, Store, WriteResult, worker_owner
+from lessonbank.ports import Store, WriteResult
+from lessonbank.stores.base import LeaseLostError, worker_owner
 
 log = logging.getLogger("lessonbank.jobs")
 
