@@ -17,7 +17,7 @@ Everything here is pure: no I/O, the clock is passed in.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -150,23 +150,47 @@ def episode_credit(episode: Episode) -> tuple[int, int]:
     return {"success": (1, 0), "failure": (0, 1)}.get(episode.status, (0, 0))
 
 
-def passes(lesson: Lesson, query: LessonQuery, now: float) -> bool:
-    """Whether ``lesson`` passes the filters of ``query`` (the SQL stores' filter, in Python)."""
-    if lesson.namespace != query.namespace:
+def matches(
+    query: LessonQuery,
+    now: float,
+    *,
+    status: str,
+    kind: str,
+    task_type: str | None,
+    agent: str | None,
+    goal_id: str | None,
+    tags: Collection[str],
+    superseded: bool,
+    expires_at: float | None,
+) -> bool:
+    """Whether a lesson of ``query.namespace`` with these fields passes the filters of ``query``
+    (the SQL stores' filter, in Python; stores that keep flat copies of the fields call it on those)."""
+    if query.statuses and status not in query.statuses:
         return False
-    if query.statuses and lesson.status not in query.statuses:
+    if query.kinds and kind not in query.kinds:
         return False
-    if query.kinds and lesson.kind not in query.kinds:
-        return False
-    for name in ("task_type", "agent", "goal_id"):
-        wanted = getattr(query, name)
-        if wanted is not None and getattr(lesson, name) != wanted:
+    for wanted, value in ((query.task_type, task_type), (query.agent, agent), (query.goal_id, goal_id)):
+        if wanted is not None and value != wanted:
             return False
-    if any(tag not in lesson.tags for tag in query.tags):
+    if query.tags and not set(query.tags) <= set(tags):
         return False
-    if lesson.superseded_by is not None:
-        return False
-    return lesson.expires_at is None or lesson.expires_at.timestamp() > now
+    return not superseded and (expires_at is None or expires_at > now)
+
+
+def passes(lesson: Lesson, query: LessonQuery, now: float) -> bool:
+    """Whether ``lesson`` passes the filters of ``query``, its namespace included."""
+    return lesson.namespace == query.namespace and matches(
+        query,
+        now,
+        status=lesson.status,
+        kind=lesson.kind,
+        task_type=lesson.task_type,
+        agent=lesson.agent,
+        goal_id=lesson.goal_id,
+        tags=lesson.tags,
+        superseded=lesson.superseded_by is not None,
+        expires_at=lesson.expires_at.timestamp() if lesson.expires_at else None,
+    )
 
 
 def check_sort(sort: str) -> None:

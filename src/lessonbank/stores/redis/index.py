@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lessonbank.lessons import matches
 from lessonbank.models import Decision, Episode, Lesson
 from lessonbank.stores.base import Candidate, LessonQuery
 from lessonbank.stores.redis.db import (
@@ -289,20 +290,19 @@ def _flat(mapping: dict[str, str]) -> list[str]:
 
 
 def row_passes(row: dict[str, str], query: LessonQuery, now: float) -> bool:
-    """SQLite's lesson filters, on the flat fields of a lesson hash."""
-    if query.statuses and row["status"] not in query.statuses:
-        return False
-    if query.kinds and row["kind"] not in query.kinds:
-        return False
-    for name in ("task_type", "agent", "goal_id"):
-        wanted = getattr(query, name)
-        if wanted is not None and row[name] != wanted:
-            return False
-    if query.tags and not set(query.tags) <= set(row["tags"].split(_SEP)):
-        return False
-    if row["superseded"]:
-        return False
-    return not row["expires_at"] or float(row["expires_at"]) > now
+    """The lesson filters (``lessons.matches``) on the flat fields of a lesson hash."""
+    return matches(
+        query,
+        now,
+        status=row["status"],
+        kind=row["kind"],
+        task_type=row["task_type"],
+        agent=row["agent"],
+        goal_id=row["goal_id"],
+        tags=row["tags"].split(_SEP),
+        superseded=bool(row["superseded"]),
+        expires_at=float(row["expires_at"]) if row["expires_at"] else None,
+    )
 
 
 def candidate_of(lesson_id: str, row: dict[str, str], relevance: float) -> Candidate:
