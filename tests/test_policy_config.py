@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from lessonbank.config import Settings
 from lessonbank.errors import ConfigError
 from lessonbank.models import Episode, VerificationResult
 from lessonbank.policy import decide, dedupe_key, manual_decision
+from lessonbank.settings import Settings
 
 ENV = {
     "reflexion_enabled": "LESSONBANK_REFLEXION_ENABLED",
@@ -237,3 +237,24 @@ def test_dedupe_key_is_stable_across_instances() -> None:
 def test_dedupe_key_differs_when_something_meaningful_differs(changed: dict[str, str], trigger: str) -> None:
     base = {"task": "refactor pkg/engine", "attempt": "full rewrite", "error": "timeout after 120s"}
     assert dedupe_key(Episode(**base), "error") != dedupe_key(Episode(**{**base, **changed}), trigger)
+
+
+def test_the_constructor_ignores_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LESSONBANK_REFLEXION_ON_ERROR", "false")
+    monkeypatch.setenv("lessonbank_namespace", "lowercase names are not read")
+    assert Settings().on_error is True
+    assert Settings.from_env().on_error is False
+    assert Settings.from_env().namespace == "default"
+
+
+def test_blank_optional_values_are_unset_and_blank_switches_are_off() -> None:
+    settings = Settings.from_env({"LESSONBANK_LEASE_S": " ", "LESSONBANK_DB": "", "LESSONBANK_HYDE": ""})
+    assert (settings.lease_s, settings.db, settings.hyde) == (None, None, False)
+
+
+def test_with_overrides_revalidates_and_expands_home() -> None:
+    assert Settings().with_overrides(home="~/elsewhere").home == Path("~/elsewhere").expanduser()
+    with pytest.raises(ConfigError, match="LESSONBANK_DEDUP_COSINE"):
+        Settings().with_overrides(dedup_cosine=0.0)
+    with pytest.raises(ConfigError, match="LESSONBANK_WORKER_CONCURRENCY"):
+        Settings(worker_concurrency="four")

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from lessonbank import Episode, LessonBank
-from lessonbank.config import Settings
 from lessonbank.errors import ConfigError, InputError
 from lessonbank.llm import FakeLLM
 from lessonbank.llm.base import Message
 from lessonbank.models import Decision, VerificationResult
 from lessonbank.policy import History, decide, decide_all, history_of, manual_reflector
+from lessonbank.settings import Settings
 
 S = Settings()
 

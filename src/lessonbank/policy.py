@@ -43,8 +43,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from lessonbank.config import Settings
 from lessonbank.models import Decision, Episode
+from lessonbank.settings import Settings
 from lessonbank.text import normalize
 
 SITUATIONS = ("loop", "goal", "important_failure", "signal", "important_success")

@@ -1,0 +1,228 @@
+"""Settings, layered: defaults → environment (``LESSONBANK_*``) → constructor arguments.
+
+``LESSONBANK_HOME`` relocates all state (default ``~/.lessonbank``); the default database is
+``$LESSONBANK_HOME/lessons.db``. ``Settings(...)`` takes only the defaults and what it is
+given; ``Settings.from_env()`` reads the environment first. Every mistake is a ``ConfigError``
+that names the setting (and its environment variable) and says what it accepts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import AliasChoices, BeforeValidator, Field, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from lessonbank.errors import ConfigError
+
+_PREFIX = "LESSONBANK_"
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off", ""})
+
+
+def _switch(value: Any) -> Any:
+    """true / yes / on / 1 and false / no / off / 0 / empty, in any case; anything else is refused."""
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _TRUE:
+            return True
+        if word in _FALSE:
+            return False
+        raise ValueError("not a boolean")
+    return value
+
+
+def _blank_is_none(value: Any) -> Any:
+    return None if isinstance(value, str) and not value.strip() else value
+
+
+def _expand_home(value: Any) -> Any:
+    return Path(value).expanduser() if isinstance(value, str | Path) else value
+
+
+Switch = Annotated[bool, BeforeValidator(_switch)]
+OptionalText = Annotated[str | None, BeforeValidator(_blank_is_none)]
+OptionalFloat = Annotated[float | None, BeforeValidator(_blank_is_none)]
+HomeDir = Annotated[Path, BeforeValidator(_expand_home)]
+
+
+def _reflexion(variable: str) -> Any:
+    """A switch read from ``LESSONBANK_REFLEXION_*`` (seed 004's names) rather than its own name."""
+    return Field(default=True, validation_alias=AliasChoices(variable))
+
+
+class Settings(BaseSettings):
+    """Everything configurable, with its environment variable in the comment."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=_PREFIX, frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True
+    )
+
+    home: HomeDir = Field(default_factory=lambda: Path("~/.lessonbank").expanduser())  # LESSONBANK_HOME
+    db: OptionalText = None  # LESSONBANK_DB: a database URL; default sqlite under home
+    namespace: str = "default"  # LESSONBANK_NAMESPACE
+    llm: OptionalText = None  # LESSONBANK_LLM: provider:model, e.g. openai:gpt-4o-mini
+    reflection_llm: OptionalText = None  # LESSONBANK_REFLECTION_LLM: default the main llm
+    reflexion_enabled: Switch = _reflexion("LESSONBANK_REFLEXION_ENABLED")  # master switch
+    on_error: Switch = _reflexion("LESSONBANK_REFLEXION_ON_ERROR")  # errors and failed checks
+    on_hallucination: Switch = _reflexion("LESSONBANK_REFLEXION_ON_HALLUCINATION")
+    on_low_quality: Switch = Field(
+        default=False, validation_alias=AliasChoices("LESSONBANK_REFLEXION_ON_LOW_QUALITY")
+    )
+    # LESSONBANK_REFLEXION_PERSIST: false = generate and log, store nothing
+    persist: Switch = _reflexion("LESSONBANK_REFLEXION_PERSIST")
+    worker: Switch = True  # LESSONBANK_WORKER: run reflections in-process (false: a `lessonbank worker`)
+    worker_concurrency: int = 4  # LESSONBANK_WORKER_CONCURRENCY
+    job_max_attempts: int = 5  # LESSONBANK_JOB_MAX_ATTEMPTS
+    job_timeout_s: float = 120.0  # LESSONBANK_JOB_TIMEOUT_S
+    backoff_base_s: float = 1.0  # LESSONBANK_BACKOFF_BASE_S
+    backoff_max_s: float = 300.0  # LESSONBANK_BACKOFF_MAX_S
+    backoff_factor: float = 2.0  # LESSONBANK_BACKOFF_FACTOR
+    backoff_jitter: float = 0.2  # LESSONBANK_BACKOFF_JITTER
+    lease_s: OptionalFloat = None  # LESSONBANK_LEASE_S: default job timeout + 30 s
+    poll_interval_s: float = 1.0  # LESSONBANK_POLL_INTERVAL_S: how often an idle worker looks for jobs
+    # The policy table (see lessonbank.policy): which reflector each situation selects, or "off".
+    route_loop: str = "reflexion"  # LESSONBANK_ROUTE_LOOP
+    route_goal: str = "insight"  # LESSONBANK_ROUTE_GOAL
+    route_important_failure: str = "dual"  # LESSONBANK_ROUTE_IMPORTANT_FAILURE
+    route_signal: str = "lesson"  # LESSONBANK_ROUTE_SIGNAL
+    route_important_success: str = "dual"  # LESSONBANK_ROUTE_IMPORTANT_SUCCESS
+    long_duration_s: float = 60.0  # LESSONBANK_LONG_DURATION_S: longer episodes count as important
+    trivial_duration_s: float = 5.0  # LESSONBANK_TRIVIAL_DURATION_S: quicker one-step successes are skipped
+    failure_streak: int = 2  # LESSONBANK_FAILURE_STREAK: this many failures of an agent in the window
+    failure_window_s: float = 86_400.0  # LESSONBANK_FAILURE_WINDOW_S: "recently", for the streak
+    cooldown_s: float = 0.0  # LESSONBANK_COOLDOWN_S: per-agent pause between reflections (0: none)
+    max_reflections_per_episode: int = 1  # LESSONBANK_MAX_REFLECTIONS_PER_EPISODE: >1 runs the next rows too
+    # Retrieval (see lessonbank.retrieval): an embedder turns on vector and hybrid recall.
+    embedder: OptionalText = None  # LESSONBANK_EMBEDDER: none, hash, minilm, static, openai:MODEL[@URL], auto
+    recall_mode: str = (
+        "auto"  # LESSONBANK_RECALL_MODE: auto (hybrid with an embedder), lexical, vector, hybrid
+    )
+    hyde: Switch = (
+        False  # LESSONBANK_HYDE: a hypothetical answer written by the reflection LLM joins the query
+    )
+    dedup_cosine: float = (
+        0.92  # LESSONBANK_DEDUP_COSINE: a same-kind lesson this close is reinforced, not added
+    )
+    # LESSONBANK_HYBRID_LEXICAL_WEIGHT: BM25's share in hybrid fusion (default: the embedder's)
+    hybrid_lexical_weight: OptionalFloat = None
+    attribution: Switch = (
+        True  # LESSONBANK_ATTRIBUTION: credit injected lessons with the next episode's outcome
+    )
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as error:
+            raise _config_error(error, values) from None
+
+    @model_validator(mode="after")
+    def _check_ranges(self) -> Settings:
+        if self.hybrid_lexical_weight is not None and not 0.0 <= self.hybrid_lexical_weight <= 1.0:
+            raise ConfigError(
+                "hybrid_lexical_weight (LESSONBANK_HYBRID_LEXICAL_WEIGHT) must be in [0, 1], "
+                f"got {self.hybrid_lexical_weight}"
+            )
+        if not 0.0 < self.dedup_cosine <= 1.0:
+            raise ConfigError(
+                f"dedup_cosine (LESSONBANK_DEDUP_COSINE) must be in (0, 1], got {self.dedup_cosine}; "
+                "1 merges only identical vectors"
+            )
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)  # the environment is read by from_env only
+
+    def routes(self) -> dict[str, str]:
+        """The policy table: situation → reflector name (or ``off``)."""
+        return {
+            "loop": self.route_loop,
+            "goal": self.route_goal,
+            "important_failure": self.route_important_failure,
+            "signal": self.route_signal,
+            "important_success": self.route_important_success,
+        }
+
+    @property
+    def lease_seconds(self) -> float:
+        return self.lease_s if self.lease_s is not None else self.job_timeout_s + 30.0
+
+    @property
+    def db_url(self) -> str:
+        return self.db or f"sqlite:///{self.home / 'lessons.db'}"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Defaults, then ``LESSONBANK_*`` variables, then ``overrides`` (``None`` values ignored)."""
+        values = _Environment(cls, os.environ if environ is None else environ)()
+        return cls(**values).with_overrides(**overrides)
+
+    def with_overrides(self, **overrides: Any) -> Settings:
+        unknown = set(overrides) - set(type(self).model_fields)
+        if unknown:
+            raise ConfigError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        updates = {key: value for key, value in overrides.items() if value is not None}
+        return type(self)(**{**self.model_dump(), **updates})
+
+
+class _Environment(EnvSettingsSource):
+    """The ``LESSONBANK_*`` variables of one mapping (``os.environ`` by default), spelled in capitals."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        self._environ = environ
+        super().__init__(settings_cls, case_sensitive=False)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return {
+            name.lower(): value.strip()
+            for name, value in self._environ.items()
+            if name.startswith(_PREFIX) and name == name.upper()
+        }
+
+
+def env_variable(field: str) -> str:
+    """The environment variable that sets ``field``."""
+    alias = Settings.model_fields[field].validation_alias
+    if isinstance(alias, AliasChoices):
+        return str(alias.choices[0])
+    return f"{_PREFIX}{field.upper()}"
+
+
+def _config_error(error: ValidationError, values: Mapping[str, Any]) -> ConfigError:
+    """The first problem of ``error`` as a ConfigError naming the variable, as the user wrote it."""
+    problem = error.errors()[0]
+    location = str(problem["loc"][0]) if problem["loc"] else ""
+    if location.startswith(_PREFIX.lower()):
+        location = location.upper()
+    if problem["type"] == "extra_forbidden":
+        return ConfigError(f"unknown setting(s): {location}")
+    field = next(
+        (name for name in Settings.model_fields if location in (name, env_variable(name))),
+        location,
+    )
+    variable = env_variable(field) if field in Settings.model_fields else location
+    raw = values.get(location, problem.get("input"))
+    kind = problem["type"]
+    if kind == "value_error" or kind.startswith("bool"):
+        what = "is not a boolean; use true or false"
+    elif kind.startswith(("int", "float")):
+        what = "is not a number"
+    else:
+        what = f"is not valid: {problem['msg']}"
+    return ConfigError(f"{variable}={raw!r} {what}")
