@@ -1,8 +1,9 @@
-"""The contract suite's backends: every test here runs on SQLite, Redis and PostgreSQL.
+"""The contract suite's backends: every test here runs on SQLite, Redis, PostgreSQL and the
+in-memory test double.
 
-Each test gets its own Redis key prefix or PostgreSQL schema, removed afterwards, so tests
-never see each other's data. A server that is not running skips its tests with the reason,
-unless ``LESSONBANK_REQUIRE_SERVICES=1`` (CI), which turns the skip into a failure.
+Each test gets its own Redis key prefix, PostgreSQL schema or named memory database, removed
+afterwards, so tests never see each other's data. A server that is not running skips its tests
+with the reason, unless ``LESSONBANK_REQUIRE_SERVICES=1`` (CI), which turns the skip into a failure.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from pathlib import Path
 import pytest
 
 from lessonbank.stores import Store, open_store
+from lessonbank.stores.memory import drop_database
 
 REDIS_URL = os.environ.get("LB_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 POSTGRES_URL = os.environ.get("LB_TEST_POSTGRES_URL", "postgresql://127.0.0.1:5432/test")
-BACKENDS = ("sqlite", "redis", "postgres")
+BACKENDS = ("sqlite", "redis", "postgres", "memory")
 
 
 class Clock:
@@ -45,7 +47,7 @@ def _reachable(host: str, port: int) -> bool:
 
 def require(backend: str) -> None:
     """Skip (or, when services are required, fail) unless ``backend``'s server answers."""
-    if backend == "sqlite":
+    if backend in ("sqlite", "memory"):
         return
     target = {"redis": ("127.0.0.1", 6379), "postgres": ("127.0.0.1", 5432)}[backend]
     url = REDIS_URL if backend == "redis" else POSTGRES_URL
@@ -92,6 +94,10 @@ def store_url(backend: str, tmp_path: Path) -> Iterator[str]:
     tag = uuid.uuid4().hex[:12]
     if backend == "sqlite":
         yield f"sqlite:///{tmp_path / 'bank.db'}"
+    elif backend == "memory":
+        # A named database: every store the test opens on it shares it, as they would share a server.
+        yield f"memory://lbtest{tag}"
+        drop_database(f"lbtest{tag}")
     elif backend == "redis":
         prefix = f"lbtest{tag}:"
         yield f"{REDIS_URL}?prefix={prefix}"

@@ -1,0 +1,617 @@
+"""The in-memory store: every port of :class:`~lessonbank.ports.Store` in process memory, a test double.
+
+``open_store("memory://")`` gives a private database that goes with its store; ``memory://<name>``
+names a database every store opened on that name in this process shares (as processes share one
+Redis), kept after they close, until :func:`drop_database` or the end of the process. Nothing
+touches the disk. Invariants:
+
+- One lock per database guards every read and write, so each method is one atomic step (what
+  a transaction is to the SQL stores): an episode and its job, a job's result and the job
+  leaving ``leased``, a lesson and its index entries and vectors change together. A step that
+  cannot complete (a taken id) fails before it changes anything.
+- Records are copied in and out: a caller changing a record it passed or got changes nothing stored.
+- Lessons are written by :class:`~lessonbank.lessons.LessonWriter`'s decisions, filtered by
+  :func:`~lessonbank.lessons.passes` and sorted by :func:`~lessonbank.lessons.sort_lessons`.
+  Lexical relevance is the BM25 of :mod:`lessonbank.stores.shared` (stemmed terms, field weights,
+  the postings budget), computed at query time over the namespace's lessons of every status.
+- Vectors: at most one per (lesson, model); each write takes the next number of its
+  (namespace, model) counter, which never goes back; removing a lesson removes its vectors.
+- Jobs (``memory_jobs.py``) are unique per (namespace, dedupe_key); a lease expires by the store
+  clock, and a lease held by a process of this host that no longer exists is expired at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC
+from typing import TypeVar
+
+from pydantic import BaseModel
+
+from lessonbank.errors import ConfigError, InputError, NotFoundError, StoreError
+from lessonbank.lessons import (
+    LessonWriter,
+    Lookup,
+    check_sort,
+    episode_credit,
+    last_used,
+    passes,
+    pick_near_duplicate,
+    sort_lessons,
+)
+from lessonbank.models import Decision, Episode, Job, Lesson, Reflection, from_timestamp, new_id
+from lessonbank.ports import (
+    NEAR_DUPLICATE_JACCARD,
+    Candidate,
+    JobNotifier,
+    LessonQuery,
+    LessonSort,
+    StoreStats,
+    VectorChanges,
+    WriteResult,
+)
+from lessonbank.stores.memory_jobs import JobTable, MemoryJobQueue, count_jobs_in, insert_job
+from lessonbank.stores.shared import (
+    FIELD_WEIGHTS,
+    POSTINGS_BUDGET,
+    bm25_factors,
+    choose_terms,
+    common_idf,
+    field_terms,
+    idf,
+    query_terms,
+    weighted_terms,
+)
+from lessonbank.text import keywords
+
+__all__ = ["MemoryStore", "drop_database"]
+
+NEAR_DUPLICATE_POOL = 20  # lessons a near-duplicate check compares, the best by content BM25
+
+R = TypeVar("R", bound=BaseModel)
+
+
+def _copied(record: R) -> R:
+    return record.model_copy(deep=True)
+
+
+@dataclass
+class _Doc:
+    """One lesson in the lexical index: its row number (write order) and weighted term frequencies."""
+
+    row: int
+    terms: dict[str, float]  # every field, each scaled by its weight
+    content: dict[str, float]  # the content field alone (the near-duplicate check)
+    length: int  # tokens in every field, unweighted (as FTS5 counts a document's length)
+
+
+@dataclass
+class _Space:
+    """What one namespace indexes: content hashes, and postings of stemmed terms."""
+
+    by_hash: dict[str, str] = field(default_factory=dict)
+    docs: dict[str, _Doc] = field(default_factory=dict)  # in row order
+    postings: dict[str, set[str]] = field(default_factory=dict)
+    content_postings: dict[str, set[str]] = field(default_factory=dict)
+    length: int = 0
+
+    def add(self, lesson: Lesson, row: int) -> None:
+        terms, length = weighted_terms(lesson, FIELD_WEIGHTS)
+        content = {term: float(n) for term, n in Counter(field_terms(lesson)["content"]).items()}
+        self.docs[lesson.id] = _Doc(row, terms, content, length)
+        self.by_hash[lesson.content_hash] = lesson.id
+        self.length += length
+        for postings, found in ((self.postings, terms), (self.content_postings, content)):
+            for term in found:
+                postings.setdefault(term, set()).add(lesson.id)
+
+    def remove(self, lesson: Lesson) -> int:
+        """Take ``lesson`` out of the index; returns its row number."""
+        doc = self.docs.pop(lesson.id)
+        if self.by_hash.get(lesson.content_hash) == lesson.id:
+            del self.by_hash[lesson.content_hash]
+        self.length -= doc.length
+        for postings, found in ((self.postings, doc.terms), (self.content_postings, doc.content)):
+            for term in found:
+                holders = postings[term]
+                holders.discard(lesson.id)
+                if not holders:
+                    del postings[term]
+        return doc.row
+
+
+class _Data(JobTable):
+    """One database: every record, by id, under one lock (the job table's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows = 0
+        self.lessons: dict[str, Lesson] = {}
+        self.spaces: dict[str, _Space] = {}
+        self.episodes: dict[str, tuple[str, Episode, Decision]] = {}  # id -> (namespace, episode, decision)
+        self.reflections: dict[str, Reflection] = {}
+        self.vectors: dict[tuple[str, str], dict[str, tuple[str, bytes, int]]] = {}  # in write order
+        self.vector_seq: dict[tuple[str, str], int] = {}
+
+    def space(self, namespace: str) -> _Space:
+        return self.spaces.setdefault(namespace, _Space())
+
+    def next_row(self) -> int:
+        self.rows += 1
+        return self.rows
+
+
+_DATABASES: dict[str, _Data] = {}
+_REGISTRY = threading.Lock()
+
+
+def drop_database(name: str) -> None:
+    """Forget the named database (``memory://<name>``); stores still open on it keep their data."""
+    with _REGISTRY:
+        _DATABASES.pop(name, None)
+
+
+class MemoryStore(MemoryJobQueue):
+    """Every store port in process memory (see the module docstring): a test double that passes the
+    contract suite. ``MemoryStore()`` is private; ``MemoryStore("name")`` shares the named database."""
+
+    __test__ = False
+    notifier: JobNotifier | None = None
+
+    def __init__(self, name: str = "", *, clock: Callable[[], float] = time.time) -> None:
+        self.name = name
+        self.clock = clock
+        self.writer = LessonWriter(clock)
+        self._closed = False
+        if name:
+            with _REGISTRY:
+                self._data = _DATABASES.setdefault(name, _Data())
+        else:
+            self._data = _Data()
+
+    @classmethod
+    def from_url(cls, url: str, *, clock: Callable[[], float] = time.time) -> MemoryStore:
+        """``memory://`` (private) or ``memory://<name>`` (shared in this process)."""
+        scheme, sep, name = url.partition("://")
+        if scheme.lower() != "memory" or not sep or any(c in name for c in "/?#"):
+            raise ConfigError(f"bad memory URL {url!r}: write memory:// or memory://<name>")
+        return cls(name, clock=clock)
+
+    def close(self) -> None:
+        self._closed = True
+
+    @contextmanager
+    def _db(self) -> Iterator[_Data]:
+        if self._closed:
+            raise StoreError(f"memory store {self.name or '(private)'} is closed")
+        with self._data.lock:
+            yield self._data
+
+    # ----------------------------------------------------------------- episodes
+
+    def record_episode(
+        self, episode: Episode, decision: Decision, job: Job | None, *, credit: bool = True
+    ) -> Decision:
+        """Store the episode and its job and credit the lessons injected for it (see the Store
+        protocol), in one step; an id already stored is a repeat (a retried call): no-op."""
+        ns = episode.namespace or "default"
+        helpful, harmful = episode_credit(episode) if credit and episode.context_ids else (0, 0)
+        with self._db() as db:
+            stored = db.episodes.get(episode.id)
+            if stored is not None:
+                return _copied(stored[2])
+            final = decision
+            if job is not None:
+                existing = db.dedupe.get((job.namespace, job.dedupe_key))
+                if existing is not None:
+                    final = Decision(
+                        reflect=False,
+                        trigger=decision.trigger,
+                        reflector=decision.reflector,
+                        reason=f"duplicate: an identical episode is already reflected (job {existing})",
+                        job_id=existing,
+                    )
+                else:
+                    insert_job(db, job)
+            db.episodes[episode.id] = (ns, _copied(episode), _copied(final))
+            if helpful or harmful:
+                self._credit(db, ns, episode.context_ids, helpful, harmful)
+            return final
+
+    def get_episode(self, episode_id: str) -> tuple[Episode, Decision | None]:
+        with self._db() as db:
+            stored = db.episodes.get(episode_id)
+            if stored is None:
+                raise NotFoundError("episode", episode_id)
+            return _copied(stored[1]), _copied(stored[2])
+
+    def recent_episodes(
+        self, namespace: str, *, agent: str | None = None, since: float = 0.0, limit: int = 20
+    ) -> list[tuple[Episode, Decision | None]]:
+        with self._db() as db:
+            found = [
+                (episode, decision)
+                for ns, episode, decision in reversed(db.episodes.values())
+                if ns == namespace
+                and episode.created_at.timestamp() >= since
+                and (agent is None or episode.agent == agent)
+            ]
+            found.sort(key=lambda pair: pair[0].created_at, reverse=True)
+            return [(_copied(e), _copied(d)) for e, d in found[: max(0, limit)]]
+
+    def get_reflection(self, reflection_id: str) -> Reflection:
+        with self._db() as db:
+            found = db.reflections.get(reflection_id)
+            if found is None:
+                raise NotFoundError("reflection", reflection_id)
+            return _copied(found)
+
+    def reflections_for_episode(self, episode_id: str) -> list[Reflection]:
+        with self._db() as db:
+            found = [r for r in db.reflections.values() if r.episode_id == episode_id]
+            return [_copied(r) for r in sorted(found, key=lambda r: r.created_at)]
+
+    # ----------------------------------------------------------------- lessons
+
+    def write_lesson(
+        self,
+        lesson: Lesson,
+        *,
+        threshold: float = NEAR_DUPLICATE_JACCARD,
+        duplicate_of: str | None = None,
+    ) -> WriteResult:
+        prepared = _copied(LessonWriter.prepared(lesson))
+        with self._db() as db:
+            self._check_new_ids(db, [prepared])
+            result = self._write(db, prepared, threshold, duplicate_of)
+            return WriteResult(_copied(result.lesson), result.action)
+
+    def _write(self, db: _Data, lesson: Lesson, threshold: float, duplicate_of: str | None) -> WriteResult:
+        """Apply the writer's decision for ``lesson`` (prepared, checked by ``_check_new_ids``)."""
+        similar = self._near_duplicate(db, lesson, threshold)
+        decision = self.writer.decide(
+            lesson, similar=similar, duplicate_of=duplicate_of, read=self._reader(db, lesson.namespace)
+        )
+        self._put(db, decision.lesson, decision.previous)
+        old = db.lessons.get(decision.supersedes) if decision.supersedes is not None else None
+        if old is not None and old.namespace == lesson.namespace:
+            marked = self.writer.superseded(old, lesson.id)
+            if marked is not None:
+                self._put(db, marked, old)
+        return decision.result()
+
+    def _reader(self, db: _Data, namespace: str) -> Callable[[Lookup], Lesson | None]:
+        space = db.space(namespace)
+
+        def read(lookup: Lookup) -> Lesson | None:
+            how, key = lookup
+            found = space.by_hash.get(key) if how == "hash" else key
+            return db.lessons.get(found) if found is not None else None
+
+        return read
+
+    def _near_duplicate(self, db: _Data, lesson: Lesson, threshold: float) -> Lesson | None:
+        """The live lesson of the same kind this one nearly repeats, among the best by content BM25."""
+        terms = keywords(lesson.content)[:64]
+        if not terms:
+            return None
+        query = LessonQuery(lesson.namespace, kinds=[lesson.kind])
+        found = self._search(db, query, terms, NEAR_DUPLICATE_POOL, content_only=True)
+        return pick_near_duplicate(lesson.content, [db.lessons[c.lesson_id] for c in found], threshold)
+
+    @staticmethod
+    def _check_new_ids(db: _Data, lessons: Sequence[Lesson]) -> None:
+        """Refuse, before anything is written, a lesson whose id another content already holds."""
+        seen: dict[str, tuple[str, str]] = {}
+        for lesson in lessons:
+            identity = (lesson.namespace, lesson.content_hash)
+            stored = db.lessons.get(lesson.id)
+            held = (stored.namespace, stored.content_hash) if stored is not None else seen.get(lesson.id)
+            if held is not None and held != identity:
+                raise StoreError(f"lesson id {lesson.id} is already taken by another lesson")
+            seen[lesson.id] = identity
+
+    def _put(self, db: _Data, lesson: Lesson, old: Lesson | None) -> None:
+        """Store ``lesson`` (replacing ``old``, same id) and index it."""
+        row = db.spaces[old.namespace].remove(old) if old is not None else db.next_row()
+        db.lessons[lesson.id] = lesson
+        db.space(lesson.namespace).add(lesson, row)
+
+    def _remove(self, db: _Data, lesson: Lesson) -> None:
+        """Delete ``lesson``, its index entries and its vectors of every model."""
+        db.spaces[lesson.namespace].remove(lesson)
+        del db.lessons[lesson.id]
+        for (ns, _), vectors in db.vectors.items():
+            if ns == lesson.namespace:
+                vectors.pop(lesson.id, None)
+
+    def import_lessons(self, lessons: Sequence[Lesson]) -> tuple[int, int]:
+        """Bulk write in one step; the same content reinforces the stored lesson. Near duplicates are
+        not looked for; an imported id already taken gets a fresh id."""
+        prepared = [_copied(LessonWriter.prepared(lesson)) for lesson in lessons]
+        added = 0
+        with self._db() as db:
+            for lesson in prepared:
+                read = self._reader(db, lesson.namespace)
+                decision = self.writer.decide(lesson, similar=None, duplicate_of=None, read=read)
+                if decision.action == "reinforced":
+                    self._put(db, decision.lesson, decision.previous)
+                    continue
+                if lesson.id in db.lessons:
+                    lesson = lesson.model_copy(update={"id": new_id("les")})
+                self._put(db, lesson, None)
+                added += 1
+        return added, len(prepared) - added
+
+    def get_lesson(self, lesson_id: str) -> Lesson:
+        found = self.get_lessons([lesson_id])
+        if not found:
+            raise NotFoundError("lesson", lesson_id)
+        return found[0]
+
+    def get_lessons(self, lesson_ids: Sequence[str]) -> list[Lesson]:
+        """The lessons with these ids, in the order given (missing ids are left out)."""
+        with self._db() as db:
+            return [_copied(db.lessons[i]) for i in lesson_ids if i in db.lessons]
+
+    def list_lessons(
+        self, query: LessonQuery, *, limit: int = 100, offset: int = 0, sort: LessonSort = "created"
+    ) -> list[Lesson]:
+        check_sort(sort)
+        with self._db() as db:
+            space, now = db.spaces.get(query.namespace), self.clock()
+            newest = reversed(space.docs) if space is not None else iter(())
+            found = [db.lessons[i] for i in newest if passes(db.lessons[i], query, now)]
+            return [_copied(x) for x in sort_lessons(found, sort)[offset : offset + limit]]
+
+    def update_lesson(self, lesson: Lesson) -> Lesson:
+        prepared = _copied(LessonWriter.prepared(lesson))
+        with self._db() as db:
+            old = db.lessons.get(prepared.id)
+            if old is None or old.namespace != prepared.namespace:
+                raise NotFoundError("lesson", prepared.id)
+            holder = db.space(prepared.namespace).by_hash.get(prepared.content_hash)
+            if holder is not None and holder != prepared.id:
+                raise InputError(
+                    "another lesson of this kind already has this content; reinforce or delete that one instead",
+                    field="content",
+                )
+            self._put(db, prepared, old)
+            return _copied(prepared)
+
+    def delete_lesson(self, namespace: str, lesson_id: str) -> bool:
+        with self._db() as db:
+            lesson = db.lessons.get(lesson_id)
+            if lesson is None or lesson.namespace != namespace:
+                return False
+            self._remove(db, lesson)
+            return True
+
+    def purge_expired(self, namespace: str) -> int:
+        with self._db() as db:
+            now = self.clock()
+            space = db.spaces.get(namespace)
+            expired = [
+                db.lessons[i]
+                for i in (space.docs if space is not None else ())
+                if (when := db.lessons[i].expires_at) is not None and when.timestamp() <= now
+            ]
+            for lesson in expired:
+                self._remove(db, lesson)
+            return len(expired)
+
+    # ----------------------------------------------------------------- recall
+
+    def search(self, query: LessonQuery, terms: Sequence[str], limit: int) -> list[Candidate]:
+        with self._db() as db:
+            return self._search(db, query, terms, limit)
+
+    def _search(
+        self, db: _Data, query: LessonQuery, terms: Sequence[str], limit: int, *, content_only: bool = False
+    ) -> list[Candidate]:
+        """Top ``limit`` lessons by BM25 over the query's selective terms that pass the filters.
+
+        Terms are taken rarest first while their postings fit ``POSTINGS_BUDGET``; when every word
+        is more common than that, the newest lessons holding the rarest one are taken, all with
+        the same relevance. Equal scores go newest first.
+        """
+        space = db.spaces.get(query.namespace)
+        wanted = query_terms(terms)
+        if space is None or not wanted or limit <= 0:
+            return []
+        postings = space.content_postings if content_only else space.postings
+        frequencies = {term: len(postings.get(term, ())) for term in wanted}
+        chosen, rarest = choose_terms(frequencies)
+        if rarest is None:
+            return []
+        docs = len(space.docs)
+        scored: list[tuple[float, int, str]] = []
+        if chosen:
+            avg_len = space.length / max(1, docs)
+            weights = {term: idf(docs, frequencies[term]) for term in chosen}
+            for lesson_id in set().union(*(postings[term] for term in chosen)):
+                doc = space.docs[lesson_id]
+                held = doc.content if content_only else doc.terms
+                factors = bm25_factors({t: held[t] for t in chosen if t in held}, doc.length, avg_len)
+                score = sum(weights[term] * factor for term, factor in factors.items())
+                scored.append((score, doc.row, lesson_id))
+        else:
+            flat = common_idf(docs, rarest[0])
+            scored = [(flat, space.docs[i].row, i) for i in postings[rarest[1]]]
+        scored.sort(reverse=True)
+        if not chosen:
+            scored = scored[:POSTINGS_BUDGET]
+        out: list[Candidate] = []
+        now = self.clock()
+        for relevance, _, lesson_id in scored:
+            lesson = db.lessons[lesson_id]
+            if passes(lesson, query, now):
+                out.append(_candidate(lesson, relevance))
+                if len(out) >= limit:
+                    break
+        return out
+
+    def candidates(self, query: LessonQuery, lesson_ids: Sequence[str]) -> list[Candidate]:
+        with self._db() as db:
+            now = self.clock()
+            found = (db.lessons.get(i) for i in dict.fromkeys(lesson_ids))
+            return [_candidate(x, 0.0) for x in found if x is not None and passes(x, query, now)]
+
+    def credit_lessons(
+        self, namespace: str, lesson_ids: Sequence[str], *, helpful: int = 0, harmful: int = 0
+    ) -> int:
+        if not (helpful or harmful):
+            return 0
+        with self._db() as db:
+            return self._credit(db, namespace, lesson_ids, helpful, harmful)
+
+    @staticmethod
+    def _credit(db: _Data, namespace: str, lesson_ids: Sequence[str], helpful: int, harmful: int) -> int:
+        count = 0
+        for lesson_id in dict.fromkeys(lesson_ids):
+            lesson = db.lessons.get(lesson_id)
+            if lesson is not None and lesson.namespace == namespace:
+                lesson.helpful += helpful
+                lesson.harmful += harmful
+                count += 1
+        return count
+
+    def touch_lessons(self, lesson_ids: Sequence[str]) -> None:
+        if not lesson_ids:
+            return
+        with self._db() as db:
+            now = from_timestamp(self.clock())
+            for lesson_id in lesson_ids:  # each mention counts, as in the other stores
+                lesson = db.lessons.get(lesson_id)
+                if lesson is not None:
+                    lesson.access_count += 1
+                    lesson.last_accessed = now
+
+    # ----------------------------------------------------------------- vectors
+
+    def put_vectors(self, namespace: str, model: str, rows: Sequence[tuple[str, str, bytes]]) -> int:
+        written = 0
+        with self._db() as db:
+            key = (namespace, model)
+            for lesson_id, text_hash, vector in rows:
+                lesson = db.lessons.get(lesson_id)
+                if lesson is None or lesson.namespace != namespace:
+                    continue
+                seq = db.vector_seq[key] = db.vector_seq.get(key, 0) + 1
+                vectors = db.vectors.setdefault(key, {})
+                vectors.pop(lesson_id, None)  # moved to the end: the dict stays in write order
+                vectors[lesson_id] = (text_hash, bytes(vector), seq)
+                written += 1
+        return written
+
+    def vector_hashes(self, namespace: str, model: str, lesson_ids: Sequence[str]) -> dict[str, str]:
+        with self._db() as db:
+            vectors = db.vectors.get((namespace, model), {})
+            return {i: vectors[i][0] for i in lesson_ids if i in vectors}
+
+    def vector_changes(self, namespace: str, model: str, after: int) -> VectorChanges:
+        with self._db() as db:
+            vectors = db.vectors.get((namespace, model), {})
+            rows = [(i, vector) for i, (_, vector, seq) in vectors.items() if seq > after]
+            top = db.vector_seq.get((namespace, model), 0)
+            return VectorChanges(rows=rows, seq=max(after, top), count=len(vectors))
+
+    def lessons_missing_vectors(self, namespace: str, model: str, limit: int) -> list[Lesson]:
+        with self._db() as db:
+            space = db.spaces.get(namespace)
+            if space is None or limit <= 0:
+                return []
+            vectors = db.vectors.get((namespace, model), {})
+            missing = [db.lessons[i] for i in space.docs if i not in vectors]
+            missing.sort(key=lambda x: (x.created_at, space.docs[x.id].row))
+            return [_copied(x) for x in missing[:limit]]
+
+    def finish_job(
+        self,
+        job_id: str,
+        owner: str,
+        *,
+        reflection: Reflection | None,
+        lessons: Sequence[Lesson],
+        detail: str,
+        duplicate_of: Mapping[str, str] | None = None,
+    ) -> list[WriteResult]:
+        """Write the job's result and mark it done, in one step; a lost lease writes nothing."""
+        prepared = [_copied(LessonWriter.prepared(lesson)) for lesson in lessons]
+        twins = duplicate_of or {}
+        with self._db() as db:
+            job = self._leased(db, job_id, owner)
+            self._check_new_ids(db, prepared)
+            if reflection is not None and reflection.id in db.reflections:
+                raise StoreError(f"reflection id {reflection.id} is already taken")
+            results = [self._write(db, x, NEAR_DUPLICATE_JACCARD, twins.get(x.id)) for x in prepared]
+            if reflection is not None:
+                ids = [result.lesson.id for result in results]
+                db.reflections[reflection.id] = _copied(reflection).model_copy(update={"lesson_ids": ids})
+            self._done(db, job, detail)
+            return [WriteResult(_copied(result.lesson), result.action) for result in results]
+
+    # ----------------------------------------------------------------- stats
+
+    def stats(self, namespace: str) -> StoreStats:
+        stats = StoreStats(namespace=namespace)
+        with self._db() as db:
+            stats.episodes = sum(1 for ns, _, _ in db.episodes.values() if ns == namespace)
+            space = db.spaces.get(namespace)
+            for lesson in (db.lessons[i] for i in (space.docs if space is not None else ())):
+                if lesson.status == "active":
+                    stats.lessons[lesson.kind] = stats.lessons.get(lesson.kind, 0) + 1
+                by_status = stats.lessons_by_status
+                by_status[lesson.status] = by_status.get(lesson.status, 0) + 1
+            for reflection in db.reflections.values():
+                if reflection.namespace == namespace:
+                    _count_spend(stats, reflection)
+            stats.jobs = count_jobs_in(db, [namespace])
+        stats.llm_calls = int(sum(row["calls"] for row in stats.by_reflector.values()))
+        stats.cost_usd = float(sum(row["cost_usd"] for row in stats.by_reflector.values()))
+        stats.by_reflector = dict(sorted(stats.by_reflector.items()))
+        stats.by_day = dict(sorted(stats.by_day.items()))
+        return stats
+
+
+# --------------------------------------------------------------------- helpers
+
+
+def _candidate(lesson: Lesson, relevance: float) -> Candidate:
+    return Candidate(
+        lesson.id,
+        relevance,
+        lesson.access_count,
+        lesson.confidence,
+        lesson.pinned,
+        last_used(lesson),
+        lesson.importance,
+        lesson.helpful,
+        lesson.harmful,
+    )
+
+
+def _count_spend(stats: StoreStats, reflection: Reflection) -> None:
+    """Add one reflection to the status counts, the token totals and the per-reflector and per-day spend."""
+    stats.reflections[reflection.status] = stats.reflections.get(reflection.status, 0) + 1
+    stats.tokens_in += reflection.tokens_in
+    stats.tokens_out += reflection.tokens_out
+    day = reflection.created_at.astimezone(UTC).strftime("%Y-%m-%d")
+    unpriced = int(reflection.cost_usd is None and reflection.llm_calls > 0)
+    spent = {
+        "reflections": 1,
+        "calls": reflection.llm_calls,
+        "tokens_in": reflection.tokens_in,
+        "tokens_out": reflection.tokens_out,
+        "cost_usd": reflection.cost_usd or 0.0,
+        "unpriced_calls": unpriced,
+    }
+    for table, key in ((stats.by_reflector, reflection.reflector), (stats.by_day, day)):
+        row = table.setdefault(key, {name: 0 for name in spent})
+        for name, value in spent.items():
+            row[name] += value
