@@ -5,6 +5,7 @@ how to fix the problem::
 
     LessonbankError
     ├── ConfigError          the caller's setup is wrong (unknown URL scheme, missing extra, bad env var)
+    │   └── OnnxBuildError       onnxruntime is installed but cannot build or load the MiniLM graph
     ├── InputError           a value passed in is invalid (also a ValueError): empty task, 2 MB field, bad UTF-8
     ├── NotFoundError        no record with that id (also a LookupError)
     ├── StoreError           the database failed or is in an unexpected state
@@ -12,18 +13,38 @@ how to fix the problem::
     │   └── LLMTransientError    429, 5xx, timeouts, dropped connections: worth retrying
     ├── ParseError           model output could not be parsed (carries the raw text)
     ├── BudgetExceededError  a token or cost budget would be exceeded
-    └── EvaluatorError       a loop's verification could not run at all (tool missing, bad directory)
+    ├── EvaluatorError       a loop's verification could not run at all (tool missing, bad directory)
+    └── LeaseLostError       a job's lease expired and another worker took it
+
+Every error pickles and unpickles with its fields (worker processes and test runners send them
+across processes), whatever its constructor's signature.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class LessonbankError(Exception):
     """Base class of every error lessonbank raises on purpose."""
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The default rebuilds an error by calling its class with ``args`` (the message alone),
+        # which fails for constructors that take keyword-only or extra fields.
+        return _rebuild, (type(self), self.args), self.__dict__
+
+
+def _rebuild(cls: type[LessonbankError], args: tuple[Any, ...]) -> LessonbankError:
+    return cls.__new__(cls, *args)
+
 
 class ConfigError(LessonbankError):
     """The caller's configuration is wrong; the message says what to change."""
+
+
+class OnnxBuildError(ConfigError):
+    """onnxruntime is installed but could not build or load the graph (too old a version, a broken
+    install). ``MiniLMEmbedder(backend="auto")`` falls back to NumPy on it; ``"onnx"`` raises it."""
 
 
 class InputError(LessonbankError, ValueError):
@@ -83,3 +104,7 @@ class EvaluatorError(LessonbankError):
     def __init__(self, message: str, *, command: str = "") -> None:
         super().__init__(message)
         self.command = command
+
+
+class LeaseLostError(LessonbankError):
+    """The job's lease expired and another worker took it; this worker's result is dropped."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 
+from lessonbank.errors import LeaseLostError
 from lessonbank.lessons import CONFIDENCE_STEP, episode_credit, pick_near_duplicate
 from lessonbank.ports import (
     NEAR_DUPLICATE_JACCARD,
@@ -38,10 +39,6 @@ __all__ = [
     "pid_alive",
     "worker_owner",
 ]
-
-
-class LeaseLostError(Exception):
-    """The job's lease expired and another worker took it; this worker's result is dropped."""
 
 
 def worker_owner() -> str:
