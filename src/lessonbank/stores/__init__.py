@@ -39,6 +39,10 @@ def open_store(url: str, *, clock: Callable[[], float] = time.time) -> Store:
         return SQLiteStore(sqlite_path(url), clock=clock)
     if scheme == "":
         return SQLiteStore(url, clock=clock)
+    if scheme == "memory":
+        from lessonbank.stores.memory import MemoryStore
+
+        return MemoryStore.from_url(url, clock=clock)
     if scheme in ("redis", "rediss"):
         try:
             from lessonbank.stores.redis import RedisStore
