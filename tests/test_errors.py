@@ -47,7 +47,7 @@ def _example(cls: type[BaseException]) -> BaseException:
         if parameter.kind == parameter.KEYWORD_ONLY:
             keywords[name] = SAMPLE_ARGUMENTS[name]
         else:
-            arguments.append(SAMPLE_ARGUMENTS[name] if name in SAMPLE_ARGUMENTS else "what went wrong")
+            arguments.append(SAMPLE_ARGUMENTS.get(name, "what went wrong"))
     return cls(*arguments, **keywords)
 
 
