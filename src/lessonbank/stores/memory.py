@@ -418,7 +418,7 @@ class MemoryStore(MemoryJobQueue):
 
         Terms are taken rarest first while their postings fit ``POSTINGS_BUDGET``; when every word
         is more common than that, the newest lessons holding the rarest one are taken, all with
-        the same relevance. Equal scores go newest first.
+        the same relevance, newest first. Equal scores go in write order, as FTS5 returns them.
         """
         space = db.spaces.get(query.namespace)
         wanted = query_terms(terms)
@@ -440,12 +440,11 @@ class MemoryStore(MemoryJobQueue):
                 factors = bm25_factors({t: held[t] for t in chosen if t in held}, doc.length, avg_len)
                 score = sum(weights[term] * factor for term, factor in factors.items())
                 scored.append((score, doc.row, lesson_id))
+            scored.sort(key=lambda item: (-item[0], item[1]))
         else:
             flat = common_idf(docs, rarest[0])
             scored = [(flat, space.docs[i].row, i) for i in postings[rarest[1]]]
-        scored.sort(reverse=True)
-        if not chosen:
-            scored = scored[:POSTINGS_BUDGET]
+            scored = sorted(scored, key=lambda item: item[1], reverse=True)[:POSTINGS_BUDGET]
         out: list[Candidate] = []
         now = self.clock()
         for relevance, _, lesson_id in scored:

@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from lessonbank.errors import NotFoundError, StoreError
+from lessonbank.errors import LeaseLostError, NotFoundError, StoreError
 from lessonbank.models import Job, from_timestamp
-from lessonbank.stores.base import LeaseLostError, parse_owner, pid_alive
+from lessonbank.stores.base import parse_owner, pid_alive
 
 DUE_SLACK_S = 0.001  # as in the other queues: a job stamped "now" is due under a frozen clock
 JOB_STATUSES = ("queued", "waiting", "leased", "done", "dead")
