@@ -25,7 +25,7 @@ from lessonbank.ports import LessonSort, Store
 from lessonbank.reflectors.base import Reflector
 from lessonbank.retrieval import Retriever
 from lessonbank.services.catalog import ExportFormat
-from lessonbank.services.wiring import build_services
+from lessonbank.services.wiring import Services, build_services
 from lessonbank.text import TokenCounter
 
 if TYPE_CHECKING:
@@ -37,6 +37,8 @@ GoalState = Literal["completed", "failed"]
 class _Bank:
     """What both facades share: one constructor (the bank's services, built from its arguments)
     and the bank's parts, read from those services."""
+
+    services: Services  # one object per concern; the Reflexion loop works through these
 
     def __init__(
         self,

@@ -29,10 +29,10 @@ from dataclasses import replace
 from datetime import datetime
 
 from lessonbank.errors import InputError, NotFoundError
+from lessonbank.lessons import pick_near_duplicate
 from lessonbank.models import Lesson, from_timestamp
 from lessonbank.ports import NEAR_DUPLICATE_JACCARD, LessonQuery, Store
 from lessonbank.services.scope import Scope, check_count
-from lessonbank.stores.base import pick_near_duplicate
 from lessonbank.text import keywords, normalize
 
 DAY = 86_400.0
