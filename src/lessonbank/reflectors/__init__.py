@@ -5,6 +5,7 @@ from lessonbank.reflectors.dual import DualReflector, parse_dual
 from lessonbank.reflectors.insight import InsightReflector, parse_insight
 from lessonbank.reflectors.lesson import LessonReflector, parse_lesson
 from lessonbank.reflectors.reflexion import ReflexionReflector, parse_reflexion
+from lessonbank.reflectors.registry import build_reflectors, register_reflector, registered_reflectors
 
 __all__ = [
     "DualReflector",
@@ -14,9 +15,12 @@ __all__ = [
     "Reflector",
     "ReflectorRun",
     "ReflexionReflector",
+    "build_reflectors",
     "parse_dual",
     "parse_insight",
     "parse_lesson",
     "parse_reflexion",
     "reflect",
+    "register_reflector",
+    "registered_reflectors",
 ]

@@ -42,7 +42,14 @@ class ReflectorRun:
     error: str | None = None  # set when the output stayed unparseable after the repair call
 
 
+DEFAULT_REPAIR_HINT = "Answer again in exactly the format the instructions above ask for, and nothing else."
+
+
 class Reflector(Protocol):
+    """What :func:`reflect` runs. A reflector may also set ``repair_hint``: the instruction sent,
+    after the parse error, when its first reply is malformed (default :data:`DEFAULT_REPAIR_HINT`).
+    Reflectors are looked up by ``name`` in :mod:`lessonbank.reflectors.registry`."""
+
     name: str
     max_output_tokens: int
 
@@ -87,9 +94,7 @@ async def reflect(reflector: Reflector, llm: LLM, episode: Episode, trigger: str
         repair = [
             *messages,
             Message(role="assistant", content=first_text),
-            Message(
-                role="user", content=f"Your reply could not be read: {first}. {REPAIR_HINTS[reflector.name]}"
-            ),
+            Message(role="user", content=f"Your reply could not be read: {first}. {repair_hint(reflector)}"),
         ]
         second = await llm.complete(repair, max_tokens=reflector.max_output_tokens, temperature=0.0)
         second_text = redact(second.text)
@@ -102,19 +107,7 @@ async def reflect(reflector: Reflector, llm: LLM, episode: Episode, trigger: str
             return ReflectorRun(Parsed(skip_reason=reason), raw, second.model, usage, 2, error=reason)
 
 
-REPAIR_HINTS: dict[str, str] = {
-    "lesson": (
-        "Answer again with exactly these blocks, one line each: <situation>…</situation> <mistake>…</mistake> "
-        "<correction>…</correction> <tags>tag1, tag2</tags> — or exactly <skip>nothing actionable</skip>."
-    ),
-    "insight": "Answer again with only the insight: 1 to 3 plain sentences, no markdown, at most 500 characters.",
-    "dual": (
-        "Answer again in exactly this shape: a line 'PRINCIPLE: IF <condition> THEN <action> BECAUSE <reason>', "
-        "then a line 'PROCEDURE:' followed by numbered steps '1. …', one per line."
-    ),
-    "reflexion": (
-        "Answer again with only one JSON object with the keys reflection_text, credit_assignment "
-        "(failing_action_indices, root_cause, failure_category), causal_reasoning, actionable_insights, "
-        "lessons_learned, confidence."
-    ),
-}
+def repair_hint(reflector: Reflector) -> str:
+    """The reflector's own instruction for a second try, or the generic one."""
+    hint = getattr(reflector, "repair_hint", None)
+    return hint if isinstance(hint, str) and hint.strip() else DEFAULT_REPAIR_HINT

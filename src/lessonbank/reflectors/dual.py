@@ -132,6 +132,10 @@ class DualReflector:
 
     name = "dual"
     max_output_tokens = 300
+    repair_hint = (
+        "Answer again in exactly this shape: a line 'PRINCIPLE: IF <condition> THEN <action> BECAUSE <reason>', "
+        "then a line 'PROCEDURE:' followed by numbered steps '1. …', one per line."
+    )
 
     def __init__(self) -> None:
         self.system_prompt = load_prompt("dual")

@@ -184,6 +184,9 @@ class InsightReflector:
 
     name = "insight"
     max_output_tokens = INSIGHT_MAX_OUTPUT_TOKENS
+    repair_hint = (
+        "Answer again with only the insight: 1 to 3 plain sentences, no markdown, at most 500 characters."
+    )
 
     def __init__(self) -> None:
         self.system_prompt = load_prompt("insight")

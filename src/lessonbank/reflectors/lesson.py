@@ -85,6 +85,10 @@ class LessonReflector:
 
     name = "lesson"
     max_output_tokens = 300
+    repair_hint = (
+        "Answer again with exactly these blocks, one line each: <situation>…</situation> <mistake>…</mistake> "
+        "<correction>…</correction> <tags>tag1, tag2</tags> — or exactly <skip>nothing actionable</skip>."
+    )
 
     def __init__(self) -> None:
         self.system_prompt = load_prompt("lesson")

@@ -186,6 +186,11 @@ class ReflexionReflector:
 
     name = "reflexion"
     max_output_tokens = 700
+    repair_hint = (
+        "Answer again with only one JSON object with the keys reflection_text, credit_assignment "
+        "(failing_action_indices, root_cause, failure_category), causal_reasoning, actionable_insights, "
+        "lessons_learned, confidence."
+    )
 
     def __init__(self) -> None:
         self.system_prompt = load_prompt("reflexion")
