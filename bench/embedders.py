@@ -1,8 +1,7 @@
 """Embedder speed: single-query latency and document throughput for each built-in embedder.
 
-What is measured, per embedder (``hash``, ``minilm`` on onnxruntime, ``minilm`` NumPy, ``minilm`` torch
-when sentence-transformers and torch are installed, ``static``, and an OpenAI-compatible endpoint when
-``--openai SPEC`` is given):
+What is measured, per embedder (``hash``, ``minilm`` on onnxruntime, ``minilm`` NumPy, ``static``, and
+an OpenAI-compatible endpoint when ``--openai SPEC`` is given):
 
 1. ``embed_query(text)`` latency: 20 warm-up queries, then each of the distinct queries timed alone with
    ``time.perf_counter_ns`` (p50/p99), with the embedders' query cache off (a cache hit costs microseconds).
@@ -28,7 +27,6 @@ import json
 import sys
 import tempfile
 import time
-import warnings
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,23 +34,21 @@ from typing import Any
 
 import _corpus
 from core import format_table, load_average, machine_info, summarize_ns, time_each
-from lessonbank.retrieval.embedders import Embedder, HashEmbedder, OpenAIEmbedder, make_embedder
-from lessonbank.retrieval.minilm import MiniLMEmbedder, StaticEmbedder, minilm_available
-from lessonbank.retrieval.minilm_onnx import onnx_available
+from lessonbank.retrieval.embedders import (
+    Embedder,
+    HashEmbedder,
+    MiniLMEmbedder,
+    OpenAIEmbedder,
+    StaticEmbedder,
+    make_embedder,
+    minilm_available,
+)
+from lessonbank.retrieval.embedders.bert_onnx import onnx_available
 
 SEED = 6006
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "embedders.json"
 WARMUP_QUERIES = 20
-ALL = ("hash", "minilm", "minilm-numpy", "minilm-torch", "static")
-
-
-def torch_available() -> bool:
-    try:
-        import sentence_transformers  # noqa: F401
-        import torch  # noqa: F401
-    except ImportError:
-        return False
-    return True
+ALL = ("hash", "minilm", "minilm-numpy", "static")
 
 
 def measure(label: str, embedder: Embedder, queries: Sequence[str], docs: Sequence[str]) -> dict[str, Any]:
@@ -180,15 +176,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         elif name == "minilm-numpy":
             embedder = MiniLMEmbedder(backend="numpy", query_cache_size=0)
             results["embedders"].append(measure("minilm (numpy)", embedder, queries, docs))
-        elif name == "minilm-torch":
-            if not torch_available():
-                results["skipped"][name] = "sentence-transformers/torch not installed"
-                continue
-            embedder = MiniLMEmbedder(backend="torch", query_cache_size=0)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                embedder.check_installed()
-            results["embedders"].append(measure("minilm (torch)", embedder, queries, docs))
         elif name == "static":
             if args.cache_dir is not None:
                 results["embedders"].append(bench_static(queries, docs, args.cache_dir, vocab))

