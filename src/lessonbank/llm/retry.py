@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import random
 from collections.abc import Sequence
 
 from lessonbank.errors import LLMTransientError
 from lessonbank.llm.base import LLM, Completion, Message
+from lessonbank.retry import Backoff, retry_async
 
 log = logging.getLogger("lessonbank.llm")
 
@@ -41,16 +40,15 @@ class RetryingLLM:
         max_tokens: int | None = None,
         temperature: float | None = None,
     ) -> Completion:
-        for attempt in range(1, self.attempts + 1):
-            try:
-                return await self.inner.complete(messages, max_tokens=max_tokens, temperature=temperature)
-            except LLMTransientError as exc:
-                if attempt == self.attempts:
-                    raise
-                delay = min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1))
-                delay *= random.uniform(0.8, 1.2)
-                log.warning(
-                    "%s failed (%s); retry %d/%d in %.1fs", self.model, exc, attempt, self.attempts - 1, delay
-                )
-                await asyncio.sleep(delay)
-        raise AssertionError("unreachable")
+        def announce(exc: BaseException, attempt: int, delay: float) -> None:
+            log.warning(
+                "%s failed (%s); retry %d/%d in %.1fs", self.model, exc, attempt, self.attempts - 1, delay
+            )
+
+        return await retry_async(
+            lambda: self.inner.complete(messages, max_tokens=max_tokens, temperature=temperature),
+            transient=(LLMTransientError,),
+            backoff=Backoff(base_s=self.base_delay_s, max_s=self.max_delay_s, factor=2.0, jitter=0.2),
+            attempts=self.attempts,
+            on_retry=announce,
+        )

@@ -1,0 +1,135 @@
+"""One retry mechanism: capped exponential backoff with jitter, an attempt and/or time budget,
+and a predicate for what is worth retrying.
+
+Used by the LLM wrapper (``llm/retry.py``); the durable job queue schedules its retries with
+:meth:`Backoff.delay`. Errors that are not transient pass through at once; when the budget is
+spent the last transient error is raised unchanged, so callers translate it as they always did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
+
+Transient = tuple[type[BaseException], ...] | Callable[[BaseException], bool]
+OnRetry = Callable[[BaseException, int, float], None]  # (error, retry number from 1, delay in seconds)
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Delay before retry n (1-based): ``base_s`` × ``factor``^(n−1), capped at ``max_s``, then ± ``jitter``."""
+
+    base_s: float
+    max_s: float
+    factor: float = 2.0
+    jitter: float = 0.2
+
+    def delay(self, retry: int, rng: random.Random | None = None) -> float:
+        capped = min(self.max_s, self.base_s * self.factor ** (retry - 1))
+        if not self.jitter:
+            return capped
+        return capped * (rng or random).uniform(1.0 - self.jitter, 1.0 + self.jitter)
+
+
+def _is_transient(transient: Transient, error: BaseException) -> bool:
+    return isinstance(error, transient) if isinstance(transient, tuple) else transient(error)
+
+
+def _next_delay(
+    error: BaseException,
+    attempt: int,
+    *,
+    transient: Transient,
+    backoff: Backoff,
+    attempts: int | None,
+    deadline: float | None,
+    clock: Callable[[], float],
+) -> float | None:
+    """The delay before the next attempt, or None when ``error`` must be raised now."""
+    if not _is_transient(transient, error) or (attempts is not None and attempt >= attempts):
+        return None
+    delay = backoff.delay(attempt)
+    if deadline is not None and clock() + delay > deadline:
+        return None
+    return delay
+
+
+def retry_call(
+    fn: Callable[[], T],
+    *,
+    transient: Transient,
+    backoff: Backoff,
+    attempts: int | None = None,
+    budget_s: float | None = None,
+    on_retry: OnRetry | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> T:
+    """Call ``fn`` until it succeeds, an error is not transient, or ``attempts`` (calls in all) or
+    ``budget_s`` (seconds from the first call; a retry that would end past it is not made) run out."""
+    if attempts is not None and attempts < 1:
+        raise ValueError("attempts must be at least 1")
+    deadline = None if budget_s is None else clock() + budget_s
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return fn()
+        except Exception as error:
+            delay = _next_delay(
+                error,
+                attempt,
+                transient=transient,
+                backoff=backoff,
+                attempts=attempts,
+                deadline=deadline,
+                clock=clock,
+            )
+            if delay is None:
+                raise
+            if on_retry is not None:
+                on_retry(error, attempt, delay)
+        sleep(delay)
+
+
+async def retry_async(
+    fn: Callable[[], Awaitable[T]],
+    *,
+    transient: Transient,
+    backoff: Backoff,
+    attempts: int | None = None,
+    budget_s: float | None = None,
+    on_retry: OnRetry | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> T:
+    """:func:`retry_call` for a coroutine function; waits with ``asyncio.sleep``."""
+    if attempts is not None and attempts < 1:
+        raise ValueError("attempts must be at least 1")
+    deadline = None if budget_s is None else clock() + budget_s
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return await fn()
+        except Exception as error:
+            delay = _next_delay(
+                error,
+                attempt,
+                transient=transient,
+                backoff=backoff,
+                attempts=attempts,
+                deadline=deadline,
+                clock=clock,
+            )
+            if delay is None:
+                raise
+            if on_retry is not None:
+                on_retry(error, attempt, delay)
+        await sleep(delay)
