@@ -7,7 +7,6 @@ block = bank.context("the next similar task", budget_tokens=800)
 """
 
 from lessonbank.bank import AsyncLessonBank, LessonBank
-from lessonbank.config import Settings
 from lessonbank.errors import (
     BudgetExceededError,
     ConfigError,
@@ -31,6 +30,7 @@ from lessonbank.models import (
     Reflection,
     VerificationResult,
 )
+from lessonbank.settings import Settings
 
 __all__ = [
     "AsyncLessonBank",

@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from lessonbank.config import Settings
 from lessonbank.jobs import Worker, WorkerThread
 from lessonbank.llm import LLM
 from lessonbank.loop.records import search_reflections
@@ -26,6 +25,7 @@ from lessonbank.reflectors.base import Reflector
 from lessonbank.retrieval import Retriever
 from lessonbank.services.catalog import ExportFormat
 from lessonbank.services.wiring import Services, build_services
+from lessonbank.settings import Settings
 from lessonbank.text import TokenCounter
 
 if TYPE_CHECKING:

@@ -18,10 +18,10 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from lessonbank.config import Settings
 from lessonbank.errors import ConfigError, LLMError, LLMTransientError, StoreError
 from lessonbank.models import Job, Lesson, Reflection
 from lessonbank.ports import Store, WriteResult
+from lessonbank.settings import Settings
 from lessonbank.stores.base import LeaseLostError, worker_owner
 
 log = logging.getLogger("lessonbank.jobs")

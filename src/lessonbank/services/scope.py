@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
-from lessonbank.config import Settings
 from lessonbank.errors import InputError
 from lessonbank.ports import Store
+from lessonbank.settings import Settings
 
 
 @dataclass

@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lessonbank.config import Settings
 from lessonbank.errors import ConfigError
 from lessonbank.jobs import Worker
 from lessonbank.llm import LLM, get_llm
@@ -30,6 +29,7 @@ from lessonbank.services.recording import Recorder
 from lessonbank.services.reflecting import ReflectionHandler
 from lessonbank.services.scope import Scope
 from lessonbank.services.writing import LessonIntake
+from lessonbank.settings import Settings
 from lessonbank.stores import open_store
 from lessonbank.text import TokenCounter, estimate_tokens
 
