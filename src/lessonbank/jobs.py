@@ -121,18 +121,18 @@ class Worker:
     def _subscribe(self, loop: asyncio.AbstractEventLoop) -> Callable[[], None] | None:
         """Wake at once when the store announces a runnable job (PostgreSQL LISTEN/NOTIFY).
 
-        Stores without announcements (SQLite) are polled every ``poll_interval_s`` as before.
+        Stores without announcements (``notifier`` None, e.g. SQLite) are polled every
+        ``poll_interval_s``.
         """
-        subscribe = getattr(self.store, "subscribe_jobs", None)
-        if subscribe is None:
+        notifier = self.store.notifier
+        if notifier is None:
             return None
 
         def announced() -> None:
             with contextlib.suppress(RuntimeError):  # the loop already closed
                 loop.call_soon_threadsafe(self._wake.set)
 
-        unsubscribe: Callable[[], None] = subscribe(announced)
-        return unsubscribe
+        return notifier.subscribe_jobs(announced)
 
     async def _fill(self) -> bool:
         """Lease jobs while there is capacity; True when at least one was started."""
