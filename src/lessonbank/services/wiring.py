@@ -16,10 +16,7 @@ from lessonbank.jobs import Worker
 from lessonbank.llm import LLM, get_llm
 from lessonbank.policy import OFF
 from lessonbank.reflectors.base import Reflector
-from lessonbank.reflectors.dual import DualReflector
-from lessonbank.reflectors.insight import InsightReflector
-from lessonbank.reflectors.lesson import LessonReflector
-from lessonbank.reflectors.reflexion import ReflexionReflector
+from lessonbank.reflectors.registry import build_reflectors
 from lessonbank.retrieval import HyDE, Retriever
 from lessonbank.services.attribution import LastContexts
 from lessonbank.services.catalog import Catalog
@@ -35,8 +32,6 @@ from lessonbank.text import TokenCounter, estimate_tokens
 
 if TYPE_CHECKING:
     from lessonbank.retrieval.embedders import Embedder
-
-BUILT_IN_REFLECTORS = ("lesson", "insight", "dual", "reflexion")
 
 
 @dataclass
@@ -138,19 +133,13 @@ def build_services(
 
 
 def _reflectors(settings: Settings) -> dict[str, Reflector]:
-    """The built-in reflectors; every route of the policy table must name one of them (or ``off``)."""
-    reflectors: dict[str, Reflector] = {
-        "lesson": LessonReflector(),
-        "insight": InsightReflector(),
-        "dual": DualReflector(),
-        "reflexion": ReflexionReflector(),
-    }
+    """The bank's reflectors (the registered ones); every route of the policy table must name one (or ``off``)."""
+    reflectors = build_reflectors()
     for situation, name in settings.routes().items():
-        if name != OFF and name not in reflectors and name not in BUILT_IN_REFLECTORS:
+        if name != OFF and name not in reflectors:
             raise ConfigError(
                 f"route {situation} names reflector {name!r}, which is not registered; use one of "
-                f"{', '.join(sorted(set(reflectors) | set(BUILT_IN_REFLECTORS)))} or {OFF!r} "
-                f"(LESSONBANK_ROUTE_{situation.upper()})"
+                f"{', '.join(sorted(reflectors))} or {OFF!r} (LESSONBANK_ROUTE_{situation.upper()})"
             )
     return reflectors
 
