@@ -21,7 +21,7 @@ from lessonbank.errors import StoreError
 from lessonbank.models import Lesson
 from lessonbank.stores import Store, open_store
 from lessonbank.stores.base import LessonQuery
-from lessonbank.stores.postgres_schema import MIGRATIONS as PG_MIGRATIONS
+from lessonbank.stores.sql.migrations.postgres import MIGRATIONS as PG_MIGRATIONS
 from tests.conftest import SEED_004_REPLY
 from tests.contract.conftest import (
     POSTGRES_URL,
@@ -323,8 +323,8 @@ def test_postgres_schema_of_the_previous_release_is_upgraded(
 ) -> None:
     import psycopg
 
-    from lessonbank.stores import postgres_db
-    from lessonbank.stores.postgres_index import COLUMNS, PLACEHOLDERS, values
+    from lessonbank.stores.sql import postgres as postgres_db
+    from lessonbank.stores.sql.postgres_search import COLUMNS, PLACEHOLDERS, values
 
     url = f"{POSTGRES_URL}?schema={pg_schema}"
     monkeypatch.setattr(postgres_db, "MIGRATIONS", PG_MIGRATIONS[:1])
@@ -335,7 +335,7 @@ def test_postgres_schema_of_the_previous_release_is_upgraded(
         conn.execute(f'SET search_path TO "{pg_schema}"')
         columns = COLUMNS.rsplit(",", 1)[0]  # as the previous release wrote them: no learned_from
         conn.execute(
-            f"INSERT INTO lessons ({columns}) VALUES ({PLACEHOLDERS.rsplit(',', 1)[0]})",
+            f"INSERT INTO lessons ({columns}) VALUES ({PLACEHOLDERS.rsplit(',', 1)[0].replace('?', '%s')})",
             values(old, 0.0)[:-1],
         )
     monkeypatch.setattr(postgres_db, "MIGRATIONS", PG_MIGRATIONS)
@@ -455,7 +455,8 @@ def test_a_missing_client_library_names_the_extra(
     from lessonbank.errors import ConfigError
 
     monkeypatch.setitem(sys.modules, module, None)  # import fails as if not installed
-    for name in [n for n in sys.modules if n.startswith(f"lessonbank.stores.{extra}")]:
+    moved = (f"lessonbank.stores.{extra}", f"lessonbank.stores.sql.{extra}")  # the store and its dialect
+    for name in [n for n in sys.modules if n.startswith(moved)]:
         monkeypatch.delitem(sys.modules, name)
     with pytest.raises(ConfigError, match=rf"pip install 'lessonbank\[{extra}\]'"):
         open_store(url)

@@ -8,9 +8,9 @@ import struct
 from pathlib import Path
 
 from lessonbank.stores.base import LessonQuery
+from lessonbank.stores.sql.migrations.sqlite import MIGRATIONS
+from lessonbank.stores.sql.sqlite import split_sql
 from lessonbank.stores.sqlite import SQLiteStore
-from lessonbank.stores.sqlite_db import _split_sql
-from lessonbank.stores.sqlite_schema import MIGRATIONS
 from lessonbank.text import content_hash
 from tests.contract.conftest import Clock
 from tests.contract.test_contract_lessons import lesson
@@ -22,7 +22,7 @@ def old_bank(path: Path, contents: list[str]) -> None:
     """A bank file as the previous release wrote it: its migrations only, lessons inserted by hand."""
     conn = sqlite3.connect(path, isolation_level=None)
     for migration in MIGRATIONS[:OLD_VERSION]:
-        for statement in _split_sql(migration):
+        for statement in split_sql(migration):
             conn.execute(statement)
     for n, content in enumerate(contents):
         conn.execute(
@@ -53,7 +53,7 @@ def test_previous_schema_is_migrated_and_reindexed(tmp_path: Path) -> None:
     clock = Clock()
     store = SQLiteStore(path, clock=clock)
     try:
-        conn = store._conn()
+        conn = store.dialect.connection()
         assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
         columns = {row[1] for row in conn.execute("PRAGMA table_info(lessons)")}
         assert "learned_from" in columns

@@ -30,8 +30,17 @@ from lessonbank.text import content_hash, words
 
 log = logging.getLogger("lessonbank.stores")
 
+# Lexical recall reads at most about this many postings per query; words held by more lessons
+# act as stopwords.
 POSTINGS_BUDGET = 1500
+# At most this many query words are matched (rarest first).
 MAX_MATCH_TERMS = 12
+# Document frequencies at or above this are cached (counting them is what costs; rare words are
+# cheap to count and their counts matter exactly).
+CACHED_MIN_DF = 64
+# BM25 weight of each indexed field: where a lesson was learned counts, but less than what it says.
+# SQLite's FTS5 columns are (content, tags, learned_from) in this order.
+FIELD_WEIGHTS: dict[str, float] = {"content": 1.0, "tags": 1.0, "learned_from": 0.5}
 BM25_K1 = 1.2
 BM25_B = 0.75
 SORTS: tuple[str, ...] = ("created", "score", "access", "confidence", "utility")

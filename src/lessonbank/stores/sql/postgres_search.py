@@ -1,0 +1,197 @@
+"""PostgreSQL lexical recall: the lessons table's index columns and the BM25 search over them.
+
+Invariants: every column of ``lessons`` but ``data`` is a copy of a lesson field (or derived
+from it: ``terms``, the tsvector of its tokens, and ``weights``, each token's BM25 factor),
+always written in the same statement as ``data``; search finds candidates through the GIN index
+on ``terms`` and ranks them in SQL, within the postings budget.
+
+The tokens of content, tags and ``learned_from`` all sit in ``terms``; their weights
+(:data:`~lessonbank.stores.shared.FIELD_WEIGHTS`) enter the BM25 factors in ``weights``, computed
+as SQLite's FTS5 ``bm25()`` with column weights does, so the stores rank alike. (tsvector
+``setweight`` labels are not used: they live on lexeme positions, which these position-free
+vectors do not keep, and ``ts_rank`` is not BM25.)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from lessonbank.models import Lesson
+from lessonbank.ports import Candidate, LessonQuery
+from lessonbank.stores import shared
+from lessonbank.stores.shared import (
+    CACHED_MIN_DF,
+    FIELD_WEIGHTS,
+    bm25_factors,
+    choose_terms,
+    common_idf,
+    idf,
+    query_terms,
+    weighted_terms,
+)
+from lessonbank.stores.sql.dialect import Connection, Dialect, lesson_filter
+
+COLUMNS = (
+    "id, namespace, kind, content_hash, status, task_type, agent, goal_id, tags, importance, confidence, "
+    "access_count, helpful, harmful, pinned, expires_at, superseded_by, last_used, created_at, doc_len, "
+    "terms, weights, data, learned_from"
+)
+PLACEHOLDERS = ",".join(["?"] * 20 + ["array_to_tsvector(?::text[])", "?", "?", "?"])
+CANDIDATE_COLUMNS = (
+    "l.id, l.access_count, l.confidence, l.pinned, l.last_used, l.importance, l.helpful, l.harmful"
+)
+CORPUS_STATS_TTL_S = 5.0
+
+
+class PostingsIndex:
+    """The lexical side of the PostgreSQL lessons table, with its per-namespace caches."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+        self._corpus: dict[str, tuple[float, int, float]] = {}
+        self._df_cache: dict[str, tuple[int, dict[str, int]]] = {}
+
+    def forget(self, namespace: str) -> None:
+        self._corpus.pop(namespace, None)
+
+    def values(self, lesson: Lesson) -> tuple[Any, ...]:
+        return values(lesson, self.avg_len(lesson.namespace))
+
+    def search(
+        self, conn: Connection, query: LessonQuery, terms: Sequence[str], limit: int
+    ) -> list[Candidate]:
+        """Top ``limit`` lessons by BM25 over the query's selective terms that pass the filters."""
+        terms = query_terms(terms)
+        if not terms:
+            return []
+        docs, _ = self._corpus_stats(conn, query.namespace)
+        frequencies = self._document_frequencies(conn, query.namespace, terms, docs)
+        chosen, rarest = choose_terms(frequencies)
+        if rarest is None:
+            return []
+        where, params = lesson_filter(self.dialect, query, self.dialect.clock())
+        if chosen:
+            # BM25 = Σ idf(term) × the term's factor stored with the lesson (see term_weights).
+            score = " + ".join(["coalesce((l.weights->>?)::float8, 0) * ?"] * len(chosen))
+            weights = [value for term in chosen for value in (term, idf(docs, frequencies[term]))]
+            found = conn.execute(
+                f"SELECT {CANDIDATE_COLUMNS}, {score} AS rel FROM lessons l WHERE {where} "
+                "AND l.terms @@ ?::tsquery ORDER BY rel DESC LIMIT ?",
+                (*weights, *params, " | ".join(_lexeme(t) for t in chosen), limit),
+            ).fetchall()
+            return [candidate(row, row[8]) for row in found]
+        flat = common_idf(docs, rarest[0])
+        found = conn.execute(
+            f"SELECT {CANDIDATE_COLUMNS} FROM lessons l WHERE {where} AND l.seq IN (SELECT seq FROM lessons "
+            "WHERE namespace = ? AND terms @@ ?::tsquery ORDER BY namespace, seq DESC LIMIT ?) LIMIT ?",
+            (*params, query.namespace, _lexeme(rarest[1]), shared.POSTINGS_BUDGET, limit),
+        ).fetchall()
+        return [candidate(row, flat) for row in found]
+
+    def candidates(self, conn: Connection, query: LessonQuery, lesson_ids: Sequence[str]) -> list[Candidate]:
+        where, params = lesson_filter(self.dialect, query, self.dialect.clock())
+        rows = conn.execute(
+            f"SELECT {CANDIDATE_COLUMNS} FROM lessons l WHERE l.id = ANY(?) AND {where}",
+            (list(lesson_ids), *params),
+        ).fetchall()
+        by_id = {row[0]: candidate(row, 0.0) for row in rows}
+        return [by_id[lesson_id] for lesson_id in dict.fromkeys(lesson_ids) if lesson_id in by_id]
+
+    def _document_frequencies(
+        self, conn: Connection, namespace: str, terms: Sequence[str], docs: int
+    ) -> dict[str, int]:
+        """How many lessons hold each term, capped just above the postings budget.
+
+        As in SQLite, only frequent terms are cached (counting them is what costs), and the
+        cache is dropped when the namespace grows or shrinks by 10 %.
+        """
+        size, cache = self._df_cache.get(namespace, (docs, {}))
+        if docs > size * 1.1 or docs < size:
+            size, cache = docs, {}
+        self._df_cache[namespace] = (size, cache)
+        missing = [t for t in terms if t not in cache]
+        out = {t: cache[t] for t in terms if t in cache}
+        if missing:
+            # One count per term, each with its tsquery as a plain parameter so the GIN index is used.
+            count = "SELECT ?, count(*) FROM (SELECT 1 FROM lessons WHERE namespace = ? AND terms @@ ?::tsquery LIMIT ?) s"
+            params: list[Any] = []
+            for index, term in enumerate(missing):
+                params += [index, namespace, _lexeme(term), shared.POSTINGS_BUDGET + 1]
+            rows = conn.execute(" UNION ALL ".join([count] * len(missing)), params).fetchall()
+            for index, found in rows:
+                term = missing[index]
+                out[term] = int(found)
+                if out[term] >= CACHED_MIN_DF:
+                    cache[term] = out[term]
+        return out
+
+    def avg_len(self, namespace: str) -> float:
+        """The mean lesson length last seen by a search (writes search first; 0 before any)."""
+        cached = self._corpus.get(namespace)
+        return cached[2] if cached is not None else 0.0
+
+    def _corpus_stats(self, conn: Connection, namespace: str) -> tuple[int, float]:
+        """Lesson count and mean document length of the namespace, cached a few seconds."""
+        cached = self._corpus.get(namespace)
+        if cached is not None and time.monotonic() - cached[0] < CORPUS_STATS_TTL_S:
+            return cached[1], cached[2]
+        row = conn.execute(
+            "SELECT count(*), coalesce(avg(doc_len), 0) FROM lessons WHERE namespace = ?", (namespace,)
+        ).fetchone()
+        docs, avg_len = (int(row[0]), float(row[1])) if row else (0, 0.0)
+        self._corpus[namespace] = (time.monotonic(), docs, avg_len)
+        return docs, avg_len
+
+
+def _lexeme(term: str) -> str:
+    """``term`` as one quoted tsquery lexeme (taken as is, never read as syntax)."""
+    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def values(lesson: Lesson, avg_len: float) -> tuple[Any, ...]:
+    """The lesson as a row of ``COLUMNS`` (``PLACEHOLDERS``)."""
+    frequencies, length = weighted_terms(lesson, FIELD_WEIGHTS)
+    return (
+        lesson.id,
+        lesson.namespace,
+        lesson.kind,
+        lesson.content_hash,
+        lesson.status,
+        lesson.task_type,
+        lesson.agent,
+        lesson.goal_id,
+        list(lesson.tags),
+        lesson.importance,
+        lesson.confidence,
+        lesson.access_count,
+        lesson.helpful,
+        lesson.harmful,
+        lesson.pinned,
+        None if lesson.expires_at is None else lesson.expires_at.timestamp(),
+        lesson.superseded_by,
+        (lesson.last_accessed or lesson.created_at).timestamp(),
+        lesson.created_at.timestamp(),
+        length,
+        list(frequencies),
+        Jsonb(bm25_factors(frequencies, length, avg_len)),
+        Jsonb(lesson.model_dump(mode="json")),
+        lesson.learned_from,
+    )
+
+
+def candidate(row: Sequence[Any], relevance: float) -> Candidate:
+    return Candidate(
+        row[0],
+        float(relevance),
+        int(row[1]),
+        float(row[2]),
+        bool(row[3]),
+        float(row[4]),
+        float(row[5]),
+        int(row[6]),
+        int(row[7]),
+    )

@@ -1,0 +1,585 @@
+"""The SQLite dialect: one file, no server, safe for several processes at once.
+
+Invariants:
+
+- WAL mode with ``synchronous=NORMAL``: a committed write survives a crash of any process
+  (not a power cut of the machine); readers never block writers.
+- Every write is one ``BEGIN IMMEDIATE`` transaction, so two processes serialise on the
+  write lock instead of failing on a lock upgrade; ``busy_timeout`` makes them wait. Holding
+  that lock is what makes a write's reads safe (no row locks are needed).
+- Each thread gets its own connection; times are stored as Unix seconds (UTC).
+- No caller's commit runs a WAL checkpoint (which copies pages back and syncs, for
+  milliseconds): connections turn auto-checkpointing off and a background thread
+  checkpoints once the WAL passes ``CHECKPOINT_WAL_BYTES``.
+- ``lessons_fts`` (FTS5, porter stemming over content, tags and ``learned_from``, ranked by
+  BM25 with :data:`~lessonbank.stores.shared.FIELD_WEIGHTS`), ``lesson_tags`` and
+  ``lesson_vectors`` follow the ``lessons`` table through triggers, so they never disagree with it.
+- Vectors are plain BLOBs scanned by the caller's in-process index (no extension to load):
+  ``lesson_vectors.seq`` (AUTOINCREMENT) orders their writes; SQLite serialises writers, so
+  sequence numbers are committed in order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import sqlite3
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from lessonbank.errors import StoreError
+from lessonbank.lessons import CONFIDENCE_STEP, MAX_TAGS
+from lessonbank.models import Decision, Episode, Lesson, VerificationResult, from_timestamp
+from lessonbank.ports import Candidate, LessonQuery, VectorChanges
+from lessonbank.stores import shared
+from lessonbank.stores.shared import CACHED_MIN_DF, FIELD_WEIGHTS, choose_terms, common_idf
+from lessonbank.stores.sql.dialect import Connection, lesson_filter, question_marks
+from lessonbank.stores.sql.migrations.sqlite import MIGRATIONS
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+CHECKPOINT_WAL_BYTES = 4 * 1024 * 1024  # SQLite's own auto-checkpoint point: 1000 pages of 4 KiB
+CHECKPOINT_POLL_S = 0.5
+
+LESSON_COLUMNS = (
+    "id, namespace, kind, content, content_hash, tags, task_type, agent, goal_id, trigger, importance, "
+    "confidence, source, status, access_count, last_accessed, helpful, harmful, pinned, expires_at, "
+    "supersedes, superseded_by, episode_id, reflection_id, created_at, updated_at, extra, learned_from"
+)
+_NAMES = [column.strip() for column in LESSON_COLUMNS.split(",")]
+_EXTRA_FIELDS = ("situation", "mistake", "correction")
+_RANK = "bm25(" + ", ".join(repr(FIELD_WEIGHTS[f]) for f in ("content", "tags", "learned_from")) + ")"
+_CANDIDATE_COLUMNS = (
+    "l.id, l.access_count, l.confidence, l.pinned, coalesce(l.last_accessed, l.created_at) AS used, "
+    "l.importance, l.helpful, l.harmful"
+)
+# Insert a lesson, or reinforce the one with the same content as LessonWriter.reinforced does: one
+# more use, a little more confidence, the union of both tag lists (stored order first, capped).
+_UPSERT = (
+    f"INSERT INTO lessons ({LESSON_COLUMNS}) VALUES ({question_marks(len(_NAMES))}) "
+    "ON CONFLICT (namespace, content_hash) DO UPDATE SET access_count = access_count + 1, "
+    "confidence = min(1.0, confidence + ?), last_accessed = ?, updated_at = ?, tags = ("
+    "SELECT json_group_array(value) FROM (SELECT value FROM json_each(lessons.tags) UNION ALL "
+    "SELECT value FROM json_each(excluded.tags) WHERE value NOT IN (SELECT value FROM json_each(lessons.tags)) "
+    f"LIMIT {MAX_TAGS}))"
+)
+
+
+def fts_query(terms: Sequence[str], column: str | None = None) -> str:
+    """An FTS5 MATCH expression OR-ing the terms, each quoted so no term is read as syntax;
+    limited to one column when ``column`` is given."""
+    expression = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+    return f"{column} : ({expression})" if column else expression
+
+
+class SQLiteDialect:
+    """One SQLite file. ``path`` is a file path, or ``":memory:"`` for a throwaway database.
+
+    A throwaway database is a file in a temporary folder, removed on close: an SQLite
+    in-memory database lives in one connection, and the store needs one per thread.
+    """
+
+    for_update = ""
+    skip_locked = ""
+    greatest = "max"
+    integrity_errors: tuple[type[BaseException], ...] = (sqlite3.IntegrityError,)
+    episode_columns: tuple[str, ...] = (
+        "id", "namespace", "created_at", "status", "task", "task_type", "agent", "goal_id", "loop_id", "data",
+        "decision",
+    )  # fmt: skip
+    reflection_columns: tuple[str, ...] = (
+        "id", "namespace", "episode_id", "job_id", "reflector", "trigger", "status", "model", "tokens_in",
+        "tokens_out", "cost_usd", "created_at", "data",
+    )  # fmt: skip
+    lesson_columns = ", ".join(f"l.{name}" for name in _NAMES)
+    llm_calls = "json_extract(data, '$.llm_calls')"
+    utc_day = "date(created_at, 'unixepoch')"
+
+    def __init__(
+        self, path: str | Path, *, clock: Callable[[], float] = time.time, busy_timeout_s: float = 30.0
+    ) -> None:
+        self._scratch: str | None = None
+        if str(path) == ":memory:":
+            self._scratch = tempfile.mkdtemp(prefix="lessonbank-")
+            path = Path(self._scratch) / "lessons.db"
+        self.path = str(path)
+        self.clock = clock
+        self._busy_ms = int(busy_timeout_s * 1000)
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self._df_cache: dict[str, int] = {}
+        self._df_size = 0
+        self._stop_checkpoints = threading.Event()
+        self._checkpointer: threading.Thread | None = None
+        Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        self._migrate()
+        self._checkpointer = threading.Thread(
+            target=self._checkpoint_loop, name="lessonbank-checkpoint", daemon=True
+        )
+        self._checkpointer.start()
+
+    # ----------------------------------------------------------------- connections
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        if self._closed:
+            raise StoreError(f"store {self.path} is closed")
+        try:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=self._busy_ms / 1000
+            )
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open SQLite database {self.path}: {exc}") from exc
+        if mode != "wal":
+            raise StoreError(f"{self.path}: could not switch to WAL mode (got {mode})")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA temp_store = MEMORY")
+        with self._lock:
+            self._connections.append(conn)
+        self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        yield self.connection()
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        """One IMMEDIATE transaction: takes the write lock up front, rolls back on any error."""
+        conn = self.connection()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise StoreError(
+                f"{self.path}: could not start a write ({exc}); another process holds the lock for too long"
+            ) from exc
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        else:
+            conn.execute("COMMIT")
+
+    @staticmethod
+    def run(fn: Callable[[], T]) -> T:
+        return fn()
+
+    def _migrate(self) -> None:
+        with self.tx() as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > len(MIGRATIONS):
+                raise StoreError(
+                    f"{self.path} was written by a newer lessonbank (schema {version}, "
+                    f"this version knows {len(MIGRATIONS)}); upgrade lessonbank"
+                )
+            for number in range(version, len(MIGRATIONS)):
+                for statement in split_sql(MIGRATIONS[number]):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {number + 1}")
+
+    def _checkpoint_loop(self) -> None:
+        wal = Path(self.path + "-wal")
+        while not self._stop_checkpoints.wait(CHECKPOINT_POLL_S):
+            try:
+                if wal.exists() and wal.stat().st_size > CHECKPOINT_WAL_BYTES:
+                    self.connection().execute("PRAGMA wal_checkpoint(PASSIVE)")
+            except (OSError, sqlite3.Error, StoreError):
+                continue  # a busy or closing database: try again at the next tick
+
+    def close(self) -> None:
+        self._stop_checkpoints.set()
+        if self._checkpointer is not None and self._checkpointer is not threading.current_thread():
+            self._checkpointer.join(timeout=30)
+        with self._lock:
+            self._closed = True
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+        self._local = threading.local()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def size_bytes(self, conn: Connection) -> int | None:
+        files = (Path(self.path + suffix) for suffix in ("", "-wal"))
+        return sum(file.stat().st_size for file in files if file.exists())
+
+    @staticmethod
+    def notify(conn: Connection, namespace: str) -> None:
+        """Workers poll SQLite: nothing to announce."""
+
+    # ----------------------------------------------------------------- encoding
+
+    @staticmethod
+    def in_list(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        return f"{column} IN ({question_marks(len(values))})", list(values)
+
+    @staticmethod
+    def json(value: Any) -> str:
+        return json.dumps(value)
+
+    @staticmethod
+    def load_json(value: str) -> Any:
+        return json.loads(value)
+
+    @staticmethod
+    def dump_record(record: BaseModel) -> str:
+        return record.model_dump_json()
+
+    @staticmethod
+    def load_record(model: type[M], value: str) -> M:
+        return model.model_validate_json(value)
+
+    @staticmethod
+    def decode_episode(row: Sequence[Any]) -> tuple[Episode, Decision | None]:
+        """An episode this store wrote: validated on the way in, so rebuilt without re-validation
+        (the size and UTF-8 checks cost more than the policy's whole history read)."""
+        data = json.loads(row[0])
+        data["created_at"] = datetime.fromisoformat(data["created_at"])
+        data["verification"] = [VerificationResult.model_construct(**v) for v in data.get("verification", [])]
+        return Episode.model_construct(**data), Decision.model_validate_json(row[1]) if row[1] else None
+
+    # ----------------------------------------------------------------- lessons
+
+    @staticmethod
+    def decode_lesson(row: sqlite3.Row) -> Lesson:
+        data = {key: row[key] for key in row.keys() if key not in ("extra", "rank")}  # noqa: SIM118
+        data.update(json.loads(row["extra"]))
+        data["tags"] = json.loads(data["tags"])
+        data["pinned"] = bool(data["pinned"])
+        for key in ("last_accessed", "expires_at", "created_at", "updated_at"):
+            data[key] = from_timestamp(data[key])
+        return Lesson.model_construct(**data)
+
+    def insert_lesson(self, conn: Connection, lesson: Lesson) -> bool:
+        conn.execute(
+            f"INSERT INTO lessons ({LESSON_COLUMNS}) VALUES ({question_marks(len(_NAMES))})", _params(lesson)
+        )
+        return True  # the write lock is held: the content hash was looked up in this transaction
+
+    def overwrite_lesson(self, conn: Connection, lesson: Lesson) -> int:
+        assignments = ", ".join(f"{column} = ?" for column in _NAMES[2:])
+        return conn.execute(
+            f"UPDATE lessons SET {assignments} WHERE id = ? AND namespace = ?",
+            (*_params(lesson)[2:], lesson.id, lesson.namespace),
+        ).rowcount
+
+    @staticmethod
+    def tag_filter(tags: Sequence[str]) -> tuple[str, list[Any]]:
+        exists = "EXISTS (SELECT 1 FROM lesson_tags t WHERE t.tag = ? AND t.lesson_rowid = l.rowid)"
+        return " AND ".join([exists] * len(tags)), list(tags)
+
+    def lessons_changed(self, namespace: str) -> None:
+        """Document frequencies follow the bank's size on their own (see _document_frequencies)."""
+
+    def import_lessons(
+        self, lessons: Sequence[Lesson], reinforced: Callable[[Lesson, Sequence[str]], Lesson]
+    ) -> tuple[int, int]:
+        """Bulk write in one transaction, one upsert statement for the whole batch (the reinforce rule
+        in SQL: see ``_UPSERT``)."""
+        now = self.clock()
+        rows: list[tuple[Any, ...]] = []
+        repeats: list[tuple[Any, ...]] = []
+        seen: set[tuple[str, str]] = set()
+        for lesson in lessons:
+            row = (*_params(lesson), CONFIDENCE_STEP, now, now)
+            key = (lesson.namespace, lesson.content_hash)
+            # A repeat inside the batch must wait until its first copy is indexed: reinforcing a row
+            # the index has not seen would hand FTS5 a delete for a row it does not hold.
+            (repeats if key in seen else rows).append(row)
+            seen.add(key)
+        with self.tx() as conn:
+            last = conn.execute("SELECT coalesce(max(rowid), 0) FROM lessons").fetchone()[0]
+            conn.execute("SAVEPOINT bulk")
+            conn.execute("INSERT INTO bulk_load (marker) VALUES (1)")
+            try:
+                conn.executemany(_UPSERT, rows)
+            except sqlite3.IntegrityError:  # an id collision: go row by row, renaming the intruders
+                conn.execute("ROLLBACK TO bulk")
+                conn.execute("INSERT INTO bulk_load (marker) VALUES (1)")
+                for row in rows:
+                    try:
+                        conn.execute(_UPSERT, row)
+                    except sqlite3.IntegrityError:
+                        fresh = Lesson.model_fields["id"].get_default(call_default_factory=True)
+                        conn.execute(_UPSERT, (fresh, *row[1:]))
+            # Index the new rows in one pass (the insert trigger stood aside); reinforced rows were
+            # re-indexed by the update trigger.
+            conn.execute(
+                "INSERT INTO lessons_fts (rowid, content, tags, learned_from) "
+                "SELECT rowid, content, tags, learned_from FROM lessons WHERE rowid > ?",
+                (last,),
+            )
+            conn.execute(
+                "INSERT INTO lesson_tags (lesson_rowid, tag) SELECT l.rowid, t.value FROM lessons l, "
+                "json_each(l.tags) t WHERE l.rowid > ?",
+                (last,),
+            )
+            conn.execute("DELETE FROM bulk_load")
+            conn.executemany(_UPSERT, repeats)
+            conn.execute("RELEASE bulk")
+            added = conn.execute("SELECT count(*) FROM lessons WHERE rowid > ?", (last,)).fetchone()[0]
+        return added, len(rows) + len(repeats) - added
+
+    # ----------------------------------------------------------------- recall
+
+    def search(
+        self,
+        conn: Connection,
+        query: LessonQuery,
+        terms: Sequence[str],
+        limit: int,
+        *,
+        content_only: bool = False,
+    ) -> list[Candidate]:
+        """Top ``limit`` lessons by BM25 over the query's selective terms that pass the filters.
+
+        BM25 costs FTS5 a few microseconds per matching row, so the work is bounded: terms are
+        taken rarest first while their postings fit ``shared.POSTINGS_BUDGET``; words found in more
+        lessons than that act as stopwords (their IDF is small anyway). When every word of the
+        query is that common, the newest lessons holding its rarest word are taken unranked,
+        all with the same relevance, so use and recency order them. ``content_only`` limits
+        matching to the content column (the near-duplicate check).
+        """
+        column = "content" if content_only else None
+        chosen, rarest = choose_terms(self._document_frequencies(conn, terms))
+        if rarest is None:
+            return []
+        where, params = lesson_filter(self, query, self.clock())
+        if chosen:
+            rows = conn.execute(
+                f"SELECT {_CANDIDATE_COLUMNS}, -m.rank FROM (SELECT rowid, rank FROM lessons_fts "
+                "WHERE lessons_fts MATCH ? AND rank MATCH ?) m "
+                f"JOIN lessons l ON l.rowid = m.rowid WHERE {where} ORDER BY m.rank LIMIT ?",
+                (fts_query(chosen, column), _RANK, *params, limit),
+            ).fetchall()
+        else:
+            rows = conn.execute(
+                f"SELECT {_CANDIDATE_COLUMNS}, ? FROM (SELECT rowid FROM lessons_fts WHERE lessons_fts MATCH ? "
+                f"ORDER BY rowid DESC LIMIT ?) m JOIN lessons l ON l.rowid = m.rowid WHERE {where} LIMIT ?",
+                (
+                    common_idf(self._df_size, rarest[0]),
+                    fts_query([rarest[1]], column),
+                    shared.POSTINGS_BUDGET,
+                    *params,
+                    limit,
+                ),
+            ).fetchall()
+        return [_candidate(row, float(row[8])) for row in rows]
+
+    def _document_frequencies(self, conn: Connection, terms: Sequence[str]) -> dict[str, int]:
+        """How many lessons hold each term, capped just above the postings budget.
+
+        Counting costs one step per posting, so only frequent terms are cached (rare ones are
+        cheap, and their counts matter exactly); the cache is dropped when the bank grows 10 %.
+        """
+        size = conn.execute("SELECT coalesce(max(rowid), 0) FROM lessons").fetchone()[0]
+        if size > self._df_size * 1.1 or size < self._df_size:
+            self._df_cache.clear()
+            self._df_size = size
+        out: dict[str, int] = {}
+        for term in terms:
+            df = self._df_cache.get(term)
+            if df is None:
+                df = conn.execute(
+                    "SELECT count(*) FROM (SELECT 1 FROM lessons_fts WHERE lessons_fts MATCH ? LIMIT ?)",
+                    (fts_query([term]), shared.POSTINGS_BUDGET + 1),
+                ).fetchone()[0]
+                if df >= CACHED_MIN_DF:
+                    self._df_cache[term] = df
+            out[term] = df
+        return out
+
+    def candidates(self, conn: Connection, query: LessonQuery, lesson_ids: Sequence[str]) -> list[Candidate]:
+        where, params = lesson_filter(self, query, self.clock())
+        # CROSS JOIN fixes the loop order: each id is looked up by the unique index, where the
+        # planner left alone would walk the namespace index over every lesson.
+        rows = conn.execute(
+            f"SELECT {_CANDIDATE_COLUMNS} FROM json_each(?) j CROSS JOIN lessons l ON l.id = j.value "
+            f"WHERE {where}",
+            (json.dumps(list(lesson_ids)), *params),
+        ).fetchall()
+        by_id = {row[0]: _candidate(row, 0.0) for row in rows}
+        return [by_id[lesson_id] for lesson_id in dict.fromkeys(lesson_ids) if lesson_id in by_id]
+
+    @staticmethod
+    def credit(
+        conn: Connection, namespace: str, lesson_ids: Sequence[str], helpful: int, harmful: int
+    ) -> int:
+        unique = list(dict.fromkeys(lesson_ids))
+        # "+namespace" keeps the planner on the id index: by the namespace index it would walk
+        # every lesson of the namespace, on the record() path.
+        return conn.execute(
+            "UPDATE lessons SET helpful = helpful + ?, harmful = harmful + ? "
+            f"WHERE id IN ({question_marks(len(unique))}) AND +namespace = ?",
+            (helpful, harmful, *unique, namespace),
+        ).rowcount
+
+    @staticmethod
+    def touch(conn: Connection, lesson_ids: Sequence[str], now: float) -> None:
+        conn.executemany(
+            "UPDATE lessons SET access_count = access_count + 1, last_accessed = ? WHERE id = ?",
+            [(now, lesson_id) for lesson_id in lesson_ids],
+        )
+
+    # ----------------------------------------------------------------- vectors
+
+    def put_vectors(self, namespace: str, model: str, rows: Sequence[tuple[str, str, bytes]]) -> int:
+        if not rows:
+            return 0
+        written = 0
+        with self.tx() as conn:
+            for lesson_id, text_hash, vector in rows:
+                row = conn.execute(
+                    "SELECT rowid FROM lessons WHERE id = ? AND namespace = ?", (lesson_id, namespace)
+                ).fetchone()
+                if row is None:
+                    continue
+                # Delete then insert (not REPLACE, whose delete fires no trigger): AUTOINCREMENT
+                # gives the new row a sequence number above every number ever handed out.
+                conn.execute(
+                    "DELETE FROM lesson_vectors WHERE lesson_rowid = ? AND model = ?", (row[0], model)
+                )
+                conn.execute(
+                    "INSERT INTO lesson_vectors (lesson_rowid, namespace, model, text_hash, vector) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (row[0], namespace, model, text_hash, sqlite3.Binary(vector)),
+                )
+                written += 1
+        return written
+
+    def vector_hashes(self, namespace: str, model: str, lesson_ids: Sequence[str]) -> dict[str, str]:
+        if not lesson_ids:
+            return {}
+        rows = self.connection().execute(
+            "SELECT l.id, v.text_hash FROM json_each(?) j CROSS JOIN lessons l ON l.id = j.value "
+            "CROSS JOIN lesson_vectors v ON v.lesson_rowid = l.rowid AND v.model = ? WHERE l.namespace = ?",
+            (json.dumps(list(lesson_ids)), model, namespace),
+        )
+        return {row[0]: row[1] for row in rows.fetchall()}
+
+    def vector_changes(self, namespace: str, model: str, after: int) -> VectorChanges:
+        conn = self.connection()
+        own = not conn.in_transaction
+        if own:
+            conn.execute("BEGIN")  # one snapshot: rows, sequence and count agree
+        try:
+            rows = conn.execute(
+                "SELECT l.id, v.vector, v.seq FROM lesson_vectors v JOIN lessons l ON l.rowid = v.lesson_rowid "
+                "WHERE v.namespace = ? AND v.model = ? AND v.seq > ? ORDER BY v.seq",
+                (namespace, model, after),
+            ).fetchall()
+            top, count = conn.execute(
+                "SELECT (SELECT coalesce(max(seq), 0) FROM lesson_vectors WHERE namespace = ? AND model = ?), "
+                "(SELECT coalesce(max(n), 0) FROM vector_counts WHERE namespace = ? AND model = ?)",
+                (namespace, model, namespace, model),
+            ).fetchone()
+        finally:
+            if own:
+                conn.execute("COMMIT")
+        return VectorChanges(
+            rows=[(row[0], bytes(row[1])) for row in rows], seq=max(after, int(top)), count=int(count)
+        )
+
+    def lessons_missing_vectors(self, namespace: str, model: str, limit: int) -> list[Lesson]:
+        conn = self.connection()
+        # Vectors go with their lessons: as many vectors as lessons means none is missing, and
+        # counting is cheaper than walking every lesson to find that out.
+        complete = conn.execute(
+            "SELECT (SELECT count(*) FROM lessons WHERE namespace = ?) <= "
+            "(SELECT coalesce(max(n), 0) FROM vector_counts WHERE namespace = ? AND model = ?)",
+            (namespace, namespace, model),
+        ).fetchone()[0]
+        if complete or limit <= 0:
+            return []
+        rows = conn.execute(
+            f"SELECT {self.lesson_columns} FROM lessons l WHERE l.namespace = ? AND NOT EXISTS "
+            "(SELECT 1 FROM lesson_vectors v WHERE v.lesson_rowid = l.rowid AND v.model = ?) "
+            "ORDER BY l.created_at, l.rowid LIMIT ?",
+            (namespace, model, limit),
+        ).fetchall()
+        return [self.decode_lesson(row) for row in rows]
+
+
+def split_sql(script: str) -> list[str]:
+    """Split a migration into statements, keeping trigger bodies (which hold ``;``) whole."""
+    statements, current = [], []
+    for line in script.strip().splitlines():
+        current.append(line)
+        text = "\n".join(current).strip()
+        if text.endswith(";") and sqlite3.complete_statement(text):
+            statements.append(text)
+            current = []
+    if "\n".join(current).strip():
+        statements.append("\n".join(current))
+    return statements
+
+
+def _candidate(row: sqlite3.Row, relevance: float) -> Candidate:
+    return Candidate(
+        row[0], relevance, row[1], row[2], bool(row[3]), row[4], float(row[5]), int(row[6]), int(row[7])
+    )
+
+
+def _ts(value: datetime | None) -> float | None:
+    return None if value is None else value.timestamp()
+
+
+def _params(lesson: Lesson) -> tuple[Any, ...]:
+    """The lesson as a row of ``LESSON_COLUMNS``."""
+    extra: dict[str, Any] = {
+        name: getattr(lesson, name) for name in _EXTRA_FIELDS if getattr(lesson, name) is not None
+    }
+    if lesson.metadata:
+        extra["metadata"] = lesson.metadata
+    return (
+        lesson.id,
+        lesson.namespace,
+        lesson.kind,
+        lesson.content,
+        lesson.content_hash,
+        json.dumps(lesson.tags),
+        lesson.task_type,
+        lesson.agent,
+        lesson.goal_id,
+        lesson.trigger,
+        lesson.importance,
+        lesson.confidence,
+        lesson.source,
+        lesson.status,
+        lesson.access_count,
+        _ts(lesson.last_accessed),
+        lesson.helpful,
+        lesson.harmful,
+        int(lesson.pinned),
+        _ts(lesson.expires_at),
+        lesson.supersedes,
+        lesson.superseded_by,
+        lesson.episode_id,
+        lesson.reflection_id,
+        lesson.created_at.timestamp(),
+        lesson.updated_at.timestamp(),
+        json.dumps(extra),
+        lesson.learned_from,
+    )

@@ -1,0 +1,501 @@
+"""The SQL store, one for SQLite and PostgreSQL: episodes, reflections, lessons, jobs, vectors.
+
+What differs between the two databases sits behind a :class:`~.dialect.Dialect`; this module
+holds what is the same. Invariants:
+
+- An episode and its job (and the credit of the lessons injected for it), and a job's result
+  (reflection + lessons) and its completion, are each one transaction.
+- A lesson is unique per (namespace, content_hash). How it is written (add, reinforce,
+  supersede) is decided by :class:`~lessonbank.lessons.LessonWriter` from what this store reads
+  inside the write transaction (rows locked ``FOR UPDATE`` on PostgreSQL; SQLite holds the
+  database write lock); the store only applies the decision. The near-duplicate search runs
+  before, outside any write transaction, so writers are not kept waiting: two near duplicates
+  written in the same instant by two processes may both be kept (exact duplicates never).
+- Filters and sorts are :func:`lessonbank.lessons.passes` and ``sort_lessons`` in SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from lessonbank.errors import InputError, NotFoundError
+from lessonbank.lessons import LessonWriter, Lookup, check_sort, episode_credit, pick_near_duplicate
+from lessonbank.models import Decision, Episode, Job, Lesson, Reflection
+from lessonbank.ports import (
+    NEAR_DUPLICATE_JACCARD,
+    Candidate,
+    JobNotifier,
+    LessonQuery,
+    LessonSort,
+    StoreStats,
+    VectorChanges,
+    WriteResult,
+)
+from lessonbank.stores.sql.dialect import SORTS, Connection, Dialect, lesson_filter, question_marks
+from lessonbank.stores.sql.jobs import SQLJobQueue
+from lessonbank.text import keywords
+
+Clock = Callable[[], float]
+
+
+class SQLStore:
+    """Every store port on one SQL database (see the module docstring)."""
+
+    notifier: JobNotifier | None = None
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+        self.clock: Clock = dialect.clock
+        self.writer = LessonWriter(dialect.clock)
+        self.jobs = SQLJobQueue(dialect)
+
+    def close(self) -> None:
+        self.dialect.close()
+
+    # ----------------------------------------------------------------- episodes
+
+    def record_episode(
+        self, episode: Episode, decision: Decision, job: Job | None, *, credit: bool = True
+    ) -> Decision:
+        """Store the episode and its job, and credit the lessons injected for it (see the Store
+        protocol), in one transaction; an id already stored is a repeat (a retried call): no-op."""
+        namespace = episode.namespace or "default"
+        helpful, harmful = episode_credit(episode) if credit and episode.context_ids else (0, 0)
+        d = self.dialect
+
+        def run() -> Decision:
+            with d.tx() as conn:
+                stored = conn.execute(
+                    f"SELECT decision FROM episodes WHERE id = ?{d.for_update}", (episode.id,)
+                ).fetchone()
+                if stored is not None:
+                    return d.load_record(Decision, stored[0])
+                final = decision
+                if job is not None and not self.jobs.insert(conn, job):
+                    existing = conn.execute(
+                        "SELECT id FROM jobs WHERE namespace = ? AND dedupe_key = ?",
+                        (namespace, job.dedupe_key),
+                    ).fetchone()
+                    job_id = existing[0] if existing else None
+                    final = Decision(
+                        reflect=False,
+                        trigger=decision.trigger,
+                        reflector=decision.reflector,
+                        reason=f"duplicate: an identical episode is already reflected (job {job_id})",
+                        job_id=job_id,
+                    )
+                values = {
+                    "id": episode.id,
+                    "namespace": namespace,
+                    "created_at": episode.created_at.timestamp(),
+                    "status": episode.status,
+                    "task": episode.task,
+                    "task_type": episode.task_type,
+                    "agent": episode.agent,
+                    "goal_id": episode.goal_id,
+                    "loop_id": episode.loop_id,
+                    "data": d.dump_record(episode),
+                    "decision": d.dump_record(final),
+                }
+                columns = d.episode_columns
+                conn.execute(
+                    f"INSERT INTO episodes ({', '.join(columns)}) VALUES ({question_marks(len(columns))})",
+                    [values[column] for column in columns],
+                )
+                if helpful or harmful:
+                    d.credit(conn, namespace, episode.context_ids, helpful, harmful)
+                return final
+
+        return d.run(run)
+
+    def get_episode(self, episode_id: str) -> tuple[Episode, Decision | None]:
+        rows = self._read("SELECT data, decision FROM episodes WHERE id = ?", (episode_id,))
+        if not rows:
+            raise NotFoundError("episode", episode_id)
+        return self.dialect.decode_episode(rows[0])
+
+    def recent_episodes(
+        self, namespace: str, *, agent: str | None = None, since: float = 0.0, limit: int = 20
+    ) -> list[tuple[Episode, Decision | None]]:
+        where, params = "namespace = ? AND created_at >= ?", [namespace, since]
+        if agent is not None:
+            where += " AND agent = ?"
+            params.append(agent)
+        rows = self._read(
+            f"SELECT data, decision FROM episodes WHERE {where} ORDER BY created_at DESC LIMIT ?",
+            (*params, limit),
+        )
+        return [self.dialect.decode_episode(row) for row in rows]
+
+    # ----------------------------------------------------------------- reflections
+
+    def _insert_reflection(self, conn: Connection, reflection: Reflection) -> None:
+        values = {
+            "id": reflection.id,
+            "namespace": reflection.namespace,
+            "episode_id": reflection.episode_id,
+            "job_id": reflection.job_id,
+            "reflector": reflection.reflector,
+            "trigger": reflection.trigger,
+            "status": reflection.status,
+            "model": reflection.model,
+            "tokens_in": reflection.tokens_in,
+            "tokens_out": reflection.tokens_out,
+            "cost_usd": reflection.cost_usd,
+            "llm_calls": reflection.llm_calls,
+            "created_at": reflection.created_at.timestamp(),
+            "data": self.dialect.dump_record(reflection),
+        }
+        columns = self.dialect.reflection_columns
+        conn.execute(
+            f"INSERT INTO reflections ({', '.join(columns)}) VALUES ({question_marks(len(columns))}) "
+            "ON CONFLICT (id) DO NOTHING",
+            [values[column] for column in columns],
+        )
+
+    def get_reflection(self, reflection_id: str) -> Reflection:
+        rows = self._read("SELECT data FROM reflections WHERE id = ?", (reflection_id,))
+        if not rows:
+            raise NotFoundError("reflection", reflection_id)
+        return self.dialect.load_record(Reflection, rows[0][0])
+
+    def reflections_for_episode(self, episode_id: str) -> list[Reflection]:
+        rows = self._read(
+            "SELECT data FROM reflections WHERE episode_id = ? ORDER BY created_at", (episode_id,)
+        )
+        return [self.dialect.load_record(Reflection, row[0]) for row in rows]
+
+    # ----------------------------------------------------------------- writing lessons
+
+    def write_lesson(
+        self,
+        lesson: Lesson,
+        *,
+        threshold: float = NEAR_DUPLICATE_JACCARD,
+        duplicate_of: str | None = None,
+    ) -> WriteResult:
+        lesson = self.writer.prepared(lesson)
+
+        def run() -> WriteResult:
+            similar = self._near_duplicate(lesson, threshold)
+            with self.dialect.tx() as conn:
+                return self._write(conn, lesson, similar, duplicate_of)
+
+        return self.dialect.run(run)
+
+    def _near_duplicate(self, lesson: Lesson, threshold: float) -> Lesson | None:
+        """The stored lesson this one nearly repeats, searched outside any write transaction."""
+        terms = keywords(lesson.content)[:64]
+        if not terms:
+            return None
+        query = LessonQuery(lesson.namespace, kinds=[lesson.kind])
+        with self.dialect.read() as conn:
+            found = self.dialect.search(conn, query, terms, 20, content_only=True)
+            candidates = self._lessons_by_id(conn, [c.lesson_id for c in found])
+        return pick_near_duplicate(lesson.content, candidates, threshold)
+
+    def _write(
+        self, conn: Connection, lesson: Lesson, similar: Lesson | None, duplicate_of: str | None = None
+    ) -> WriteResult:
+        """Apply the writer's decision for ``lesson`` in the caller's transaction."""
+
+        def read(lookup: Lookup) -> Lesson | None:
+            params: tuple[str, ...]
+            if lookup[0] == "hash":
+                where, params = "l.namespace = ? AND l.content_hash = ?", (lesson.namespace, lookup[1])
+            else:
+                where, params = "l.id = ?", (lookup[1],)
+            row = conn.execute(
+                f"SELECT {self.dialect.lesson_columns} FROM lessons l WHERE {where}{self.dialect.for_update}",
+                params,
+            ).fetchone()
+            return None if row is None else self.dialect.decode_lesson(row)
+
+        for _ in range(3):
+            decision = self.writer.decide(lesson, similar=similar, duplicate_of=duplicate_of, read=read)
+            if decision.action == "reinforced":
+                self.dialect.overwrite_lesson(conn, decision.lesson)
+                return decision.result()
+            if self.dialect.insert_lesson(conn, decision.lesson):
+                self.dialect.lessons_changed(lesson.namespace)
+                if decision.supersedes is not None:
+                    old = read(("similar", decision.supersedes))
+                    marked = None if old is None else self.writer.superseded(old, lesson.id)
+                    if marked is not None and marked.namespace == lesson.namespace:
+                        self.dialect.overwrite_lesson(conn, marked)
+                return decision.result()
+            # Another writer added the same content in the meantime: reinforce theirs.
+        raise NotFoundError("lesson", lesson.id)  # pragma: no cover - three lost races in a row
+
+    def import_lessons(self, lessons: Sequence[Lesson]) -> tuple[int, int]:
+        """Bulk write; the same content reinforces the stored lesson (near duplicates are not looked
+        for: that costs a search per lesson). An imported id already taken by other content gets a
+        fresh id."""
+        return self.dialect.import_lessons([self.writer.prepared(x) for x in lessons], self.writer.reinforced)
+
+    def update_lesson(self, lesson: Lesson) -> Lesson:
+        lesson = self.writer.prepared(lesson)
+
+        def run() -> int:
+            with self.dialect.tx() as conn:
+                return self.dialect.overwrite_lesson(conn, lesson)
+
+        try:
+            changed = self.dialect.run(run)
+        except self.dialect.integrity_errors:
+            raise InputError(
+                "another lesson of this kind already has this content; reinforce or delete that one instead",
+                field="content",
+            ) from None
+        if not changed:
+            raise NotFoundError("lesson", lesson.id)
+        self.dialect.lessons_changed(lesson.namespace)
+        return lesson
+
+    def delete_lesson(self, namespace: str, lesson_id: str) -> bool:
+        deleted = self._write_sql(
+            "DELETE FROM lessons WHERE id = ? AND namespace = ?", (lesson_id, namespace)
+        )
+        self.dialect.lessons_changed(namespace)
+        return deleted > 0
+
+    def purge_expired(self, namespace: str) -> int:
+        purged = self._write_sql(
+            "DELETE FROM lessons WHERE namespace = ? AND expires_at IS NOT NULL AND expires_at <= ?",
+            (namespace, self.clock()),
+        )
+        self.dialect.lessons_changed(namespace)
+        return purged
+
+    # ----------------------------------------------------------------- reading lessons
+
+    def get_lesson(self, lesson_id: str) -> Lesson:
+        found = self.get_lessons([lesson_id])
+        if not found:
+            raise NotFoundError("lesson", lesson_id)
+        return found[0]
+
+    def get_lessons(self, lesson_ids: Sequence[str]) -> list[Lesson]:
+        """The lessons with these ids, in the order given (missing ids are left out)."""
+        if not lesson_ids:
+            return []
+
+        def run() -> list[Lesson]:
+            with self.dialect.read() as conn:
+                return self._lessons_by_id(conn, lesson_ids)
+
+        return self.dialect.run(run)
+
+    def _lessons_by_id(self, conn: Connection, lesson_ids: Sequence[str]) -> list[Lesson]:
+        if not lesson_ids:
+            return []
+        clause, params = self.dialect.in_list("l.id", list(dict.fromkeys(lesson_ids)))
+        rows = conn.execute(f"SELECT {self.dialect.lesson_columns} FROM lessons l WHERE {clause}", params)
+        by_id = {lesson.id: lesson for lesson in map(self.dialect.decode_lesson, rows.fetchall())}
+        return [by_id[lesson_id] for lesson_id in lesson_ids if lesson_id in by_id]
+
+    def list_lessons(
+        self, query: LessonQuery, *, limit: int = 100, offset: int = 0, sort: LessonSort = "created"
+    ) -> list[Lesson]:
+        check_sort(sort)
+        where, params = lesson_filter(self.dialect, query, self.clock())
+        rows = self._read(
+            f"SELECT {self.dialect.lesson_columns} FROM lessons l WHERE {where} ORDER BY {SORTS[sort]} "
+            "LIMIT ? OFFSET ?",
+            (*params, limit, offset),
+        )
+        return [self.dialect.decode_lesson(row) for row in rows]
+
+    def search(self, query: LessonQuery, terms: Sequence[str], limit: int) -> list[Candidate]:
+        def run() -> list[Candidate]:
+            with self.dialect.read() as conn:
+                return self.dialect.search(conn, query, terms, limit)
+
+        return self.dialect.run(run)
+
+    def candidates(self, query: LessonQuery, lesson_ids: Sequence[str]) -> list[Candidate]:
+        if not lesson_ids:
+            return []
+
+        def run() -> list[Candidate]:
+            with self.dialect.read() as conn:
+                return self.dialect.candidates(conn, query, lesson_ids)
+
+        return self.dialect.run(run)
+
+    def credit_lessons(
+        self, namespace: str, lesson_ids: Sequence[str], *, helpful: int = 0, harmful: int = 0
+    ) -> int:
+        if not lesson_ids or not (helpful or harmful):
+            return 0
+
+        def run() -> int:
+            with self.dialect.tx() as conn:
+                return self.dialect.credit(conn, namespace, lesson_ids, helpful, harmful)
+
+        return self.dialect.run(run)
+
+    def touch_lessons(self, lesson_ids: Sequence[str]) -> None:
+        if not lesson_ids:
+            return
+        now = self.clock()
+
+        def run() -> None:
+            with self.dialect.tx() as conn:
+                self.dialect.touch(conn, lesson_ids, now)
+
+        self.dialect.run(run)
+
+    # ----------------------------------------------------------------- vectors
+
+    def put_vectors(self, namespace: str, model: str, rows: Sequence[tuple[str, str, bytes]]) -> int:
+        return self.dialect.put_vectors(namespace, model, rows)
+
+    def vector_hashes(self, namespace: str, model: str, lesson_ids: Sequence[str]) -> dict[str, str]:
+        return self.dialect.vector_hashes(namespace, model, lesson_ids)
+
+    def vector_changes(self, namespace: str, model: str, after: int) -> VectorChanges:
+        return self.dialect.vector_changes(namespace, model, after)
+
+    def lessons_missing_vectors(self, namespace: str, model: str, limit: int) -> list[Lesson]:
+        return self.dialect.lessons_missing_vectors(namespace, model, limit)
+
+    # ----------------------------------------------------------------- jobs
+
+    def enqueue_job(self, job: Job) -> None:
+        self.jobs.enqueue_job(job)
+
+    def lease_job(self, owner: str, namespaces: Sequence[str] | None, lease_s: float) -> Job | None:
+        return self.jobs.lease_job(owner, namespaces, lease_s)
+
+    def finish_job(
+        self,
+        job_id: str,
+        owner: str,
+        *,
+        reflection: Reflection | None,
+        lessons: Sequence[Lesson],
+        detail: str,
+        duplicate_of: Mapping[str, str] | None = None,
+    ) -> list[WriteResult]:
+        prepared = [self.writer.prepared(lesson) for lesson in lessons]
+        twins = duplicate_of or {}
+
+        def run() -> list[WriteResult]:
+            now = self.clock()
+            similar = [self._near_duplicate(lesson, NEAR_DUPLICATE_JACCARD) for lesson in prepared]
+            with self.dialect.tx() as conn:
+                self.jobs.check_lease(conn, job_id, owner)
+                results = [
+                    self._write(conn, lesson, twin, twins.get(lesson.id))
+                    for lesson, twin in zip(prepared, similar, strict=True)
+                ]
+                if reflection is not None:
+                    done = reflection.model_copy(update={"lesson_ids": [r.lesson.id for r in results]})
+                    self._insert_reflection(conn, done)
+                self.jobs.mark_done(conn, job_id, detail, now)
+                return results
+
+        return self.dialect.run(run)
+
+    def fail_job(self, job_id: str, owner: str, *, error: str, retry_at: float | None) -> Job:
+        return self.jobs.fail_job(job_id, owner, error=error, retry_at=retry_at)
+
+    def release_job(self, job_id: str, owner: str) -> None:
+        self.jobs.release_job(job_id, owner)
+
+    def park_job(self, job_id: str, owner: str, *, detail: str) -> None:
+        self.jobs.park_job(job_id, owner, detail=detail)
+
+    def next_run_after(self, namespaces: Sequence[str] | None) -> float | None:
+        return self.jobs.next_run_after(namespaces)
+
+    def release_waiting(self, namespaces: Sequence[str] | None) -> int:
+        return self.jobs.release_waiting(namespaces)
+
+    def get_job(self, job_id: str) -> Job:
+        return self.jobs.get_job(job_id)
+
+    def list_jobs(
+        self, namespace: str | None, statuses: Sequence[str] | None = None, limit: int = 100
+    ) -> list[Job]:
+        return self.jobs.list_jobs(namespace, statuses, limit)
+
+    def retry_jobs(self, namespace: str, job_ids: Sequence[str] | None = None) -> int:
+        return self.jobs.retry_jobs(namespace, job_ids)
+
+    def purge_jobs(self, namespace: str, statuses: Sequence[str]) -> int:
+        return self.jobs.purge_jobs(namespace, statuses)
+
+    def count_jobs(self, namespaces: Sequence[str] | None) -> dict[str, int]:
+        return self.jobs.count_jobs(namespaces)
+
+    # ----------------------------------------------------------------- stats
+
+    def stats(self, namespace: str) -> StoreStats:
+        def run() -> StoreStats:
+            with self.dialect.read() as conn:
+                return self._stats(conn, namespace)
+
+        return self.dialect.run(run)
+
+    def _stats(self, conn: Connection, namespace: str) -> StoreStats:
+        stats = StoreStats(namespace=namespace)
+        row = conn.execute("SELECT count(*) FROM episodes WHERE namespace = ?", (namespace,)).fetchone()
+        stats.episodes = int(row[0]) if row else 0
+        for kind, status, n in conn.execute(
+            "SELECT kind, status, count(*) FROM lessons WHERE namespace = ? GROUP BY kind, status",
+            (namespace,),
+        ).fetchall():
+            if status == "active":
+                stats.lessons[kind] = stats.lessons.get(kind, 0) + int(n)
+            stats.lessons_by_status[status] = stats.lessons_by_status.get(status, 0) + int(n)
+        for status, n, tokens_in, tokens_out in conn.execute(
+            "SELECT status, count(*), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0) "
+            "FROM reflections WHERE namespace = ? GROUP BY status",
+            (namespace,),
+        ).fetchall():
+            stats.reflections[status] = int(n)
+            stats.tokens_in += int(tokens_in)
+            stats.tokens_out += int(tokens_out)
+        calls = self.dialect.llm_calls
+        spend = (
+            f"count(*), coalesce(sum({calls}), 0), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0), "
+            f"coalesce(sum(cost_usd), 0.0), sum(CASE WHEN cost_usd IS NULL AND {calls} > 0 THEN 1 ELSE 0 END) "
+            "FROM reflections WHERE namespace = ?"
+        )
+        for key, target in (("reflector", stats.by_reflector), (self.dialect.utc_day, stats.by_day)):
+            for k, n, llm_calls, tokens_in, tokens_out, cost, unpriced in conn.execute(
+                f"SELECT {key} AS k, {spend} GROUP BY k ORDER BY k", (namespace,)
+            ).fetchall():
+                target[k] = {
+                    "reflections": int(n),
+                    "calls": int(llm_calls),
+                    "tokens_in": int(tokens_in),
+                    "tokens_out": int(tokens_out),
+                    "cost_usd": float(cost),
+                    "unpriced_calls": int(unpriced or 0),
+                }
+        stats.llm_calls = int(sum(row["calls"] for row in stats.by_reflector.values()))
+        stats.cost_usd = float(sum(row["cost_usd"] for row in stats.by_reflector.values()))
+        scope, params = self.dialect.in_list("namespace", [namespace])
+        stats.jobs = self.jobs.counts(conn, f"AND {scope}", params)
+        stats.size_bytes = self.dialect.size_bytes(conn)
+        return stats
+
+    # ----------------------------------------------------------------- helpers
+
+    def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        def run() -> list[Any]:
+            with self.dialect.read() as conn:
+                return conn.execute(sql, params).fetchall()
+
+        return self.dialect.run(run)
+
+    def _write_sql(self, sql: str, params: Sequence[Any]) -> int:
+        def run() -> int:
+            with self.dialect.tx() as conn:
+                return conn.execute(sql, params).rowcount
+
+        return self.dialect.run(run)
