@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 
 import _corpus
+from lessonbank.ports import NEAR_DUPLICATE_JACCARD
 from lessonbank.retrieval.dedup import verdict_for
 from lessonbank.retrieval.embedders import make_embedder
-from lessonbank.stores.base import NEAR_DUPLICATE_JACCARD
 from lessonbank.text import jaccard, words
 
 RESULTS = Path(__file__).resolve().parent / "results"

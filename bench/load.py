@@ -38,7 +38,7 @@ from core import format_table, machine_info
 from lessonbank import LessonBank, Settings
 from lessonbank.llm import FakeLLM
 from lessonbank.llm.base import Message
-from lessonbank.stores.base import LessonQuery
+from lessonbank.ports import LessonQuery
 
 SEED = 20260511
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "load.json"
