@@ -15,32 +15,37 @@ from typing import Annotated, Any, NoReturn
 import typer
 from pydantic import ValidationError
 
-from lessonbank.cli import episodes, jobs, learned, lessons, loop, retrieval
 from lessonbank.cli.common import Options
+from lessonbank.cli.episodes import record, reflect
+from lessonbank.cli.jobs import jobs, worker
+from lessonbank.cli.learned import goal_app, insights, replay, rules
+from lessonbank.cli.lessons import add, export, forget, import_, lessons, show, stats
+from lessonbank.cli.loop import analytics, loop_app
+from lessonbank.cli.retrieval import context, embed, recall
 from lessonbank.errors import InputError, LessonbankError
 
 # (name, function), in the order of `lessonbank --help`; the groups (goal, loop) follow them.
 COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
-    ("add", lessons.add),
-    ("recall", retrieval.recall),
-    ("context", retrieval.context),
-    ("record", episodes.record),
-    ("reflect", episodes.reflect),
-    ("lessons", lessons.lessons),
-    ("show", lessons.show),
-    ("forget", lessons.forget),
-    ("import", lessons.import_),
-    ("export", lessons.export),
-    ("jobs", jobs.jobs),
-    ("embed", retrieval.embed),
-    ("stats", lessons.stats),
-    ("worker", jobs.worker),
-    ("insights", learned.insights),
-    ("rules", learned.rules),
-    ("replay", learned.replay),
-    ("analytics", loop.analytics),
+    ("add", add),
+    ("recall", recall),
+    ("context", context),
+    ("record", record),
+    ("reflect", reflect),
+    ("lessons", lessons),
+    ("show", show),
+    ("forget", forget),
+    ("import", import_),
+    ("export", export),
+    ("jobs", jobs),
+    ("embed", embed),
+    ("stats", stats),
+    ("worker", worker),
+    ("insights", insights),
+    ("rules", rules),
+    ("replay", replay),
+    ("analytics", analytics),
 )
-GROUPS: tuple[tuple[str, typer.Typer], ...] = (("goal", learned.goal_app), ("loop", loop.loop_app))
+GROUPS: tuple[tuple[str, typer.Typer], ...] = (("goal", goal_app), ("loop", loop_app))
 
 
 def main_options(
