@@ -6,7 +6,11 @@ bank.record(Episode(task="...", status="failure", error="..."))
 block = bank.context("the next similar task", budget_tokens=800)
 """
 
-from lessonbank.bank import AsyncLessonBank, LessonBank
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from lessonbank.errors import (
     BudgetExceededError,
     ConfigError,
@@ -31,6 +35,26 @@ from lessonbank.models import (
     VerificationResult,
 )
 from lessonbank.settings import Settings
+
+if TYPE_CHECKING:
+    from lessonbank.bank import AsyncLessonBank, LessonBank
+
+# The facades load on first use, so importing a bottom module (``lessonbank.errors``,
+# ``lessonbank.models``) does not open the whole stack, and the package root imports no layer above it.
+_FACADES = {"AsyncLessonBank": "lessonbank.bank", "LessonBank": "lessonbank.bank"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FACADES:
+        value = getattr(importlib.import_module(_FACADES[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'lessonbank' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_FACADES})
+
 
 __all__ = [
     "AsyncLessonBank",
