@@ -10,9 +10,7 @@ import base64
 import binascii
 import logging
 import os
-import random
 import threading
-import time
 import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -29,6 +27,7 @@ from lessonbank.retrieval.embedders.base import (
     normalize_rows,
     require_numpy,
 )
+from lessonbank.retry import Backoff, retry_call
 
 if TYPE_CHECKING:
     import numpy as np
@@ -168,20 +167,18 @@ class OpenAIEmbedder:
             return self._client
 
     def _embed_batch(self, batch: list[str]) -> Vectors:
-        for attempt in range(1, self.attempts + 1):
-            try:
-                return self._request(batch)
-            except LLMTransientError as exc:
-                if attempt == self.attempts:
-                    raise
-                delay = min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1)) * random.uniform(
-                    0.8, 1.2
-                )
-                log.warning(
-                    "%s failed (%s); retry %d/%d in %.1fs", self.name, exc, attempt, self.attempts - 1, delay
-                )
-                time.sleep(delay)
-        raise AssertionError("unreachable")
+        def retrying(exc: BaseException, retry: int, delay: float) -> None:
+            log.warning(
+                "%s failed (%s); retry %d/%d in %.1fs", self.name, exc, retry, self.attempts - 1, delay
+            )
+
+        return retry_call(
+            lambda: self._request(batch),
+            transient=(LLMTransientError,),
+            backoff=Backoff(self.base_delay_s, self.max_delay_s),
+            attempts=self.attempts,
+            on_retry=retrying,
+        )
 
     def _request(self, batch: list[str]) -> Vectors:
         client = self._get_client()
