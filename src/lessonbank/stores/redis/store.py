@@ -40,6 +40,7 @@ from lessonbank.models import Decision, Episode, Job, Lesson, Reflection, from_t
 from lessonbank.ports import (
     NEAR_DUPLICATE_JACCARD,
     Candidate,
+    JobNotifier,
     LessonQuery,
     LessonSort,
     StoreStats,
@@ -69,7 +70,7 @@ class RedisStore:
     queue (``queue``: the JobQueue and JobAdmin ports) and the vectors (``vectors``: VectorStore).
     """
 
-    notifier = None
+    notifier: JobNotifier | None = None
 
     def __init__(self, url: str, *, clock: Clock = time.time) -> None:
         self.db = RedisDatabase(url, clock=clock)
