@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar
 from pydantic import BaseModel
 
 from lessonbank.models import Decision, Episode, Lesson
-from lessonbank.ports import Candidate, LessonQuery, VectorChanges
+from lessonbank.ports import Candidate, LessonQuery, VectorStore
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -59,30 +59,40 @@ class Connection(Protocol):
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]], /) -> Any: ...
 
 
-class Dialect(Protocol):
-    """One SQL database under the shared store (see the module docstring)."""
+class Database(Protocol):
+    """Connections and transactions."""
 
     clock: Callable[[], float]
+
+    def read(self) -> AbstractContextManager[Connection]: ...
+    def tx(self) -> AbstractContextManager[Connection]:
+        """One write transaction: committed on success, rolled back on any error."""
+        ...
+
+    def run(self, fn: Callable[[], T]) -> T:
+        """Call ``fn``, retried on connection errors where the database is a server."""
+        ...
+
+    def notify(self, conn: Connection, namespace: str) -> None:
+        """Tell idle workers a job became runnable (on commit)."""
+        ...
+
+    def size_bytes(self, conn: Connection) -> int | None: ...
+    def close(self) -> None: ...
+
+
+class Syntax(Protocol):
+    """SQL spelled differently, and how records are encoded in columns."""
+
     for_update: str  # appended to a SELECT that reads a row the transaction will write
     skip_locked: str  # appended to the lease query's inner SELECT
     greatest: str  # the two-argument maximum function
     integrity_errors: tuple[type[BaseException], ...]  # what a violated unique constraint raises
     episode_columns: tuple[str, ...]
     reflection_columns: tuple[str, ...]
-    lesson_columns: str  # the select list :meth:`decode_lesson` reads (lessons aliased ``l``)
     llm_calls: str  # SQL for a reflection's LLM call count
     utc_day: str  # SQL for the UTC day (YYYY-MM-DD) of ``created_at``
 
-    # connections and transactions
-    def read(self) -> AbstractContextManager[Connection]: ...
-    def tx(self) -> AbstractContextManager[Connection]: ...
-    def run(self, fn: Callable[[], T]) -> T:
-        """Call ``fn``, retried on connection errors where the database is a server."""
-        ...
-
-    def close(self) -> None: ...
-
-    # encoding
     def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]: ...
     def json(self, value: Any) -> Any: ...
     def load_json(self, value: Any) -> Any: ...
@@ -90,7 +100,12 @@ class Dialect(Protocol):
     def load_record(self, model: type[M], value: Any) -> M: ...
     def decode_episode(self, row: Sequence[Any]) -> tuple[Episode, Decision | None]: ...
 
-    # lessons
+
+class LessonRows(Protocol):
+    """The lessons table, whose layout differs."""
+
+    lesson_columns: str  # the select list :meth:`decode_lesson` reads (lessons aliased ``l``)
+
     def decode_lesson(self, row: Any) -> Lesson: ...
     def insert_lesson(self, conn: Connection, lesson: Lesson) -> bool:
         """Insert ``lesson``; False when its content hash is already taken in its namespace."""
@@ -107,9 +122,14 @@ class Dialect(Protocol):
 
     def import_lessons(
         self, lessons: Sequence[Lesson], reinforced: Callable[[Lesson, Sequence[str]], Lesson]
-    ) -> tuple[int, int]: ...
+    ) -> tuple[int, int]:
+        """Bulk write of prepared lessons; a stored content hash is reinforced with ``reinforced``."""
+        ...
 
-    # recall
+
+class LexicalIndex(Protocol):
+    """Recall candidates and the counters recall and outcomes move."""
+
     def search(
         self,
         conn: Connection,
@@ -127,18 +147,10 @@ class Dialect(Protocol):
     ) -> int: ...
     def touch(self, conn: Connection, lesson_ids: Sequence[str], now: float) -> None: ...
 
-    # vectors
-    def put_vectors(self, namespace: str, model: str, rows: Sequence[tuple[str, str, bytes]]) -> int: ...
-    def vector_hashes(self, namespace: str, model: str, lesson_ids: Sequence[str]) -> dict[str, str]: ...
-    def vector_changes(self, namespace: str, model: str, after: int) -> VectorChanges: ...
-    def lessons_missing_vectors(self, namespace: str, model: str, limit: int) -> list[Lesson]: ...
 
-    # the rest
-    def notify(self, conn: Connection, namespace: str) -> None:
-        """Tell idle workers a job became runnable (on commit)."""
-        ...
-
-    def size_bytes(self, conn: Connection) -> int | None: ...
+class Dialect(Database, Syntax, LessonRows, LexicalIndex, VectorStore, Protocol):
+    """One SQL database under the shared store (see the module docstring). Its vectors are the
+    :class:`~lessonbank.ports.VectorStore` port itself: their tables differ too much to share SQL."""
 
 
 def lesson_filter(dialect: Dialect, query: LessonQuery, now: float) -> tuple[str, list[Any]]:
