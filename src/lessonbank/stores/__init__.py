@@ -3,7 +3,11 @@
 ``sqlite:///relative.db``, ``sqlite:////absolute/path.db``, ``sqlite://`` (a throwaway database,
 removed on close), or a plain file path; ``redis://host:6379/0`` or ``rediss://`` (needs
 ``lessonbank[redis]``); ``postgresql://host:5432/db`` or ``postgres://`` (needs
-``lessonbank[postgres]``). The server backends are imported only when their URL is used.
+``lessonbank[postgres]``); ``memory://name`` (the in-memory test double). The server backends
+are imported only when their URL is used.
+
+SQLite and PostgreSQL are one store (:mod:`lessonbank.stores.sql`) on two dialects; Redis has its
+own (:mod:`lessonbank.stores.redis`).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import time
 from collections.abc import Callable
 
 from lessonbank.errors import ConfigError
-from lessonbank.stores.base import LessonQuery, Store, StoreStats, WriteResult
+from lessonbank.ports import LessonQuery, Store, StoreStats, WriteResult
 from lessonbank.stores.sqlite import SQLiteStore
 
 __all__ = ["LessonQuery", "SQLiteStore", "Store", "StoreStats", "WriteResult", "open_store", "sqlite_path"]
