@@ -331,9 +331,9 @@ def test_bad_input_is_refused_and_nothing_stored_is_lost(db_url: str) -> None:
 def test_recall_stays_bounded_when_query_words_are_common(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import lessonbank.stores.shared as shared
+    import lessonbank.stores.lexical as lexical
 
-    monkeypatch.setattr(shared, "POSTINGS_BUDGET", 4)
+    monkeypatch.setattr(lexical, "POSTINGS_BUDGET", 4)
     with LessonBank(db_url) as bank:
         older = [
             bank.add_lesson(f"check the deploy logs for service number{n} before retrying") for n in range(10)

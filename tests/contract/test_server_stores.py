@@ -19,8 +19,8 @@ import pytest
 
 from lessonbank.errors import StoreError
 from lessonbank.models import Lesson
+from lessonbank.ports import LessonQuery
 from lessonbank.stores import Store, open_store
-from lessonbank.stores.base import LessonQuery
 from lessonbank.stores.sql.migrations.postgres import MIGRATIONS as PG_MIGRATIONS
 from tests.conftest import SEED_004_REPLY
 from tests.contract.conftest import (

@@ -7,7 +7,7 @@ import sqlite3
 import struct
 from pathlib import Path
 
-from lessonbank.stores.base import LessonQuery
+from lessonbank.ports import LessonQuery
 from lessonbank.stores.sql.migrations.sqlite import MIGRATIONS
 from lessonbank.stores.sql.sqlite import split_sql
 from lessonbank.stores.sqlite import SQLiteStore

@@ -18,7 +18,7 @@ from lessonbank.errors import ConfigError
 from lessonbank.loop.records import loops
 
 if TYPE_CHECKING:
-    from lessonbank.services.scope import Scoped as Engine
+    from lessonbank.services.scope import Scoped
 
 
 @dataclass
@@ -60,11 +60,11 @@ def learning_rate(rewards: list[float]) -> float:
     return round((rewards[-1] - rewards[0]) / len(rewards), 4)
 
 
-def analyze(engine: Engine) -> Analytics:
+def analyze(bank: Scoped) -> Analytics:
     stats: list[LoopStats] = []
     written_by: dict[str, str] = {}  # lesson id → the loop that wrote it
     injected_into: dict[str, set[str]] = {}  # lesson id → loops that got it as prior knowledge
-    for loop_id, iterations in loops(engine).items():
+    for loop_id, iterations in loops(bank).items():
         records = [episode.metadata["reflexion"] for episode in iterations]
         runs = [episode.metadata.get("reflexion_run", {}) for episode in iterations]
         rewards = [float(record["evaluator_output"].get("reward_signal", 0.0)) for record in records]

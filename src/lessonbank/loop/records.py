@@ -25,7 +25,7 @@ from lessonbank.errors import InputError, NotFoundError
 from lessonbank.models import Episode
 
 if TYPE_CHECKING:
-    from lessonbank.services.scope import Scoped as Engine
+    from lessonbank.services.scope import Scoped
 
 LOOP_ID = re.compile(r"^ralph-[a-z0-9-]+$")
 SCAN_LIMIT = 1_000_000
@@ -100,10 +100,10 @@ def performance_delta(previous: dict[str, Any] | None, current: dict[str, Any]) 
 # --------------------------------------------------------------------------- reading
 
 
-def _loop_episodes(engine: Engine, *, recorded_by_hand: bool = False) -> list[Episode]:
+def _loop_episodes(bank: Scoped, *, recorded_by_hand: bool = False) -> list[Episode]:
     """Iterations a ReflexionLoop recorded (newest first); with ``recorded_by_hand``, also loop
     episodes an agent recorded itself, whose reflexion ran in the background worker."""
-    found = engine.store.recent_episodes(engine.namespace, limit=SCAN_LIMIT)
+    found = bank.store.recent_episodes(bank.namespace, limit=SCAN_LIMIT)
     return [
         episode
         for episode, _ in found
@@ -111,12 +111,12 @@ def _loop_episodes(engine: Engine, *, recorded_by_hand: bool = False) -> list[Ep
     ]
 
 
-def _record_of(engine: Engine, episode: Episode) -> dict[str, Any] | None:
+def _record_of(bank: Scoped, episode: Episode) -> dict[str, Any] | None:
     """The AIWG record of an iteration, or for a hand-recorded one a partial record built from its
     background reflexion reflection (None when it has none yet)."""
     if "reflexion" in episode.metadata:
         return dict(episode.metadata["reflexion"])
-    for reflection in engine.store.reflections_for_episode(episode.id):
+    for reflection in bank.store.reflections_for_episode(episode.id):
         if reflection.reflector == "reflexion" and reflection.status == "ok":
             return {
                 "loop_id": episode.loop_id,
@@ -128,28 +128,28 @@ def _record_of(engine: Engine, episode: Episode) -> dict[str, Any] | None:
     return None
 
 
-def loops(engine: Engine) -> dict[str, list[Episode]]:
+def loops(bank: Scoped) -> dict[str, list[Episode]]:
     """Every loop of the namespace: loop id → its iterations in order (oldest loop first)."""
     grouped: dict[str, list[Episode]] = {}
-    for episode in _loop_episodes(engine):
+    for episode in _loop_episodes(bank):
         grouped.setdefault(str(episode.loop_id), []).append(episode)
     for iterations in grouped.values():
         iterations.sort(key=lambda episode: int(episode.iteration or 0))
     return dict(sorted(grouped.items(), key=lambda item: item[1][0].created_at))
 
 
-def loop_records(engine: Engine, loop_id: str) -> list[dict[str, Any]]:
+def loop_records(bank: Scoped, loop_id: str) -> list[dict[str, Any]]:
     """The AIWG records of one loop, in iteration order; NotFoundError when it has none."""
     check_loop_id(loop_id)
-    iterations = loops(engine).get(loop_id)
+    iterations = loops(bank).get(loop_id)
     if not iterations:
         raise NotFoundError("loop", loop_id)
     return [dict(episode.metadata["reflexion"]) for episode in iterations]
 
 
-def export_aiwg(engine: Engine, loop_id: str, directory: str | Path) -> list[Path]:
+def export_aiwg(bank: Scoped, loop_id: str, directory: str | Path) -> list[Path]:
     """Write ``directory/<loop-id>/000.json`` … one record per iteration; returns the paths."""
-    records = loop_records(engine, loop_id)
+    records = loop_records(bank, loop_id)
     target = Path(directory) / loop_id
     target.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -161,7 +161,7 @@ def export_aiwg(engine: Engine, loop_id: str, directory: str | Path) -> list[Pat
 
 
 def search_reflections(
-    engine: Engine,
+    bank: Scoped,
     *,
     failure_category: str | Sequence[str] | None = None,
     min_confidence: float = 0.0,
@@ -182,8 +182,8 @@ def search_reflections(
         raise InputError(f"min_confidence must be a number, got {min_confidence!r}", field="min_confidence")
     wanted = [word.lower() for word in keywords if isinstance(word, str) and word.strip()]
     out: list[dict[str, Any]] = []
-    for episode in _loop_episodes(engine, recorded_by_hand=True):  # newest first
-        record = _record_of(engine, episode)
+    for episode in _loop_episodes(bank, recorded_by_hand=True):  # newest first
+        record = _record_of(bank, episode)
         if record is None:
             continue
         reflection = record.get("self_reflection") or {}

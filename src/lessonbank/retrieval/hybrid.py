@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Literal
 
 from lessonbank.errors import ConfigError, InputError
 from lessonbank.models import Hit, Lesson
+from lessonbank.ports import Candidate, LessonQuery, Store
 from lessonbank.retrieval.hyde import HyDE
 from lessonbank.retrieval.scoring import blend, temporal_score, utility
-from lessonbank.stores.base import Candidate, LessonQuery, Store
 from lessonbank.text import keywords
 
 if TYPE_CHECKING:

@@ -7,8 +7,8 @@ Kept as a function for callers that hold a store and no retriever; the work is d
 from __future__ import annotations
 
 from lessonbank.models import Hit
+from lessonbank.ports import LessonQuery, Store
 from lessonbank.retrieval.hybrid import Retriever
-from lessonbank.stores.base import LessonQuery, Store
 
 
 def recall_lexical(store: Store, text: str, query: LessonQuery, *, k: int, now: float) -> list[Hit]:

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from lessonbank.stores.base import Store
+from lessonbank.ports import Store
 
 if TYPE_CHECKING:
     import numpy as np

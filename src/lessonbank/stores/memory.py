@@ -12,7 +12,7 @@ touches the disk. Invariants:
 - Records are copied in and out: a caller changing a record it passed or got changes nothing stored.
 - Lessons are written by :class:`~lessonbank.lessons.LessonWriter`'s decisions, filtered by
   :func:`~lessonbank.lessons.passes` and sorted by :func:`~lessonbank.lessons.sort_lessons`.
-  Lexical relevance is the BM25 of :mod:`lessonbank.stores.shared` (stemmed terms, field weights,
+  Lexical relevance is the BM25 of :mod:`lessonbank.stores.lexical` (stemmed terms, field weights,
   the postings budget), computed at query time over the namespace's lessons of every status.
 - Vectors: at most one per (lesson, model); each write takes the next number of its
   (namespace, model) counter, which never goes back; removing a lesson removes its vectors.
@@ -55,8 +55,7 @@ from lessonbank.ports import (
     VectorChanges,
     WriteResult,
 )
-from lessonbank.stores.memory_jobs import JobTable, MemoryJobQueue, count_jobs_in, insert_job
-from lessonbank.stores.shared import (
+from lessonbank.stores.lexical import (
     FIELD_WEIGHTS,
     POSTINGS_BUDGET,
     bm25_factors,
@@ -67,6 +66,7 @@ from lessonbank.stores.shared import (
     query_terms,
     weighted_terms,
 )
+from lessonbank.stores.memory_jobs import JobTable, MemoryJobQueue, count_jobs_in, insert_job
 from lessonbank.text import keywords
 
 __all__ = ["MemoryStore", "drop_database"]

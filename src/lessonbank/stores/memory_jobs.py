@@ -19,7 +19,7 @@ from typing import Any
 
 from lessonbank.errors import LeaseLostError, NotFoundError, StoreError
 from lessonbank.models import Job, from_timestamp
-from lessonbank.stores.base import parse_owner, pid_alive
+from lessonbank.stores.leases import parse_owner, pid_alive
 
 DUE_SLACK_S = 0.001  # as in the other queues: a job stamped "now" is due under a frozen clock
 JOB_STATUSES = ("queued", "waiting", "leased", "done", "dead")

@@ -35,8 +35,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from lessonbank.errors import ConfigError, StoreError
-from lessonbank.stores.shared import RetryBudget
-from lessonbank.stores.urls import redacted, split_options
+from lessonbank.stores.connection import RetryBudget, redacted, split_options
 
 try:
     import redis

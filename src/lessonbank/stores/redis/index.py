@@ -23,7 +23,18 @@ from typing import Any
 
 from lessonbank.lessons import matches
 from lessonbank.models import Decision, Episode, Lesson
-from lessonbank.stores.base import Candidate, LessonQuery
+from lessonbank.ports import Candidate, LessonQuery
+from lessonbank.stores.lexical import (
+    FIELD_WEIGHTS,
+    POSTINGS_BUDGET,
+    bm25_factors,
+    choose_terms,
+    common_idf,
+    field_terms,
+    idf,
+    query_terms,
+    weighted_terms,
+)
 from lessonbank.stores.redis.db import (
     BATCH_SCRIPT,
     CREDIT_SCRIPT,
@@ -34,16 +45,6 @@ from lessonbank.stores.redis.db import (
     RedisDatabase,
 )
 from lessonbank.stores.redis.seed import SeedMirror
-from lessonbank.stores.shared import (
-    POSTINGS_BUDGET,
-    bm25_factors,
-    choose_terms,
-    common_idf,
-    field_terms,
-    idf,
-    query_terms,
-    weighted_terms,
-)
 
 ROW_FIELDS = (
     "kind",
@@ -65,8 +66,6 @@ ROW_FIELDS = (
 )
 # The hash fields a Lesson is read from: its JSON, and the counters kept in place.
 LESSON_FIELDS = ["data", "access_count", "last_accessed", "helpful", "harmful"]
-# BM25 weight of each indexed field: where a lesson was learned counts, but less than what it says.
-FIELD_WEIGHTS: dict[str, float] = {"content": 1.0, "tags": 1.0, "learned_from": 0.5}
 _SEP = "\x1f"
 CORPUS_TTL_S = 5.0
 PAGE = 64

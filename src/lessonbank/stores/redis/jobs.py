@@ -23,9 +23,9 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from lessonbank.errors import NotFoundError, StoreError
+from lessonbank.errors import LeaseLostError, NotFoundError, StoreError
 from lessonbank.models import Job, from_timestamp
-from lessonbank.stores.base import LeaseLostError, parse_owner, pid_alive
+from lessonbank.stores.leases import parse_owner, pid_alive
 from lessonbank.stores.redis.db import GROUP, Pipe, RedisDatabase
 
 DUE_SLACK_S = 0.001  # as in the SQLite queue: "now" is due even under a frozen clock

@@ -15,7 +15,7 @@ from typing import Any
 
 from lessonbank.errors import LeaseLostError, NotFoundError, StoreError
 from lessonbank.models import Job, from_timestamp
-from lessonbank.stores.base import parse_owner, pid_alive
+from lessonbank.stores.leases import parse_owner, pid_alive
 from lessonbank.stores.sql.dialect import Connection, Dialect, question_marks
 
 # Timestamps pass through datetime, which rounds to the microsecond (sometimes upwards): a job

@@ -36,11 +36,10 @@ from pydantic import BaseModel
 from lessonbank.errors import ConfigError, StoreError
 from lessonbank.models import Decision, Episode, Lesson, from_timestamp
 from lessonbank.ports import Candidate, LessonQuery, VectorChanges
-from lessonbank.stores.shared import RetryBudget, batched
+from lessonbank.stores.connection import RetryBudget, redacted, split_options
 from lessonbank.stores.sql.dialect import Connection
 from lessonbank.stores.sql.migrations.postgres import MIGRATIONS
 from lessonbank.stores.sql.postgres_search import COLUMNS, PLACEHOLDERS, PostingsIndex
-from lessonbank.stores.urls import redacted, split_options
 
 try:
     import psycopg
@@ -297,9 +296,9 @@ class PostgresDialect:
     ) -> tuple[int, int]:
         """Bulk write, one transaction per thousand."""
         added = repeated = 0
-        for chunk in batched(lessons, 1000):
+        for start in range(0, len(lessons), 1000):
 
-            def run(chunk: Sequence[Lesson] = chunk) -> tuple[int, int]:
+            def run(chunk: Sequence[Lesson] = lessons[start : start + 1000]) -> tuple[int, int]:
                 with self.tx() as conn:
                     return self._import_chunk(conn, chunk, reinforced)
 

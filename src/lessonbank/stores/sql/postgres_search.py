@@ -6,7 +6,7 @@ always written in the same statement as ``data``; search finds candidates throug
 on ``terms`` and ranks them in SQL, within the postings budget.
 
 The tokens of content, tags and ``learned_from`` all sit in ``terms``; their weights
-(:data:`~lessonbank.stores.shared.FIELD_WEIGHTS`) enter the BM25 factors in ``weights``, computed
+(:data:`~lessonbank.stores.lexical.FIELD_WEIGHTS`) enter the BM25 factors in ``weights``, computed
 as SQLite's FTS5 ``bm25()`` with column weights does, so the stores rank alike. (tsvector
 ``setweight`` labels are not used: they live on lexeme positions, which these position-free
 vectors do not keep, and ``ts_rank`` is not BM25.)
@@ -22,8 +22,8 @@ from psycopg.types.json import Jsonb
 
 from lessonbank.models import Lesson
 from lessonbank.ports import Candidate, LessonQuery
-from lessonbank.stores import shared
-from lessonbank.stores.shared import (
+from lessonbank.stores import lexical
+from lessonbank.stores.lexical import (
     CACHED_MIN_DF,
     FIELD_WEIGHTS,
     bm25_factors,
@@ -88,7 +88,7 @@ class PostingsIndex:
         found = conn.execute(
             f"SELECT {CANDIDATE_COLUMNS} FROM lessons l WHERE {where} AND l.seq IN (SELECT seq FROM lessons "
             "WHERE namespace = ? AND terms @@ ?::tsquery ORDER BY namespace, seq DESC LIMIT ?) LIMIT ?",
-            (*params, query.namespace, _lexeme(rarest[1]), shared.POSTINGS_BUDGET, limit),
+            (*params, query.namespace, _lexeme(rarest[1]), lexical.POSTINGS_BUDGET, limit),
         ).fetchall()
         return [candidate(row, flat) for row in found]
 
@@ -120,7 +120,7 @@ class PostingsIndex:
             count = "SELECT ?, count(*) FROM (SELECT 1 FROM lessons WHERE namespace = ? AND terms @@ ?::tsquery LIMIT ?) s"
             params: list[Any] = []
             for index, term in enumerate(missing):
-                params += [index, namespace, _lexeme(term), shared.POSTINGS_BUDGET + 1]
+                params += [index, namespace, _lexeme(term), lexical.POSTINGS_BUDGET + 1]
             rows = conn.execute(" UNION ALL ".join([count] * len(missing)), params).fetchall()
             for index, found in rows:
                 term = missing[index]

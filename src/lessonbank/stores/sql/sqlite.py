@@ -12,7 +12,7 @@ Invariants:
   milliseconds): connections turn auto-checkpointing off and a background thread
   checkpoints once the WAL passes ``CHECKPOINT_WAL_BYTES``.
 - ``lessons_fts`` (FTS5, porter stemming over content, tags and ``learned_from``, ranked by
-  BM25 with :data:`~lessonbank.stores.shared.FIELD_WEIGHTS`), ``lesson_tags`` and
+  BM25 with :data:`~lessonbank.stores.lexical.FIELD_WEIGHTS`), ``lesson_tags`` and
   ``lesson_vectors`` follow the ``lessons`` table through triggers, so they never disagree with it.
 - Vectors are plain BLOBs scanned by the caller's in-process index (no extension to load):
   ``lesson_vectors.seq`` (AUTOINCREMENT) orders their writes; SQLite serialises writers, so
@@ -40,8 +40,8 @@ from lessonbank.errors import StoreError
 from lessonbank.lessons import CONFIDENCE_STEP, MAX_TAGS
 from lessonbank.models import Decision, Episode, Lesson, VerificationResult, from_timestamp
 from lessonbank.ports import Candidate, LessonQuery, VectorChanges
-from lessonbank.stores import shared
-from lessonbank.stores.shared import CACHED_MIN_DF, FIELD_WEIGHTS, choose_terms, common_idf
+from lessonbank.stores import lexical
+from lessonbank.stores.lexical import CACHED_MIN_DF, FIELD_WEIGHTS, choose_terms, common_idf
 from lessonbank.stores.sql.dialect import Connection, lesson_filter, question_marks
 from lessonbank.stores.sql.migrations.sqlite import MIGRATIONS
 
@@ -356,7 +356,7 @@ class SQLiteDialect:
         """Top ``limit`` lessons by BM25 over the query's selective terms that pass the filters.
 
         BM25 costs FTS5 a few microseconds per matching row, so the work is bounded: terms are
-        taken rarest first while their postings fit ``shared.POSTINGS_BUDGET``; words found in more
+        taken rarest first while their postings fit ``lexical.POSTINGS_BUDGET``; words found in more
         lessons than that act as stopwords (their IDF is small anyway). When every word of the
         query is that common, the newest lessons holding its rarest word are taken unranked,
         all with the same relevance, so use and recency order them. ``content_only`` limits
@@ -381,7 +381,7 @@ class SQLiteDialect:
                 (
                     common_idf(self._df_size, rarest[0]),
                     fts_query([rarest[1]], column),
-                    shared.POSTINGS_BUDGET,
+                    lexical.POSTINGS_BUDGET,
                     *params,
                     limit,
                 ),
@@ -404,7 +404,7 @@ class SQLiteDialect:
             if df is None:
                 df = conn.execute(
                     "SELECT count(*) FROM (SELECT 1 FROM lessons_fts WHERE lessons_fts MATCH ? LIMIT ?)",
-                    (fts_query([term]), shared.POSTINGS_BUDGET + 1),
+                    (fts_query([term]), lexical.POSTINGS_BUDGET + 1),
                 ).fetchone()[0]
                 if df >= CACHED_MIN_DF:
                     self._df_cache[term] = df

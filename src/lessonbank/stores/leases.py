@@ -1,7 +1,7 @@
 """Job leases shared by every store's queue: who holds a lease, and whether that holder still lives.
 
-The ports (protocols and records) live in :mod:`lessonbank.ports`, the write, filter and sort
-rules in :mod:`lessonbank.lessons`; both are re-exported here for older imports.
+A lease owner is ``host@pid:random``; a queue that finds a lease held by a process of its own
+host that no longer runs takes the job back at once instead of waiting for the lease to expire.
 """
 
 from __future__ import annotations
@@ -9,36 +9,7 @@ from __future__ import annotations
 import os
 import socket
 
-from lessonbank.errors import LeaseLostError
-from lessonbank.lessons import CONFIDENCE_STEP, episode_credit, pick_near_duplicate
-from lessonbank.ports import (
-    NEAR_DUPLICATE_JACCARD,
-    Candidate,
-    LessonQuery,
-    LessonSort,
-    Store,
-    StoreStats,
-    VectorChanges,
-    WriteResult,
-)
-
-__all__ = [
-    "CONFIDENCE_STEP",
-    "NEAR_DUPLICATE_JACCARD",
-    "Candidate",
-    "LeaseLostError",
-    "LessonQuery",
-    "LessonSort",
-    "Store",
-    "StoreStats",
-    "VectorChanges",
-    "WriteResult",
-    "episode_credit",
-    "parse_owner",
-    "pick_near_duplicate",
-    "pid_alive",
-    "worker_owner",
-]
+__all__ = ["parse_owner", "pid_alive", "worker_owner"]
 
 
 def worker_owner() -> str:

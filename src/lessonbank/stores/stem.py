@@ -1,1 +1,0 @@
-from lessonbank.text import stem as stem  # moved to lessonbank.text
