@@ -2,7 +2,8 @@
 
 ``LessonBank("redis://127.0.0.1:6379/0")``; options in the URL query: ``prefix`` (put before
 every key, for several banks in one database) and ``retry_s``. The key layout, transactions
-and retries live in ``redis_db.py``, the job queue in ``redis_jobs.py``. Invariants:
+and retries live in ``db.py``, the lesson index in ``index.py``, the job queue in ``jobs.py``,
+vectors in ``vectors.py``. Invariants:
 
 - A lesson hash keeps the full Lesson JSON in ``data`` (new model fields round-trip); its other
   fields are copies for filtering and ranking, plus ``access_count``/``last_accessed`` which
@@ -44,9 +45,9 @@ from lessonbank.ports import (
     LessonQuery,
     LessonSort,
     StoreStats,
-    VectorChanges,
     WriteResult,
 )
+from lessonbank.stores.parts import ForwardsJobs, ForwardsVectors
 from lessonbank.stores.redis.db import Clock, Pipe, RedisDatabase
 from lessonbank.stores.redis.index import (
     LESSON_FIELDS,
@@ -63,19 +64,21 @@ from lessonbank.text import keywords
 IMPORT_CHUNK = 500
 
 
-class RedisStore:
+class RedisStore(ForwardsJobs, ForwardsVectors):
     """Redis persistence of episodes, lessons, reflections and jobs (see the module docstring).
 
     Built from parts over one :class:`RedisDatabase` (``db``): the lesson index (``index``), the job
-    queue (``queue``: the JobQueue and JobAdmin ports) and the vectors (``vectors``: VectorStore).
+    queue (``jobs``: the JobQueue and JobAdmin ports) and the vectors (``vectors``: VectorStore).
     """
 
     notifier: JobNotifier | None = None
+    jobs: RedisJobQueue
+    vectors: RedisVectors
 
     def __init__(self, url: str, *, clock: Clock = time.time) -> None:
         self.db = RedisDatabase(url, clock=clock)
         self.index = RedisLessonIndex(self.db)
-        self.queue = RedisJobQueue(self.db)
+        self.jobs = RedisJobQueue(self.db)
         self.vectors = RedisVectors(self.db, self.index)
         self.writer = LessonWriter(lambda: self.clock())
 
@@ -97,46 +100,6 @@ class RedisStore:
 
     def close(self) -> None:
         self.db.close()
-
-    # ----------------------------------------------------------------- jobs (the queue's)
-
-    def enqueue_job(self, job: Job) -> None:
-        self.queue.enqueue_job(job)
-
-    def lease_job(self, owner: str, namespaces: Sequence[str] | None, lease_s: float) -> Job | None:
-        return self.queue.lease_job(owner, namespaces, lease_s)
-
-    def fail_job(self, job_id: str, owner: str, *, error: str, retry_at: float | None) -> Job:
-        return self.queue.fail_job(job_id, owner, error=error, retry_at=retry_at)
-
-    def release_job(self, job_id: str, owner: str) -> None:
-        self.queue.release_job(job_id, owner)
-
-    def park_job(self, job_id: str, owner: str, *, detail: str) -> None:
-        self.queue.park_job(job_id, owner, detail=detail)
-
-    def next_run_after(self, namespaces: Sequence[str] | None) -> float | None:
-        return self.queue.next_run_after(namespaces)
-
-    def release_waiting(self, namespaces: Sequence[str] | None) -> int:
-        return self.queue.release_waiting(namespaces)
-
-    def get_job(self, job_id: str) -> Job:
-        return self.queue.get_job(job_id)
-
-    def list_jobs(
-        self, namespace: str | None, statuses: Sequence[str] | None = None, limit: int = 100
-    ) -> list[Job]:
-        return self.queue.list_jobs(namespace, statuses, limit)
-
-    def retry_jobs(self, namespace: str, job_ids: Sequence[str] | None = None) -> int:
-        return self.queue.retry_jobs(namespace, job_ids)
-
-    def purge_jobs(self, namespace: str, statuses: Sequence[str]) -> int:
-        return self.queue.purge_jobs(namespace, statuses)
-
-    def count_jobs(self, namespaces: Sequence[str] | None) -> dict[str, int]:
-        return self.queue.count_jobs(namespaces)
 
     # ----------------------------------------------------------------- episodes
 
@@ -171,7 +134,7 @@ class RedisStore:
 
             def write(p: Pipe) -> Decision:
                 if insert is not None:
-                    self.queue.q_insert_job(p, insert)
+                    self.jobs.q_insert_job(p, insert)
                 p.hset(
                     key,
                     mapping={
@@ -479,20 +442,6 @@ class RedisStore:
         keys = [self.index.lesson_key(namespace, lesson_id) for lesson_id in dict.fromkeys(lesson_ids)]
         self.index.credit_script(keys=keys, args=[helpful, harmful], client=pipe)
 
-    # ----------------------------------------------------------------- vectors (the part's)
-
-    def put_vectors(self, namespace: str, model: str, rows: Sequence[tuple[str, str, bytes]]) -> int:
-        return self.vectors.put_vectors(namespace, model, rows)
-
-    def vector_hashes(self, namespace: str, model: str, lesson_ids: Sequence[str]) -> dict[str, str]:
-        return self.vectors.vector_hashes(namespace, model, lesson_ids)
-
-    def vector_changes(self, namespace: str, model: str, after: int) -> VectorChanges:
-        return self.vectors.vector_changes(namespace, model, after)
-
-    def lessons_missing_vectors(self, namespace: str, model: str, limit: int) -> list[Lesson]:
-        return self.vectors.lessons_missing_vectors(namespace, model, limit)
-
     def touch_lessons(self, lesson_ids: Sequence[str]) -> None:
         if not lesson_ids:
             return
@@ -558,7 +507,7 @@ class RedisStore:
         )
 
         def plan(pipe: Pipe) -> Callable[[Pipe], list[WriteResult]]:
-            job, entry = self.queue.leased(pipe, job_id, owner)
+            job, entry = self.jobs.leased(pipe, job_id, owner)
             steps: dict[str, Any] = {}
             results = [
                 self._plan_lesson(pipe, lesson, twin, steps, twins.get(lesson.id))
@@ -582,8 +531,8 @@ class RedisStore:
                 if reflection is not None:
                     ids = [r.lesson.id for r in final]
                     self._q_insert_reflection(p, reflection.model_copy(update={"lesson_ids": ids}))
-                self.queue.q_save_job(p, done, job.status, entry="")
-                self.queue.q_unstream(p, done, entry)
+                self.jobs.q_save_job(p, done, job.status, entry="")
+                self.jobs.q_unstream(p, done, entry)
                 return final
 
             return write

@@ -29,9 +29,9 @@ from lessonbank.ports import (
     LessonQuery,
     LessonSort,
     StoreStats,
-    VectorChanges,
     WriteResult,
 )
+from lessonbank.stores.parts import ForwardsJobs, ForwardsVectors
 from lessonbank.stores.sql.dialect import SORTS, Connection, Dialect, lesson_filter, question_marks
 from lessonbank.stores.sql.jobs import SQLJobQueue
 from lessonbank.text import keywords
@@ -39,16 +39,19 @@ from lessonbank.text import keywords
 Clock = Callable[[], float]
 
 
-class SQLStore:
+class SQLStore(ForwardsJobs, ForwardsVectors):
     """Every store port on one SQL database (see the module docstring)."""
 
     notifier: JobNotifier | None = None
+    jobs: SQLJobQueue
+    vectors: Dialect
 
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
         self.clock: Clock = dialect.clock
         self.writer = LessonWriter(dialect.clock)
         self.jobs = SQLJobQueue(dialect)
+        self.vectors = dialect
 
     def close(self) -> None:
         self.dialect.close()
@@ -347,27 +350,7 @@ class SQLStore:
 
         self.dialect.run(run)
 
-    # ----------------------------------------------------------------- vectors
-
-    def put_vectors(self, namespace: str, model: str, rows: Sequence[tuple[str, str, bytes]]) -> int:
-        return self.dialect.put_vectors(namespace, model, rows)
-
-    def vector_hashes(self, namespace: str, model: str, lesson_ids: Sequence[str]) -> dict[str, str]:
-        return self.dialect.vector_hashes(namespace, model, lesson_ids)
-
-    def vector_changes(self, namespace: str, model: str, after: int) -> VectorChanges:
-        return self.dialect.vector_changes(namespace, model, after)
-
-    def lessons_missing_vectors(self, namespace: str, model: str, limit: int) -> list[Lesson]:
-        return self.dialect.lessons_missing_vectors(namespace, model, limit)
-
-    # ----------------------------------------------------------------- jobs
-
-    def enqueue_job(self, job: Job) -> None:
-        self.jobs.enqueue_job(job)
-
-    def lease_job(self, owner: str, namespaces: Sequence[str] | None, lease_s: float) -> Job | None:
-        return self.jobs.lease_job(owner, namespaces, lease_s)
+    # ----------------------------------------------------------------- jobs (vectors and the rest of the queue: see ForwardsVectors, ForwardsJobs)
 
     def finish_job(
         self,
@@ -398,38 +381,6 @@ class SQLStore:
                 return results
 
         return self.dialect.run(run)
-
-    def fail_job(self, job_id: str, owner: str, *, error: str, retry_at: float | None) -> Job:
-        return self.jobs.fail_job(job_id, owner, error=error, retry_at=retry_at)
-
-    def release_job(self, job_id: str, owner: str) -> None:
-        self.jobs.release_job(job_id, owner)
-
-    def park_job(self, job_id: str, owner: str, *, detail: str) -> None:
-        self.jobs.park_job(job_id, owner, detail=detail)
-
-    def next_run_after(self, namespaces: Sequence[str] | None) -> float | None:
-        return self.jobs.next_run_after(namespaces)
-
-    def release_waiting(self, namespaces: Sequence[str] | None) -> int:
-        return self.jobs.release_waiting(namespaces)
-
-    def get_job(self, job_id: str) -> Job:
-        return self.jobs.get_job(job_id)
-
-    def list_jobs(
-        self, namespace: str | None, statuses: Sequence[str] | None = None, limit: int = 100
-    ) -> list[Job]:
-        return self.jobs.list_jobs(namespace, statuses, limit)
-
-    def retry_jobs(self, namespace: str, job_ids: Sequence[str] | None = None) -> int:
-        return self.jobs.retry_jobs(namespace, job_ids)
-
-    def purge_jobs(self, namespace: str, statuses: Sequence[str]) -> int:
-        return self.jobs.purge_jobs(namespace, statuses)
-
-    def count_jobs(self, namespaces: Sequence[str] | None) -> dict[str, int]:
-        return self.jobs.count_jobs(namespaces)
 
     # ----------------------------------------------------------------- stats
 

@@ -1,0 +1,88 @@
+"""Stores built from parts: whole ports forwarded to the part that serves them.
+
+A store that keeps its job queue in ``self.jobs`` and its vectors in ``self.vectors`` takes these
+mixins instead of writing the same one-line forwards again. ``finish_job`` is not forwarded: it
+writes lessons and a reflection with the job, so it belongs to the store itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from lessonbank.models import Job, Lesson
+from lessonbank.ports import JobAdmin, VectorChanges, VectorStore
+
+
+class QueuePart(JobAdmin, Protocol):
+    """The JobQueue port but ``finish_job``, plus JobAdmin: what a store's queue part serves."""
+
+    def enqueue_job(self, job: Job) -> None: ...
+    def lease_job(self, owner: str, namespaces: Sequence[str] | None, lease_s: float) -> Job | None: ...
+    def fail_job(self, job_id: str, owner: str, *, error: str, retry_at: float | None) -> Job: ...
+    def release_job(self, job_id: str, owner: str) -> None: ...
+    def park_job(self, job_id: str, owner: str, *, detail: str) -> None: ...
+    def next_run_after(self, namespaces: Sequence[str] | None) -> float | None: ...
+    def release_waiting(self, namespaces: Sequence[str] | None) -> int: ...
+
+
+class ForwardsJobs:
+    """The job ports of a store, served by its ``jobs`` part."""
+
+    jobs: QueuePart
+
+    def enqueue_job(self, job: Job) -> None:
+        self.jobs.enqueue_job(job)
+
+    def lease_job(self, owner: str, namespaces: Sequence[str] | None, lease_s: float) -> Job | None:
+        return self.jobs.lease_job(owner, namespaces, lease_s)
+
+    def fail_job(self, job_id: str, owner: str, *, error: str, retry_at: float | None) -> Job:
+        return self.jobs.fail_job(job_id, owner, error=error, retry_at=retry_at)
+
+    def release_job(self, job_id: str, owner: str) -> None:
+        self.jobs.release_job(job_id, owner)
+
+    def park_job(self, job_id: str, owner: str, *, detail: str) -> None:
+        self.jobs.park_job(job_id, owner, detail=detail)
+
+    def next_run_after(self, namespaces: Sequence[str] | None) -> float | None:
+        return self.jobs.next_run_after(namespaces)
+
+    def release_waiting(self, namespaces: Sequence[str] | None) -> int:
+        return self.jobs.release_waiting(namespaces)
+
+    def get_job(self, job_id: str) -> Job:
+        return self.jobs.get_job(job_id)
+
+    def list_jobs(
+        self, namespace: str | None, statuses: Sequence[str] | None = None, limit: int = 100
+    ) -> list[Job]:
+        return self.jobs.list_jobs(namespace, statuses, limit)
+
+    def retry_jobs(self, namespace: str, job_ids: Sequence[str] | None = None) -> int:
+        return self.jobs.retry_jobs(namespace, job_ids)
+
+    def purge_jobs(self, namespace: str, statuses: Sequence[str]) -> int:
+        return self.jobs.purge_jobs(namespace, statuses)
+
+    def count_jobs(self, namespaces: Sequence[str] | None) -> dict[str, int]:
+        return self.jobs.count_jobs(namespaces)
+
+
+class ForwardsVectors:
+    """The VectorStore port of a store, served by its ``vectors`` part."""
+
+    vectors: VectorStore
+
+    def put_vectors(self, namespace: str, model: str, rows: Sequence[tuple[str, str, bytes]]) -> int:
+        return self.vectors.put_vectors(namespace, model, rows)
+
+    def vector_hashes(self, namespace: str, model: str, lesson_ids: Sequence[str]) -> dict[str, str]:
+        return self.vectors.vector_hashes(namespace, model, lesson_ids)
+
+    def vector_changes(self, namespace: str, model: str, after: int) -> VectorChanges:
+        return self.vectors.vector_changes(namespace, model, after)
+
+    def lessons_missing_vectors(self, namespace: str, model: str, limit: int) -> list[Lesson]:
+        return self.vectors.lessons_missing_vectors(namespace, model, limit)
