@@ -41,23 +41,41 @@ def _is_transient(transient: Transient, error: BaseException) -> bool:
     return isinstance(error, transient) if isinstance(transient, tuple) else transient(error)
 
 
-def _next_delay(
-    error: BaseException,
-    attempt: int,
-    *,
-    transient: Transient,
-    backoff: Backoff,
-    attempts: int | None,
-    deadline: float | None,
-    clock: Callable[[], float],
-) -> float | None:
-    """The delay before the next attempt, or None when ``error`` must be raised now."""
-    if not _is_transient(transient, error) or (attempts is not None and attempt >= attempts):
-        return None
-    delay = backoff.delay(attempt)
-    if deadline is not None and clock() + delay > deadline:
-        return None
-    return delay
+class _Schedule:
+    """When the next attempt may run: the budget and backoff shared by the sync and async loops."""
+
+    def __init__(
+        self,
+        transient: Transient,
+        backoff: Backoff,
+        attempts: int | None,
+        budget_s: float | None,
+        on_retry: OnRetry | None,
+        clock: Callable[[], float],
+    ) -> None:
+        if attempts is not None and attempts < 1:
+            raise ValueError("attempts must be at least 1")
+        self.transient = transient
+        self.backoff = backoff
+        self.attempts = attempts
+        self.on_retry = on_retry
+        self.clock = clock
+        self.deadline = None if budget_s is None else clock() + budget_s
+        self.made = 0
+
+    def after(self, error: BaseException) -> float | None:
+        """The delay before the next attempt after ``error``, or None when it must be raised now."""
+        self.made += 1
+        if not _is_transient(self.transient, error):
+            return None
+        if self.attempts is not None and self.made >= self.attempts:
+            return None
+        delay = self.backoff.delay(self.made)
+        if self.deadline is not None and self.clock() + delay > self.deadline:
+            return None
+        if self.on_retry is not None:
+            self.on_retry(error, self.made, delay)
+        return delay
 
 
 def retry_call(
@@ -73,28 +91,13 @@ def retry_call(
 ) -> T:
     """Call ``fn`` until it succeeds, an error is not transient, or ``attempts`` (calls in all) or
     ``budget_s`` (seconds from the first call; a retry that would end past it is not made) run out."""
-    if attempts is not None and attempts < 1:
-        raise ValueError("attempts must be at least 1")
-    deadline = None if budget_s is None else clock() + budget_s
-    attempt = 0
+    schedule = _Schedule(transient, backoff, attempts, budget_s, on_retry, clock)
     while True:
-        attempt += 1
         try:
             return fn()
         except Exception as error:
-            delay = _next_delay(
-                error,
-                attempt,
-                transient=transient,
-                backoff=backoff,
-                attempts=attempts,
-                deadline=deadline,
-                clock=clock,
-            )
-            if delay is None:
+            if (delay := schedule.after(error)) is None:
                 raise
-            if on_retry is not None:
-                on_retry(error, attempt, delay)
         sleep(delay)
 
 
@@ -110,26 +113,11 @@ async def retry_async(
     clock: Callable[[], float] = time.monotonic,
 ) -> T:
     """:func:`retry_call` for a coroutine function; waits with ``asyncio.sleep``."""
-    if attempts is not None and attempts < 1:
-        raise ValueError("attempts must be at least 1")
-    deadline = None if budget_s is None else clock() + budget_s
-    attempt = 0
+    schedule = _Schedule(transient, backoff, attempts, budget_s, on_retry, clock)
     while True:
-        attempt += 1
         try:
             return await fn()
         except Exception as error:
-            delay = _next_delay(
-                error,
-                attempt,
-                transient=transient,
-                backoff=backoff,
-                attempts=attempts,
-                deadline=deadline,
-                clock=clock,
-            )
-            if delay is None:
+            if (delay := schedule.after(error)) is None:
                 raise
-            if on_retry is not None:
-                on_retry(error, attempt, delay)
         await sleep(delay)
