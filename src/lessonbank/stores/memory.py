@@ -67,6 +67,7 @@ from lessonbank.stores.lexical import (
     weighted_terms,
 )
 from lessonbank.stores.memory_jobs import JobTable, MemoryJobQueue, count_jobs_in, insert_job
+from lessonbank.stores.parts import ReadsOneLesson
 from lessonbank.text import keywords
 
 __all__ = ["MemoryStore", "drop_database"]
@@ -156,7 +157,7 @@ def drop_database(name: str) -> None:
         _DATABASES.pop(name, None)
 
 
-class MemoryStore(MemoryJobQueue):
+class MemoryStore(MemoryJobQueue, ReadsOneLesson):
     """Every store port in process memory (see the module docstring): a test double that passes the
     contract suite. ``MemoryStore()`` is private; ``MemoryStore("name")`` shares the named database."""
 
@@ -347,12 +348,6 @@ class MemoryStore(MemoryJobQueue):
                 self._put(db, lesson, None)
                 added += 1
         return added, len(prepared) - added
-
-    def get_lesson(self, lesson_id: str) -> Lesson:
-        found = self.get_lessons([lesson_id])
-        if not found:
-            raise NotFoundError("lesson", lesson_id)
-        return found[0]
 
     def get_lessons(self, lesson_ids: Sequence[str]) -> list[Lesson]:
         """The lessons with these ids, in the order given (missing ids are left out)."""

@@ -1,7 +1,8 @@
 """Stores built from parts: whole ports forwarded to the part that serves them.
 
 A store that keeps its job queue in ``self.jobs`` and its vectors in ``self.vectors`` takes these
-mixins instead of writing the same one-line forwards again. ``finish_job`` is not forwarded: it
+mixins instead of writing the same one-line forwards again; every store reads one lesson as a
+batch of one (:class:`ReadsOneLesson`). ``finish_job`` is not forwarded: it
 writes lessons and a reflection with the job, so it belongs to the store itself.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from lessonbank.errors import NotFoundError
 from lessonbank.models import Job, Lesson
 from lessonbank.ports import JobAdmin, VectorChanges, VectorStore
 
@@ -86,3 +88,17 @@ class ForwardsVectors:
 
     def lessons_missing_vectors(self, namespace: str, model: str, limit: int) -> list[Lesson]:
         return self.vectors.lessons_missing_vectors(namespace, model, limit)
+
+
+class _ReadsLessons(Protocol):
+    def get_lessons(self, lesson_ids: Sequence[str]) -> list[Lesson]: ...
+
+
+class ReadsOneLesson:
+    """``get_lesson`` as ``get_lessons`` of one id, NotFoundError when it is absent."""
+
+    def get_lesson(self: _ReadsLessons, lesson_id: str) -> Lesson:
+        found = self.get_lessons([lesson_id])
+        if not found:
+            raise NotFoundError("lesson", lesson_id)
+        return found[0]

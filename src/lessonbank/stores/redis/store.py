@@ -47,7 +47,7 @@ from lessonbank.ports import (
     StoreStats,
     WriteResult,
 )
-from lessonbank.stores.parts import ForwardsJobs, ForwardsVectors
+from lessonbank.stores.parts import ForwardsJobs, ForwardsVectors, ReadsOneLesson
 from lessonbank.stores.redis.db import Clock, Pipe, RedisDatabase
 from lessonbank.stores.redis.index import (
     LESSON_FIELDS,
@@ -64,7 +64,7 @@ from lessonbank.text import keywords
 IMPORT_CHUNK = 500
 
 
-class RedisStore(ForwardsJobs, ForwardsVectors):
+class RedisStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
     """Redis persistence of episodes, lessons, reflections and jobs (see the module docstring).
 
     Built from parts over one :class:`RedisDatabase` (``db``): the lesson index (``index``), the job
@@ -315,12 +315,6 @@ class RedisStore(ForwardsJobs, ForwardsVectors):
             planned[key] = lesson.id
             fresh += 1
         return lambda p: self._q_apply(p, steps, fresh)
-
-    def get_lesson(self, lesson_id: str) -> Lesson:
-        found = self.get_lessons([lesson_id])
-        if not found:
-            raise NotFoundError("lesson", lesson_id)
-        return found[0]
 
     def get_lessons(self, lesson_ids: Sequence[str]) -> list[Lesson]:
         """The lessons with these ids, in the order given (missing ids are left out)."""

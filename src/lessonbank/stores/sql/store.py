@@ -31,7 +31,7 @@ from lessonbank.ports import (
     StoreStats,
     WriteResult,
 )
-from lessonbank.stores.parts import ForwardsJobs, ForwardsVectors
+from lessonbank.stores.parts import ForwardsJobs, ForwardsVectors, ReadsOneLesson
 from lessonbank.stores.sql.dialect import SORTS, Connection, Dialect, lesson_filter, question_marks
 from lessonbank.stores.sql.jobs import SQLJobQueue
 from lessonbank.text import keywords
@@ -39,7 +39,7 @@ from lessonbank.text import keywords
 Clock = Callable[[], float]
 
 
-class SQLStore(ForwardsJobs, ForwardsVectors):
+class SQLStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
     """Every store port on one SQL database (see the module docstring)."""
 
     notifier: JobNotifier | None = None
@@ -272,12 +272,6 @@ class SQLStore(ForwardsJobs, ForwardsVectors):
         return purged
 
     # ----------------------------------------------------------------- reading lessons
-
-    def get_lesson(self, lesson_id: str) -> Lesson:
-        found = self.get_lessons([lesson_id])
-        if not found:
-            raise NotFoundError("lesson", lesson_id)
-        return found[0]
 
     def get_lessons(self, lesson_ids: Sequence[str]) -> list[Lesson]:
         """The lessons with these ids, in the order given (missing ids are left out)."""
