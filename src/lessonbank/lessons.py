@@ -22,12 +22,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from lessonbank.errors import InputError
-from lessonbank.models import Episode, Lesson, from_timestamp
+from lessonbank.models import MAX_TAGS, Decision, Episode, Lesson, from_timestamp
 from lessonbank.ports import NEAR_DUPLICATE_JACCARD, LessonQuery, LessonSort, WriteResult
 from lessonbank.text import content_hash, jaccard, words
 
 CONFIDENCE_STEP = 0.05
-MAX_TAGS = 32
 SORTS: tuple[str, ...] = ("created", "score", "access", "confidence", "utility")
 
 # What a write looks up, in order, until one is found: ("hash", content hash), ("named", the id the
@@ -175,6 +174,26 @@ def matches(
     if query.tags and not set(query.tags) <= set(tags):
         return False
     return not superseded and (expires_at is None or expires_at > now)
+
+
+def content_taken(holder_id: str | None, lesson: Lesson) -> None:
+    """Refuse an update that gives ``lesson`` the content another lesson (``holder_id``) already has."""
+    if holder_id is not None and holder_id != lesson.id:
+        raise InputError(
+            f"lesson {holder_id} of this kind already has this content; reinforce or delete that one instead",
+            field="content",
+        )
+
+
+def duplicate_decision(decision: Decision, job_id: str | None) -> Decision:
+    """The decision for an episode whose job repeats job ``job_id`` (same dedupe key): not reflected again."""
+    return Decision(
+        reflect=False,
+        trigger=decision.trigger,
+        reflector=decision.reflector,
+        reason=f"duplicate: an identical episode is already reflected (job {job_id})",
+        job_id=job_id,
+    )
 
 
 def passes(lesson: Lesson, query: LessonQuery, now: float) -> bool:

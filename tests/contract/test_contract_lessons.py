@@ -182,6 +182,17 @@ def test_update_supersede_forget_and_expiry(store: Store, clock: Clock) -> None:
         store.get_lesson(soon.id)
 
 
+def test_an_update_cannot_take_another_lessons_content(store: Store, clock: Clock) -> None:
+    first = store.write_lesson(lesson("pin the compiler version in ci", clock)).lesson
+    second = store.write_lesson(lesson("cache the dependency downloads", clock)).lesson
+    with pytest.raises(InputError, match=first.id):
+        store.update_lesson(second.model_copy(update={"content": "Pin the compiler version in CI"}))
+    assert store.get_lesson(second.id).content == "cache the dependency downloads"
+    assert store.get_lesson(first.id).content == "pin the compiler version in ci"
+    with pytest.raises(NotFoundError):  # an absent lesson is absent, whatever its content
+        store.update_lesson(lesson("pin the compiler version in ci", clock))
+
+
 def test_list_filters_sorts_and_pages(store: Store, clock: Clock) -> None:
     made = {}
     specs = [

@@ -33,11 +33,13 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from lessonbank.errors import ConfigError, InputError, NotFoundError, StoreError
+from lessonbank.errors import ConfigError, NotFoundError, StoreError
 from lessonbank.lessons import (
     LessonWriter,
     Lookup,
     check_sort,
+    content_taken,
+    duplicate_decision,
     episode_credit,
     last_used,
     passes,
@@ -210,13 +212,7 @@ class MemoryStore(MemoryJobQueue, ReadsOneLesson):
             if job is not None:
                 existing = db.dedupe.get((job.namespace, job.dedupe_key))
                 if existing is not None:
-                    final = Decision(
-                        reflect=False,
-                        trigger=decision.trigger,
-                        reflector=decision.reflector,
-                        reason=f"duplicate: an identical episode is already reflected (job {existing})",
-                        job_id=existing,
-                    )
+                    final = duplicate_decision(decision, existing)
                 else:
                     insert_job(db, job)
             db.episodes[episode.id] = (ns, _copied(episode), _copied(final))
@@ -371,11 +367,7 @@ class MemoryStore(MemoryJobQueue, ReadsOneLesson):
             if old is None or old.namespace != prepared.namespace:
                 raise NotFoundError("lesson", prepared.id)
             holder = db.space(prepared.namespace).by_hash.get(prepared.content_hash)
-            if holder is not None and holder != prepared.id:
-                raise InputError(
-                    "another lesson of this kind already has this content; reinforce or delete that one instead",
-                    field="content",
-                )
+            content_taken(holder, prepared)
             self._put(db, prepared, old)
             return _copied(prepared)
 

@@ -28,11 +28,13 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, cast
 
-from lessonbank.errors import NotFoundError, StoreError
+from lessonbank.errors import NotFoundError
 from lessonbank.lessons import (
     LessonWriter,
     Lookup,
     check_sort,
+    content_taken,
+    duplicate_decision,
     episode_credit,
     pick_near_duplicate,
     sort_lessons,
@@ -123,13 +125,7 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
                 pipe.watch(dedupe)
                 existing = pipe.get(dedupe)
                 if existing is not None:
-                    final = Decision(
-                        reflect=False,
-                        trigger=decision.trigger,
-                        reflector=decision.reflector,
-                        reason=f"duplicate: an identical episode is already reflected (job {existing})",
-                        job_id=str(existing),
-                    )
+                    final = duplicate_decision(decision, str(existing))
                     insert = None
 
             def write(p: Pipe) -> Decision:
@@ -385,8 +381,7 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
             hash_key = self.db.k(lesson.namespace, "hash", lesson.content_hash)
             pipe.watch(hash_key)
             holder = pipe.get(hash_key)
-            if holder is not None and holder != lesson.id:
-                raise StoreError(f"lesson {holder} already holds this content; update or forget that one")
+            content_taken(holder, lesson)
 
             def write(p: Pipe) -> Lesson:
                 self.index.q_write_lesson(p, lesson, old)

@@ -37,8 +37,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from lessonbank.errors import StoreError
-from lessonbank.lessons import CONFIDENCE_STEP, MAX_TAGS
-from lessonbank.models import Decision, Episode, Lesson, VerificationResult, from_timestamp
+from lessonbank.lessons import CONFIDENCE_STEP
+from lessonbank.models import MAX_TAGS, Decision, Episode, Lesson, VerificationResult, from_timestamp
 from lessonbank.ports import Candidate, LessonQuery, VectorChanges
 from lessonbank.stores import lexical
 from lessonbank.stores.lexical import CACHED_MIN_DF, FIELD_WEIGHTS, choose_terms, common_idf

@@ -19,8 +19,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from lessonbank.errors import InputError, NotFoundError
-from lessonbank.lessons import LessonWriter, Lookup, check_sort, episode_credit, pick_near_duplicate
+from lessonbank.errors import NotFoundError
+from lessonbank.lessons import (
+    LessonWriter,
+    Lookup,
+    check_sort,
+    content_taken,
+    duplicate_decision,
+    episode_credit,
+    pick_near_duplicate,
+)
 from lessonbank.models import Decision, Episode, Job, Lesson, Reflection
 from lessonbank.ports import (
     NEAR_DUPLICATE_JACCARD,
@@ -81,13 +89,7 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
                         (namespace, job.dedupe_key),
                     ).fetchone()
                     job_id = existing[0] if existing else None
-                    final = Decision(
-                        reflect=False,
-                        trigger=decision.trigger,
-                        reflector=decision.reflector,
-                        reason=f"duplicate: an identical episode is already reflected (job {job_id})",
-                        job_id=job_id,
-                    )
+                    final = duplicate_decision(decision, job_id)
                 values = {
                     "id": episode.id,
                     "namespace": namespace,
@@ -242,15 +244,17 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
 
         def run() -> int:
             with self.dialect.tx() as conn:
+                holder = conn.execute(
+                    "SELECT id FROM lessons WHERE namespace = ? AND content_hash = ?",
+                    (lesson.namespace, lesson.content_hash),
+                ).fetchone()
+                if holder is not None and holder[0] != lesson.id:
+                    if self._lessons_by_id(conn, [lesson.id]) == []:
+                        return 0  # absent: NotFoundError before any other complaint
+                    content_taken(holder[0], lesson)
                 return self.dialect.overwrite_lesson(conn, lesson)
 
-        try:
-            changed = self.dialect.run(run)
-        except self.dialect.integrity_errors:
-            raise InputError(
-                "another lesson of this kind already has this content; reinforce or delete that one instead",
-                field="content",
-            ) from None
+        changed = self.dialect.run(run)
         if not changed:
             raise NotFoundError("lesson", lesson.id)
         self.dialect.lessons_changed(lesson.namespace)
