@@ -21,7 +21,7 @@ Invariants every store keeps:
 - Vectors: each (lesson, embedder model) has at most one stored vector, with the hash of the
   text it embeds. Every write of a vector takes a new, ever-growing sequence number; removing a
   lesson removes its vectors in the same transaction; changing its content keeps them (the
-  text hash no longer matches, which tells the engine to embed it again).
+  text hash no longer matches, which tells the bank to embed it again).
 - Outcome credit (``helpful``/``harmful``) is added atomically in the store, never read-modify-
   written by the caller, and an episode's credit is written in the episode's own transaction.
 """

@@ -1,9 +1,10 @@
 """One retry mechanism: capped exponential backoff with jitter, an attempt and/or time budget,
 and a predicate for what is worth retrying.
 
-Used by the LLM wrapper (``llm/retry.py``); the durable job queue schedules its retries with
-:meth:`Backoff.delay`. Errors that are not transient pass through at once; when the budget is
-spent the last transient error is raised unchanged, so callers translate it as they always did.
+Used by the LLM wrapper (``llm/retry.py``), the OpenAI embedder and the server stores' connection
+retries (``stores/connection.py``); the durable job queue schedules its retries with
+:meth:`Backoff.delay`. Errors that are not transient pass through at once; when the budget is spent
+the last transient error is raised unchanged, so callers translate it as they always did.
 """
 
 from __future__ import annotations

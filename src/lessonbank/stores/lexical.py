@@ -15,7 +15,6 @@ Invariants:
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from lessonbank.models import Lesson
@@ -34,11 +33,6 @@ CACHED_MIN_DF = 64
 FIELD_WEIGHTS: dict[str, float] = {"content": 1.0, "tags": 1.0, "learned_from": 0.5}
 BM25_K1 = 1.2
 BM25_B = 0.75
-
-
-def index_terms(content: str, tags: Sequence[str]) -> list[str]:
-    """The stemmed tokens a lesson is indexed under (repeats kept: they are the term frequencies)."""
-    return [stem(w) for w in words(content)] + [stem(w) for tag in tags for w in words(tag)]
 
 
 def field_terms(lesson: Lesson) -> dict[str, list[str]]:
@@ -65,7 +59,7 @@ def weighted_terms(lesson: Lesson, weights: Mapping[str, float]) -> tuple[dict[s
 
 def bm25_factors(frequencies: Mapping[str, float], length: int, avg_len: float) -> dict[str, float]:
     """Each term's BM25 factor in one document from its (weighted) term frequencies and length;
-    see :func:`term_weights`."""
+    indexes store them with the document, so ranking needs no per-document work at query time."""
     norm = BM25_K1 * (1.0 - BM25_B + BM25_B * length / (avg_len or length or 1.0))
     return {term: tf * (BM25_K1 + 1.0) / (tf + norm) for term, tf in frequencies.items() if tf > 0}
 
@@ -79,15 +73,6 @@ def idf(docs: int, df: int) -> float:
     """FTS5's BM25 inverse document frequency, floored at 1e-6 as FTS5 does."""
     ratio = (docs - df + 0.5) / (df + 0.5)  # docs can lag df for a moment (cached counts)
     return max(1e-6, math.log(ratio)) if ratio > 0 else 1e-6
-
-
-def term_weights(doc_terms: Sequence[str], avg_len: float) -> dict[str, float]:
-    """Each term's BM25 factor in one document (its score is Σ idf × factor over the query terms).
-
-    Indexes store it with the document, so ranking needs no per-document work at query time;
-    ``avg_len`` is the mean document length when the document was written (it drifts slowly).
-    """
-    return bm25_factors(Counter(doc_terms), len(doc_terms), avg_len)
 
 
 def common_idf(docs: int, df: int) -> float:

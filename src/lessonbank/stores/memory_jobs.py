@@ -2,7 +2,7 @@
 
 Semantics are the other queues': jobs are unique per (namespace, dedupe_key); a lease is taken,
 and a leased job moved on, in one step under the database lock; only the worker holding a lease
-can move its job on (else :class:`~lessonbank.stores.base.LeaseLostError`). Runnable jobs are
+can move its job on (else :class:`~lessonbank.errors.LeaseLostError`). Runnable jobs are
 taken by due time (``run_after``), then in the order they were enqueued; a lease that expired by
 the store clock is taken over, one held by a process of this host that no longer exists at once,
 and one lost on the job's last attempt dead-letters the job.

@@ -264,12 +264,3 @@ class Batch:
     def queue(self, pipe: Pipe, script: Any) -> None:
         if self.keys:
             script(keys=self.keys, args=self.args, client=pipe)
-
-
-def noop(_: Pipe) -> None:
-    return None
-
-
-def lock_free(value: Any) -> Callable[[Pipe], Any]:
-    """A queue step that writes nothing and returns ``value``."""
-    return lambda _pipe: value

@@ -75,7 +75,7 @@ class PostingsIndex:
             return []
         where, params = lesson_filter(self.dialect, query, self.dialect.clock())
         if chosen:
-            # BM25 = Σ idf(term) × the term's factor stored with the lesson (see term_weights).
+            # BM25 = Σ idf(term) × the term's factor stored with the lesson (see lexical.bm25_factors).
             score = " + ".join(["coalesce((l.weights->>?)::float8, 0) * ?"] * len(chosen))
             weights = [value for term in chosen for value in (term, idf(docs, frequencies[term]))]
             found = conn.execute(
