@@ -15,14 +15,11 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
 
+from lessonbank import queueing
 from lessonbank.errors import LeaseLostError, NotFoundError, StoreError
-from lessonbank.models import Job, from_timestamp
+from lessonbank.models import Job, JobStatus
 from lessonbank.stores.leases import parse_owner, pid_alive
-
-DUE_SLACK_S = 0.001  # as in the other queues: a job stamped "now" is due under a frozen clock
-JOB_STATUSES = ("queued", "waiting", "leased", "done", "dead")
 
 
 class JobTable:
@@ -44,7 +41,7 @@ def insert_job(db: JobTable, job: Job) -> None:
 
 def count_jobs_in(db: JobTable, namespaces: Sequence[str] | None) -> dict[str, int]:
     counts: Counter[str] = Counter(job.status for job in db.jobs.values() if _in(job, namespaces))
-    return {status: counts[status] for status in JOB_STATUSES if counts[status]}
+    return {status: counts[status] for status in queueing.STATUSES if counts[status]}
 
 
 class MemoryJobQueue:
@@ -72,50 +69,20 @@ class MemoryJobQueue:
             runnable = [
                 (job.run_after.timestamp(), n, job)
                 for n, job in enumerate(db.jobs.values())
-                if _in(job, namespaces)
-                and (
-                    (job.status == "queued" and job.run_after.timestamp() <= now + DUE_SLACK_S)
-                    or (
-                        job.status == "leased"
-                        and job.lease_expires_at is not None
-                        and job.lease_expires_at.timestamp() <= now
-                    )
-                )
+                if _in(job, namespaces) and queueing.runnable(job, now)
             ]
-            stamp = from_timestamp(now)
             for _, _, job in sorted(runnable, key=lambda item: item[:2]):
-                if job.attempts + 1 > job.max_attempts:
-                    db.jobs[job.id] = job.model_copy(
-                        update={
-                            "status": "dead",
-                            "attempts": job.attempts + 1,
-                            "finished_at": stamp,
-                            "updated_at": stamp,
-                            "lease_owner": None,
-                            "lease_expires_at": None,
-                            "last_error": "a worker lost the job on its last attempt "
-                            f"(lease expired; last error: {job.last_error})",
-                        }
-                    )
-                    continue
-                leased = db.jobs[job.id] = job.model_copy(
-                    update={
-                        "status": "leased",
-                        "lease_owner": owner,
-                        "lease_expires_at": from_timestamp(now + lease_s),
-                        "attempts": job.attempts + 1,
-                        "updated_at": stamp,
-                        "detail": None,
-                    }
-                )
-                return _copy(leased)
+                taken = queueing.take(job, owner, now, lease_s)
+                db.jobs[job.id] = taken.job
+                if taken.action == "leased":
+                    return _copy(taken.job)
             return None
 
     @staticmethod
     def _expire_dead_local_leases(db: JobTable) -> None:
         """Leases held by processes of this host that no longer exist are expired at once."""
         host, alive = socket.gethostname(), dict[int, bool]()
-        for job in db.jobs.values():
+        for job in list(db.jobs.values()):
             if job.status != "leased":
                 continue
             owner_host, pid = parse_owner(job.lease_owner or "")
@@ -124,7 +91,7 @@ class MemoryJobQueue:
             if pid not in alive:
                 alive[pid] = pid_alive(pid)
             if not alive[pid]:
-                job.lease_expires_at = from_timestamp(0)
+                db.jobs[job.id] = queueing.apply(job, queueing.expiring())
 
     @staticmethod
     def _leased(db: JobTable, job_id: str, owner: str) -> Job:
@@ -135,48 +102,26 @@ class MemoryJobQueue:
 
     def _done(self, db: JobTable, job: Job, detail: str) -> None:
         """Mark the leased ``job`` done (the store writes its result in the same step)."""
-        now = from_timestamp(self.clock())
-        update = {"status": "done", "finished_at": now, "updated_at": now, "detail": detail}
-        db.jobs[job.id] = job.model_copy(update={**update, "lease_owner": None, "lease_expires_at": None})
+        db.jobs[job.id] = queueing.done(job, self.clock(), detail)
 
     def fail_job(self, job_id: str, owner: str, *, error: str, retry_at: float | None) -> Job:
         with self._db() as db:
             job = self._leased(db, job_id, owner)
-            now = from_timestamp(self.clock())
-            update: dict[str, Any] = {
-                "last_error": error,
-                "updated_at": now,
-                "lease_owner": None,
-                "lease_expires_at": None,
-            }
-            if retry_at is None:
-                update.update(status="dead", finished_at=now)
-            else:
-                update.update(status="queued", run_after=from_timestamp(retry_at))
-            failed = db.jobs[job_id] = job.model_copy(update=update)
+            failed = db.jobs[job_id] = queueing.failed(job, self.clock(), error, retry_at)
             return _copy(failed)
 
     def release_job(self, job_id: str, owner: str) -> None:
         """Give a leased job back without spending an attempt (the worker stopped, the job did not fail)."""
-        self._give_back(job_id, owner, "queued", None)
+        self._give_back(job_id, owner, queueing.QUEUED, None)
 
     def park_job(self, job_id: str, owner: str, *, detail: str) -> None:
         """Set a job aside as ``waiting`` (its setup is missing something) without spending an attempt."""
-        self._give_back(job_id, owner, "waiting", detail)
+        self._give_back(job_id, owner, queueing.WAITING, detail)
 
-    def _give_back(self, job_id: str, owner: str, status: str, detail: str | None) -> None:
+    def _give_back(self, job_id: str, owner: str, status: JobStatus, detail: str | None) -> None:
         with self._db() as db:
             job = self._leased(db, job_id, owner)
-            db.jobs[job_id] = job.model_copy(
-                update={
-                    "status": status,
-                    "detail": detail if detail is not None else job.detail,
-                    "attempts": max(0, job.attempts - 1),
-                    "lease_owner": None,
-                    "lease_expires_at": None,
-                    "updated_at": from_timestamp(self.clock()),
-                }
-            )
+            db.jobs[job_id] = queueing.given_back(job, self.clock(), status, detail)
 
     def next_run_after(self, namespaces: Sequence[str] | None) -> float | None:
         """When the next queued job becomes due (or a lease expires), for workers deciding how long to sleep."""
@@ -185,17 +130,19 @@ class MemoryJobQueue:
             for job in db.jobs.values():
                 if not _in(job, namespaces):
                     continue
-                if job.status == "queued":
+                if job.status == queueing.QUEUED:
                     times.append(job.run_after.timestamp())
-                elif job.status == "leased" and job.lease_expires_at is not None:
+                elif job.status == queueing.LEASED and job.lease_expires_at is not None:
                     times.append(job.lease_expires_at.timestamp())
             return min(times, default=None)
 
     def release_waiting(self, namespaces: Sequence[str] | None) -> int:
-        update = {"status": "queued", "detail": None, "updated_at": from_timestamp(self.clock())}
+        now = self.clock()
         with self._db() as db:
-            waiting = [j for j in db.jobs.values() if j.status == "waiting" and _in(j, namespaces)]
-            return self._requeue(db, waiting, update)
+            waiting = [j for j in db.jobs.values() if j.status == queueing.WAITING and _in(j, namespaces)]
+            for job in waiting:
+                db.jobs[job.id] = queueing.unparked(job, now)
+            return len(waiting)
 
     # ----------------------------------------------------------------- job admin
 
@@ -221,31 +168,19 @@ class MemoryJobQueue:
 
     def retry_jobs(self, namespace: str, job_ids: Sequence[str] | None = None) -> int:
         """Requeue dead and waiting jobs (all of the namespace, or the given ids) with a fresh attempt budget."""
-        now = from_timestamp(self.clock())
-        update = {
-            "status": "queued",
-            "attempts": 0,
-            "run_after": now,
-            "updated_at": now,
-            "finished_at": None,
-            "detail": "requeued by retry",
-        }
+        now = self.clock()
         wanted = set(job_ids) if job_ids is not None else None
         with self._db() as db:
             found = [
                 job
                 for job in db.jobs.values()
                 if job.namespace == namespace
-                and job.status in ("dead", "waiting")
+                and queueing.can_retry(job)
                 and (wanted is None or job.id in wanted)
             ]
-            return self._requeue(db, found, update)
-
-    @staticmethod
-    def _requeue(db: JobTable, jobs: Sequence[Job], update: dict[str, Any]) -> int:
-        for job in jobs:
-            db.jobs[job.id] = job.model_copy(update=update)
-        return len(jobs)
+            for job in found:
+                db.jobs[job.id] = queueing.retried(job, now)
+            return len(found)
 
     def purge_jobs(self, namespace: str, statuses: Sequence[str]) -> int:
         with self._db() as db:

@@ -1,6 +1,7 @@
 """The Redis job queue: a stream per namespace with the consumer group ``workers``.
 
-Semantics are those of the SQLite queue (``lessonbank.jobs``). The job hash (``data`` = the
+Semantics are those of the SQLite queue (``lessonbank.jobs``); every state transition is taken
+from :mod:`lessonbank.queueing`. The job hash (``data`` = the
 Job JSON) is the source of truth; the stream only delivers. Invariants:
 
 - A runnable job has exactly one stream entry; a job due later waits in ``delayed`` (a zset by
@@ -19,16 +20,15 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from functools import partial
 
 from redis.exceptions import ResponseError
 
+from lessonbank import queueing
 from lessonbank.errors import LeaseLostError, NotFoundError, StoreError
-from lessonbank.models import Job, from_timestamp
+from lessonbank.models import Job, JobStatus
 from lessonbank.stores.leases import parse_owner, pid_alive
 from lessonbank.stores.redis.db import GROUP, Pipe, RedisDatabase
-
-DUE_SLACK_S = 0.001  # as in the SQLite queue: "now" is due even under a frozen clock
 
 # Move due jobs from the delayed zset onto the stream, atomically (no job is moved twice).
 _PROMOTE = """
@@ -72,14 +72,14 @@ class RedisJobQueue:
             if old_status is not None:
                 pipe.srem(self.db.k(ns, "jobs", old_status), job.id)
             pipe.sadd(self.db.k(ns, "jobs", job.status), job.id)
-        if job.status == "leased" and job.lease_expires_at is not None:
+        if job.status == queueing.LEASED and job.lease_expires_at is not None:
             pipe.zadd(self.db.k(ns, "leases"), {job.id: job.lease_expires_at.timestamp()})
         else:
             pipe.zrem(self.db.k(ns, "leases"), job.id)
 
     def _q_schedule(self, pipe: Pipe, job: Job) -> None:
         """Queue a queued job onto the stream when due, else into ``delayed``."""
-        if job.run_after.timestamp() <= self.db.clock() + DUE_SLACK_S:
+        if queueing.due(job, self.db.clock()):
             pipe.xadd(self.db.k(job.namespace, "stream"), {"job": job.id})
         else:
             pipe.zadd(self.db.k(job.namespace, "delayed"), {job.id: job.run_after.timestamp()})
@@ -99,7 +99,7 @@ class RedisJobQueue:
         pipe.zadd(self.db.k(ns, "jobs"), {job.id: job.created_at.timestamp()})
         pipe.hset(self.db.where_key, job.id, ns)
         pipe.sadd(self.db.namespaces_key, ns)
-        if job.status == "queued":
+        if job.status == queueing.QUEUED:
             self._q_schedule(pipe, job)
 
     def enqueue_job(self, job: Job) -> None:
@@ -131,7 +131,7 @@ class RedisJobQueue:
     def _lease_in(self, ns: str, owner: str, lease_s: float) -> Job | None:
         stream = self.db.ensure_group(ns)
         now = self.db.clock()
-        self._promote(keys=[self.db.k(ns, "delayed"), stream], args=[now + DUE_SLACK_S])
+        self._promote(keys=[self.db.k(ns, "delayed"), stream], args=[now + queueing.DUE_SLACK_S])
         self._expire_dead_local_leases(ns)
         for job_id in self.db.r.zrangebyscore(self.db.k(ns, "leases"), "-inf", now, start=0, num=5):
             job = self._take(ns, str(job_id), owner, lease_s, entry=None)
@@ -213,48 +213,26 @@ class RedisJobQueue:
 
         def plan(pipe: Pipe) -> Callable[[Pipe], Job | None]:
             job, stored_entry = self.read_job(pipe, ns, job_id)
-            queued = job is not None and job.status == "queued" and entry is not None
-            expired = (
-                job is not None
-                and job.status == "leased"
-                and job.lease_expires_at is not None
-                and job.lease_expires_at.timestamp() <= now
-            )
+            # A queued job is due once its entry is on the stream (promotion checks run_after).
+            queued = job is not None and job.status == queueing.QUEUED and entry is not None
+            expired = job is not None and queueing.lease_expired(job, now)
             if job is None or not (queued or expired):
-                stale = entry is not None and (job is None or job.status not in ("queued", "leased"))
+                live = (queueing.QUEUED, queueing.LEASED)
+                stale = entry is not None and (job is None or job.status not in live)
                 return lambda p: self._q_drop_entry(p, ns, entry) if stale and entry else None
             new_entry = (entry or "") if queued else (stored_entry or entry or "")
-            if job.attempts + 1 > job.max_attempts:
-                dead = job.model_copy(
-                    update={
-                        "status": "dead",
-                        "attempts": job.attempts + 1,
-                        "finished_at": from_timestamp(now),
-                        "lease_owner": None,
-                        "last_error": "a worker lost the job on its last attempt "
-                        f"(lease expired; last error: {job.last_error})",
-                    }
-                )
+            taken = queueing.take(job, owner, now, lease_s)
+            if taken.action == "dead":
 
                 def bury(p: Pipe) -> None:
-                    self.q_save_job(p, dead, job.status, entry="")
-                    self.q_unstream(p, dead, new_entry)
+                    self.q_save_job(p, taken.job, job.status, entry="")
+                    self.q_unstream(p, taken.job, new_entry)
 
                 return bury
-            leased = job.model_copy(
-                update={
-                    "status": "leased",
-                    "lease_owner": owner,
-                    "lease_expires_at": from_timestamp(now + lease_s),
-                    "attempts": job.attempts + 1,
-                    "updated_at": from_timestamp(now),
-                    "detail": None,
-                }
-            )
 
             def lease(p: Pipe) -> Job:
-                self.q_save_job(p, leased, job.status, entry=new_entry)
-                return leased
+                self.q_save_job(p, taken.job, job.status, entry=new_entry)
+                return taken.job
 
             return lease
 
@@ -283,9 +261,9 @@ class RedisJobQueue:
     def _expire_lease(self, ns: str, job_id: str, owner: str) -> None:
         def plan(pipe: Pipe) -> Callable[[Pipe], None]:
             job, _ = self.read_job(pipe, ns, job_id)
-            if job is None or job.status != "leased" or job.lease_owner != owner:
+            if job is None or job.status != queueing.LEASED or job.lease_owner != owner:
                 return lambda p: None
-            expired = job.model_copy(update={"lease_expires_at": from_timestamp(0)})
+            expired = queueing.apply(job, queueing.expiring())
             return lambda p: self.q_save_job(p, expired, job.status)
 
         self.db.transact(plan)
@@ -295,28 +273,22 @@ class RedisJobQueue:
     def leased(self, pipe: Pipe, job_id: str, owner: str) -> tuple[Job, str]:
         ns = self.db.namespace_of(job_id)
         job, entry = self.read_job(pipe, ns, job_id) if ns is not None else (None, "")
-        if job is None or job.status != "leased" or job.lease_owner != owner:
+        if job is None or job.status != queueing.LEASED or job.lease_owner != owner:
             raise LeaseLostError(f"job {job_id} is no longer leased by {owner}")
         return job, entry
 
     def _q_requeue(self, pipe: Pipe, old: Job, new: Job, entry: str) -> None:
         self.q_save_job(pipe, new, old.status, entry="")
         self.q_unstream(pipe, new, entry)
-        if new.status == "queued":
+        if new.status == queueing.QUEUED:
             self._q_schedule(pipe, new)
 
     def fail_job(self, job_id: str, owner: str, *, error: str, retry_at: float | None) -> Job:
-        now = from_timestamp(self.db.clock())
+        now = self.db.clock()
 
         def plan(pipe: Pipe) -> Callable[[Pipe], Job]:
             job, entry = self.leased(pipe, job_id, owner)
-            update: dict[str, Any] = {"last_error": error, "updated_at": now, "lease_owner": None}
-            update["lease_expires_at"] = None
-            if retry_at is None:
-                update.update(status="dead", finished_at=now)
-            else:
-                update.update(status="queued", run_after=from_timestamp(retry_at))
-            new = job.model_copy(update=update)
+            new = queueing.failed(job, now, error, retry_at)
 
             def write(p: Pipe) -> Job:
                 self._q_requeue(p, job, new, entry)
@@ -328,32 +300,24 @@ class RedisJobQueue:
 
     def release_job(self, job_id: str, owner: str) -> None:
         """Give a leased job back without spending an attempt (the worker stopped, the job did not fail)."""
-        self._give_back(job_id, owner, "queued", None)
+        self._give_back(job_id, owner, queueing.QUEUED, None)
 
     def park_job(self, job_id: str, owner: str, *, detail: str) -> None:
         """Set a job aside as ``waiting`` (its setup is missing something) without spending an attempt."""
-        self._give_back(job_id, owner, "waiting", detail)
+        self._give_back(job_id, owner, queueing.WAITING, detail)
 
-    def _give_back(self, job_id: str, owner: str, status: str, detail: str | None) -> None:
+    def _give_back(self, job_id: str, owner: str, status: JobStatus, detail: str | None) -> None:
         def plan(pipe: Pipe) -> Callable[[Pipe], None]:
             job, entry = self.leased(pipe, job_id, owner)
-            new = job.model_copy(
-                update={
-                    "status": status,
-                    "detail": detail if detail is not None else job.detail,
-                    "attempts": max(0, job.attempts - 1),
-                    "lease_owner": None,
-                    "lease_expires_at": None,
-                    "updated_at": from_timestamp(self.db.clock()),
-                }
-            )
+            new = queueing.given_back(job, self.db.clock(), status, detail)
             return lambda p: self._q_requeue(p, job, new, entry)
 
         self.db.transact(plan)
 
     def _requeue_matching(
-        self, ns: str, job_ids: Sequence[str], statuses: Sequence[str], update: dict[str, Any]
+        self, ns: str, job_ids: Sequence[str], statuses: Sequence[str], move: Callable[[Job], Job]
     ) -> int:
+        """Requeue those of ``job_ids`` whose status is one of ``statuses``, each as ``move`` makes it."""
         count = 0
         for job_id in job_ids:
 
@@ -361,7 +325,7 @@ class RedisJobQueue:
                 job, entry = self.read_job(pipe, ns, job_id)
                 if job is None or job.status not in statuses:
                     return lambda p: 0
-                new = job.model_copy(update={"status": "queued", **update})
+                new = move(job)
 
                 def write(p: Pipe) -> int:
                     self._q_requeue(p, job, new, entry)
@@ -377,9 +341,9 @@ class RedisJobQueue:
             count = 0
             for ns in namespaces if namespaces is not None else self.db.all_namespaces():
                 self.db.ensure_group(ns)
-                waiting = sorted(self.db.r.smembers(self.db.k(ns, "jobs", "waiting")))
-                update = {"detail": None, "updated_at": from_timestamp(self.db.clock())}
-                count += self._requeue_matching(ns, waiting, ["waiting"], update)
+                waiting = sorted(self.db.r.smembers(self.db.k(ns, "jobs", queueing.WAITING)))
+                unpark = partial(queueing.unparked, now=self.db.clock())
+                count += self._requeue_matching(ns, waiting, [queueing.WAITING], unpark)
             return count
 
         return self.db.run(run)
@@ -392,19 +356,10 @@ class RedisJobQueue:
             ids = job_ids
             if ids is None:
                 ids = sorted(
-                    self.db.r.sunion(
-                        self.db.k(namespace, "jobs", "dead"), self.db.k(namespace, "jobs", "waiting")
-                    )
+                    self.db.r.sunion([self.db.k(namespace, "jobs", status) for status in queueing.RETRYABLE])
                 )
-            now = from_timestamp(self.db.clock())
-            update = {
-                "attempts": 0,
-                "run_after": now,
-                "updated_at": now,
-                "finished_at": None,
-                "detail": "requeued by retry",
-            }
-            return self._requeue_matching(namespace, ids, ["dead", "waiting"], update)
+            retry = partial(queueing.retried, now=self.db.clock())
+            return self._requeue_matching(namespace, ids, queueing.RETRYABLE, retry)
 
         return self.db.run(run)
 
@@ -476,7 +431,7 @@ class RedisJobQueue:
     def count_jobs(self, namespaces: Sequence[str] | None) -> dict[str, int]:
         def run() -> dict[str, int]:
             spaces = namespaces if namespaces is not None else self.db.all_namespaces()
-            statuses = ("queued", "waiting", "leased", "done", "dead")
+            statuses = queueing.STATUSES
             pipe = self.db.r.pipeline(transaction=False)
             for ns in spaces:
                 for status in statuses:
@@ -497,7 +452,7 @@ class RedisJobQueue:
             best: float | None = None
             for ns in namespaces if namespaces is not None else self.db.all_namespaces():
                 pipe = self.db.r.pipeline(transaction=False)
-                pipe.scard(self.db.k(ns, "jobs", "queued"))
+                pipe.scard(self.db.k(ns, "jobs", queueing.QUEUED))
                 pipe.zcard(self.db.k(ns, "delayed"))
                 pipe.zrange(self.db.k(ns, "delayed"), 0, 0, withscores=True)
                 pipe.zrange(self.db.k(ns, "leases"), 0, 0, withscores=True)

@@ -5,6 +5,9 @@ a lease is taken in one statement inside one write transaction (SQLite serialise
 PostgreSQL skips rows other workers hold locked), so two workers never lease the same job;
 only the worker holding a lease can move its job on. A job made runnable is announced through
 the dialect (``NOTIFY`` on PostgreSQL).
+
+Each transition is one SQL statement whose ``SET`` list, statuses and constants come from
+:mod:`lessonbank.queueing` (its docstring names the statement that mirrors each function).
 """
 
 from __future__ import annotations
@@ -13,14 +16,11 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
+from lessonbank import queueing
 from lessonbank.errors import LeaseLostError, NotFoundError, StoreError
-from lessonbank.models import Job, from_timestamp
+from lessonbank.models import Job, JobStatus, from_timestamp
 from lessonbank.stores.leases import parse_owner, pid_alive
 from lessonbank.stores.sql.dialect import Connection, Dialect, question_marks
-
-# Timestamps pass through datetime, which rounds to the microsecond (sometimes upwards): a job
-# stamped "now" must be due "now" even under a frozen test clock, so due-ness allows this slack.
-DUE_SLACK_S = 0.001
 
 JOB_COLUMNS = (
     "id",
@@ -43,6 +43,17 @@ JOB_COLUMNS = (
 )
 _SELECT = ", ".join(JOB_COLUMNS)
 _INSERTED = (*JOB_COLUMNS[:9], "detail", "payload", "created_at", "updated_at")
+# Job statuses as SQL literals (constants of ours, never input).
+QUEUED, WAITING, LEASED = (f"'{status}'" for status in (queueing.QUEUED, queueing.WAITING, queueing.LEASED))
+RETRYABLE = ", ".join(f"'{status}'" for status in queueing.RETRYABLE)
+
+
+def assignments(changes: queueing.Changes) -> tuple[str, list[Any]]:
+    """A transition's changes as the ``SET`` list of an UPDATE and its parameters."""
+    unknown = set(changes) - set(JOB_COLUMNS)
+    if unknown:
+        raise ValueError(f"not job columns: {sorted(unknown)}")
+    return ", ".join(f"{column} = ?" for column in changes), list(changes.values())
 
 
 class SQLJobQueue:
@@ -94,31 +105,24 @@ class SQLJobQueue:
         """Take the next runnable job: queued and due, or leased by a worker whose lease expired."""
         now = self.dialect.clock()
         scope, params = self._scope(namespaces)
+        lease, values = assignments(queueing.leasing(owner, now, lease_s))
 
         def run() -> Job | None:
             with self.dialect.tx() as conn:
                 self._expire_dead_local_leases(conn)
+                # queueing.runnable, then queueing.leased (attempts + 1) in one statement.
                 row = conn.execute(
-                    "UPDATE jobs SET status = 'leased', lease_owner = ?, lease_expires_at = ?, "
-                    "attempts = attempts + 1, updated_at = ?, detail = NULL WHERE id = (SELECT id FROM jobs "
-                    "WHERE ((status = 'queued' AND run_after <= ?) OR (status = 'leased' AND lease_expires_at <= ?)) "
+                    f"UPDATE jobs SET {lease}, attempts = attempts + 1 WHERE id = (SELECT id FROM jobs "
+                    f"WHERE ((status = {QUEUED} AND run_after <= ?) OR (status = {LEASED} AND lease_expires_at <= ?)) "
                     f"{scope} ORDER BY run_after LIMIT 1{self.dialect.skip_locked}) RETURNING {_SELECT}",
-                    (owner, now + lease_s, now, now + DUE_SLACK_S, now, *params),
+                    (*values, now + queueing.DUE_SLACK_S, now, *params),
                 ).fetchone()
                 if row is None:
                     return None
                 job = self._decode(row)
-                if job.attempts > job.max_attempts:
-                    conn.execute(
-                        "UPDATE jobs SET status = 'dead', finished_at = ?, lease_owner = NULL, last_error = ? "
-                        "WHERE id = ?",
-                        (
-                            now,
-                            "a worker lost the job on its last attempt "
-                            f"(lease expired; last error: {job.last_error})",
-                            job.id,
-                        ),
-                    )
+                if queueing.spent(job):
+                    bury, more = assignments(queueing.burying(job, now))
+                    conn.execute(f"UPDATE jobs SET {bury} WHERE id = ?", (*more, job.id))
                     return None
                 return job
 
@@ -127,13 +131,13 @@ class SQLJobQueue:
     def _expire_dead_local_leases(self, conn: Connection) -> None:
         """Leases held by processes of this host that no longer exist are expired at once."""
         host = socket.gethostname()
-        owners = conn.execute("SELECT DISTINCT lease_owner FROM jobs WHERE status = 'leased'").fetchall()
+        owners = conn.execute(f"SELECT DISTINCT lease_owner FROM jobs WHERE status = {LEASED}").fetchall()
+        expire, values = assignments(queueing.expiring())
         for (owner,) in owners:
             owner_host, pid = parse_owner(owner or "")
             if owner_host == host and pid is not None and not pid_alive(pid):
                 conn.execute(
-                    "UPDATE jobs SET lease_expires_at = 0 WHERE status = 'leased' AND lease_owner = ?",
-                    (owner,),
+                    f"UPDATE jobs SET {expire} WHERE status = {LEASED} AND lease_owner = ?", (*values, owner)
                 )
 
     def check_lease(self, conn: Connection, job_id: str, owner: str) -> None:
@@ -141,34 +145,22 @@ class SQLJobQueue:
         row = conn.execute(
             f"SELECT status, lease_owner FROM jobs WHERE id = ?{self.dialect.for_update}", (job_id,)
         ).fetchone()
-        if row is None or row[0] != "leased" or row[1] != owner:
+        if row is None or row[0] != queueing.LEASED or row[1] != owner:
             raise LeaseLostError(f"job {job_id} is no longer leased by {owner}")
 
     def mark_done(self, conn: Connection, job_id: str, detail: str, now: float) -> None:
-        conn.execute(
-            "UPDATE jobs SET status = 'done', finished_at = ?, updated_at = ?, lease_owner = NULL, "
-            "lease_expires_at = NULL, detail = ? WHERE id = ?",
-            (now, now, detail, job_id),
-        )
+        done, values = assignments(queueing.finishing(now, detail))
+        conn.execute(f"UPDATE jobs SET {done} WHERE id = ?", (*values, job_id))
 
     def fail_job(self, job_id: str, owner: str, *, error: str, retry_at: float | None) -> Job:
-        now = self.dialect.clock()
+        changes = queueing.failing(self.dialect.clock(), error, retry_at)
+        failed, values = assignments(changes)
 
         def run() -> Job:
             with self.dialect.tx() as conn:
                 self.check_lease(conn, job_id, owner)
-                if retry_at is None:
-                    conn.execute(
-                        "UPDATE jobs SET status = 'dead', last_error = ?, finished_at = ?, updated_at = ?, "
-                        "lease_owner = NULL, lease_expires_at = NULL WHERE id = ?",
-                        (error, now, now, job_id),
-                    )
-                else:
-                    conn.execute(
-                        "UPDATE jobs SET status = 'queued', last_error = ?, run_after = ?, updated_at = ?, "
-                        "lease_owner = NULL, lease_expires_at = NULL WHERE id = ?",
-                        (error, retry_at, now, job_id),
-                    )
+                conn.execute(f"UPDATE jobs SET {failed} WHERE id = ?", (*values, job_id))
+                if changes["status"] == queueing.QUEUED:
                     self.dialect.notify(conn, "")
                 return self._job(conn, job_id)
 
@@ -176,23 +168,22 @@ class SQLJobQueue:
 
     def release_job(self, job_id: str, owner: str) -> None:
         """Give a leased job back without spending an attempt (the worker stopped, the job did not fail)."""
-        self._give_back(job_id, owner, "queued", None)
+        self._give_back(job_id, owner, queueing.QUEUED, None)
 
     def park_job(self, job_id: str, owner: str, *, detail: str) -> None:
         """Set a job aside as ``waiting`` (its setup is missing something) without spending an attempt."""
-        self._give_back(job_id, owner, "waiting", detail)
+        self._give_back(job_id, owner, queueing.WAITING, detail)
 
-    def _give_back(self, job_id: str, owner: str, status: str, detail: str | None) -> None:
+    def _give_back(self, job_id: str, owner: str, status: JobStatus, detail: str | None) -> None:
         def run() -> None:
             with self.dialect.tx() as conn:
                 self.check_lease(conn, job_id, owner)
+                back, values = assignments(queueing.giving_back(self.dialect.clock(), status, detail))
                 conn.execute(
-                    f"UPDATE jobs SET status = ?, detail = coalesce(?, detail), "
-                    f"attempts = {self.dialect.greatest}(0, attempts - 1), lease_owner = NULL, "
-                    "lease_expires_at = NULL, updated_at = ? WHERE id = ?",
-                    (status, detail, self.dialect.clock(), job_id),
+                    f"UPDATE jobs SET {back}, attempts = {self.dialect.greatest}(0, attempts - 1) WHERE id = ?",
+                    (*values, job_id),
                 )
-                if status == "queued":
+                if status == queueing.QUEUED:
                     self.dialect.notify(conn, "")
 
         self.dialect.run(run)
@@ -202,9 +193,9 @@ class SQLJobQueue:
 
         def run() -> int:
             with self.dialect.tx() as conn:
+                unpark, values = assignments(queueing.unparking(self.dialect.clock()))
                 count = conn.execute(
-                    f"UPDATE jobs SET status = 'queued', detail = NULL, updated_at = ? WHERE status = 'waiting' {scope}",
-                    (self.dialect.clock(), *params),
+                    f"UPDATE jobs SET {unpark} WHERE status = {WAITING} {scope}", (*values, *params)
                 ).rowcount
                 if count:
                     self.dialect.notify(conn, "")
@@ -250,12 +241,9 @@ class SQLJobQueue:
 
     def retry_jobs(self, namespace: str, job_ids: Sequence[str] | None = None) -> int:
         """Requeue dead and waiting jobs (all of the namespace, or the given ids) with a fresh attempt budget."""
-        now = self.dialect.clock()
-        query = (
-            "UPDATE jobs SET status = 'queued', attempts = 0, run_after = ?, updated_at = ?, finished_at = NULL, "
-            "detail = 'requeued by retry' WHERE namespace = ? AND status IN ('dead', 'waiting')"
-        )
-        params: list[Any] = [now, now, namespace]
+        retry, params = assignments(queueing.retrying(self.dialect.clock()))
+        query = f"UPDATE jobs SET {retry} WHERE namespace = ? AND status IN ({RETRYABLE})"
+        params.append(namespace)
         if job_ids is not None:
             clause, more = self.dialect.in_list("id", job_ids)
             query += f" AND {clause}"
@@ -302,8 +290,8 @@ class SQLJobQueue:
         def run() -> float | None:
             with self.dialect.read() as conn:
                 row = conn.execute(
-                    "SELECT min(CASE status WHEN 'queued' THEN run_after ELSE lease_expires_at END) FROM jobs "
-                    f"WHERE status IN ('queued', 'leased') {scope}",
+                    f"SELECT min(CASE status WHEN {QUEUED} THEN run_after ELSE lease_expires_at END) FROM jobs "
+                    f"WHERE status IN ({QUEUED}, {LEASED}) {scope}",
                     params,
                 ).fetchone()
             return None if row is None or row[0] is None else float(row[0])
