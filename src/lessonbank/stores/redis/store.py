@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, cast
 
+from lessonbank import queueing
 from lessonbank.errors import NotFoundError
 from lessonbank.lessons import (
     LessonWriter,
@@ -39,7 +40,7 @@ from lessonbank.lessons import (
     pick_near_duplicate,
     sort_lessons,
 )
-from lessonbank.models import Decision, Episode, Job, Lesson, Reflection, from_timestamp
+from lessonbank.models import Decision, Episode, Job, Lesson, Reflection
 from lessonbank.ports import (
     NEAR_DUPLICATE_JACCARD,
     Candidate,
@@ -503,17 +504,7 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
                 for lesson, twin in zip(hashed_lessons, similar, strict=True)
             ]
             final = [WriteResult(steps[r.lesson.id][1], r.action) for r in results]
-            now = from_timestamp(self.clock())
-            done = job.model_copy(
-                update={
-                    "status": "done",
-                    "finished_at": now,
-                    "updated_at": now,
-                    "lease_owner": None,
-                    "lease_expires_at": None,
-                    "detail": detail,
-                }
-            )
+            done = queueing.done(job, self.clock(), detail)
 
             def write(p: Pipe) -> list[WriteResult]:
                 self._q_apply(p, steps, None)
