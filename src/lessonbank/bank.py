@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 from lessonbank.jobs import Worker, WorkerThread
 from lessonbank.llm import LLM
@@ -32,6 +32,18 @@ if TYPE_CHECKING:
     from lessonbank.retrieval.embedders import Embedder
 
 GoalState = Literal["completed", "failed"]
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _in_thread(call: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+    """``call`` as a coroutine that runs it in a thread (the services block on the store), so an
+    AsyncLessonBank method makes the same service call as its LessonBank twin, only awaited."""
+
+    async def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        return await asyncio.to_thread(call, *args, **kwargs)
+
+    return run
 
 
 class _Bank:
@@ -70,6 +82,25 @@ class _Bank:
 
     def _start(self) -> None:
         """Facade-specific set-up, once the services exist."""
+
+    def _kick(self) -> None:
+        """Start this namespace's worker if it is not running, and wake it (each facade runs its own)."""
+
+    def _queued(self, written: tuple[R, Job | None]) -> R:
+        """What a write returns; when the write queued a reflection job, the worker is woken for it."""
+        result, job = written
+        if job is not None:
+            self._kick()
+        return result
+
+    @staticmethod
+    def _flushed(pending: dict[str, int], worker: Worker | None, deadline: float) -> bool | None:
+        """flush()'s answer once it has one: True when no job is queued, leased or finishing (False if
+        some wait for an LLM), False at the deadline; None while jobs are still to run."""
+        finishing = worker is not None and worker.finishing > 0
+        if not pending.get("queued") and not pending.get("leased") and not finishing:
+            return not pending.get("waiting")
+        return False if time.monotonic() >= deadline else None
 
     @property
     def settings(self) -> Settings:
@@ -145,19 +176,14 @@ class LessonBank(_Bank):
         self, episode: Episode | dict[str, Any], *, context_ids: Sequence[str] | None = None
     ) -> Episode:
         """Store an episode and, if the policy says so, queue its reflection. Never waits for an LLM."""
-        stored, job = self.services.recorder.record(episode, context_ids)
-        if job is not None:
-            self._kick()
-        return stored
+        return self._queued(self.services.recorder.record(episode, context_ids))
 
     def reflect(self, episode_id: str, *, reflector: str | None = None) -> Decision:
         """Queue a reflection on a stored episode (trigger ``manual``), whatever the policy said.
 
         ``reflector`` defaults to the one the policy table gives the episode's situation.
         """
-        decision, _ = self.services.recorder.reflect(episode_id, reflector)
-        self._kick()
-        return decision
+        return self._queued(self.services.recorder.reflect(episode_id, reflector))
 
     def finish_goal(
         self,
@@ -170,12 +196,11 @@ class LessonBank(_Bank):
         agent: str | None = None,
     ) -> Episode:
         """Report a goal's terminal state; its insight is reflected in the background (never waits)."""
-        stored, job = self.services.recorder.finish_goal(
-            goal_id, title=title, status=status, outputs=outputs, errors=errors, agent=agent
+        return self._queued(
+            self.services.recorder.finish_goal(
+                goal_id, title=title, status=status, outputs=outputs, errors=errors, agent=agent
+            )
         )
-        if job is not None:
-            self._kick()
-        return stored
 
     def insights(self, *, goal_id: str | None = None) -> list[Lesson]:
         """Live goal insights by importance: the goal's, or (no goal) those of the 10 most recently reflected goals."""
@@ -213,12 +238,9 @@ class LessonBank(_Bank):
         self._kick()
         deadline = time.monotonic() + timeout
         while True:
-            pending = self.pending()
-            finishing = self._thread is not None and self._thread.worker.finishing > 0
-            if not pending.get("queued") and not pending.get("leased") and not finishing:
-                return not pending.get("waiting")
-            if time.monotonic() >= deadline:
-                return False
+            done = self._flushed(self.pending(), self._thread.worker if self._thread else None, deadline)
+            if done is not None:
+                return done
             if self._thread is not None:
                 self._thread.wake()
             time.sleep(0.02)
@@ -402,15 +424,10 @@ class AsyncLessonBank(_Bank):
     async def record(
         self, episode: Episode | dict[str, Any], *, context_ids: Sequence[str] | None = None
     ) -> Episode:
-        stored, job = await asyncio.to_thread(self.services.recorder.record, episode, context_ids)
-        if job is not None:
-            self._kick()
-        return stored
+        return self._queued(await _in_thread(self.services.recorder.record)(episode, context_ids))
 
     async def reflect(self, episode_id: str, *, reflector: str | None = None) -> Decision:
-        decision, _ = await asyncio.to_thread(self.services.recorder.reflect, episode_id, reflector)
-        self._kick()
-        return decision
+        return self._queued(await _in_thread(self.services.recorder.reflect)(episode_id, reflector))
 
     async def finish_goal(
         self,
@@ -422,53 +439,46 @@ class AsyncLessonBank(_Bank):
         errors: Sequence[str] = (),
         agent: str | None = None,
     ) -> Episode:
-        stored, job = await asyncio.to_thread(
-            self.services.recorder.finish_goal,
-            goal_id,
-            title=title,
-            status=status,
-            outputs=list(outputs) if not isinstance(outputs, str) else outputs,
-            errors=list(errors) if not isinstance(errors, str) else errors,
-            agent=agent,
+        # Copied here, on the caller's side, before the service reads them in a thread.
+        outputs = list(outputs) if not isinstance(outputs, str) else outputs
+        errors = list(errors) if not isinstance(errors, str) else errors
+        return self._queued(
+            await _in_thread(self.services.recorder.finish_goal)(
+                goal_id, title=title, status=status, outputs=outputs, errors=errors, agent=agent
+            )
         )
-        if job is not None:
-            self._kick()
-        return stored
 
     async def insights(self, *, goal_id: str | None = None) -> list[Lesson]:
-        return await asyncio.to_thread(self.services.pools.insights, goal_id)
+        return await _in_thread(self.services.pools.insights)(goal_id)
 
     async def rules(self, *, agent: str | None = None, stream: str | None = None) -> list[Lesson]:
-        return await asyncio.to_thread(self.services.pools.rules, agent, stream)
+        return await _in_thread(self.services.pools.rules)(agent, stream)
 
     async def replay(
         self, *, task: str | None = None, task_type: str | None = None, k: int = 3
     ) -> list[Lesson]:
-        return await asyncio.to_thread(self.services.pools.replay, task, task_type, k)
+        return await _in_thread(self.services.pools.replay)(task, task_type, k)
 
     async def confirm_rule(self, rule_id: str) -> Lesson:
-        return await asyncio.to_thread(self.services.pools.confirm_rule, rule_id)
+        return await _in_thread(self.services.pools.confirm_rule)(rule_id)
 
     async def decisions(self, *, agent: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
-        return await asyncio.to_thread(self.services.recorder.decisions, agent, limit)
+        return await _in_thread(self.services.recorder.decisions)(agent, limit)
 
     async def new_worker(self, namespaces: Sequence[str] | None = None) -> Worker:
         """A worker that runs this bank's reflection jobs (``namespaces=None``: every namespace), not started."""
         return self.services.new_worker(namespaces)
 
     async def pending(self) -> dict[str, int]:
-        return await asyncio.to_thread(self.services.recorder.pending)
+        return await _in_thread(self.services.recorder.pending)()
 
     async def flush(self, timeout: float = 30.0) -> bool:
         self._kick()
         deadline = time.monotonic() + timeout
         while True:
-            pending = await self.pending()
-            finishing = self._worker is not None and self._worker.finishing > 0
-            if not pending.get("queued") and not pending.get("leased") and not finishing:
-                return not pending.get("waiting")
-            if time.monotonic() >= deadline:
-                return False
+            done = self._flushed(await self.pending(), self._worker, deadline)
+            if done is not None:
+                return done
             if self._worker is not None:
                 self._worker.wake()
             await asyncio.sleep(0.02)
@@ -486,8 +496,7 @@ class AsyncLessonBank(_Bank):
         pinned: bool = False,
         learned_from: str | None = None,
     ) -> Lesson:
-        return await asyncio.to_thread(
-            self.services.intake.add_lesson,
+        return await _in_thread(self.services.intake.add_lesson)(
             text,
             tags=tags,
             kind=kind,
@@ -512,13 +521,12 @@ class AsyncLessonBank(_Bank):
         mode: str | None = None,
         hyde: bool | None = None,
     ) -> list[Hit]:
-        filters = self.services.context.query(
-            kind=kind, tags=tags, task_type=task_type, agent=agent, goal_id=goal_id
-        )
-        return await asyncio.to_thread(self.services.context.recall, query, k, filters, mode, hyde)
+        context = self.services.context
+        filters = context.query(kind=kind, tags=tags, task_type=task_type, agent=agent, goal_id=goal_id)
+        return await _in_thread(context.recall)(query, k, filters, mode, hyde)
 
     async def embed_missing(self) -> int:
-        return await asyncio.to_thread(self.services.intake.embed_missing)
+        return await _in_thread(self.services.intake.embed_missing)()
 
     async def context(
         self,
@@ -532,16 +540,10 @@ class AsyncLessonBank(_Bank):
         kind: str | Sequence[str] | None = None,
         tags: Sequence[str] = (),
     ) -> ContextBlock:
-        filters = self.services.context.query(kind=kind, tags=tags)
-        return await asyncio.to_thread(
-            self.services.context.context,
-            task,
-            budget_tokens,
-            formats,
-            filters,
-            goal_id=goal_id,
-            agent=agent,
-            task_type=task_type,
+        context = self.services.context
+        filters = context.query(kind=kind, tags=tags)
+        return await _in_thread(context.context)(
+            task, budget_tokens, formats, filters, goal_id=goal_id, agent=agent, task_type=task_type
         )
 
     async def lessons(
@@ -555,24 +557,22 @@ class AsyncLessonBank(_Bank):
         sort: LessonSort = "created",
     ) -> list[Lesson]:
         query = self.services.context.query(kind=kind, tags=tags, status=status)
-        return await asyncio.to_thread(
-            self.services.catalog.lessons, query, limit=limit, offset=offset, sort=sort
-        )
+        return await _in_thread(self.services.catalog.lessons)(query, limit=limit, offset=offset, sort=sort)
 
     async def get_lesson(self, lesson_id: str) -> Lesson:
-        return await asyncio.to_thread(self.services.catalog.get_lesson, lesson_id)
+        return await _in_thread(self.services.catalog.get_lesson)(lesson_id)
 
     async def show(self, record_id: str) -> dict[str, Any]:
-        return await asyncio.to_thread(self.services.catalog.show, record_id)
+        return await _in_thread(self.services.catalog.show)(record_id)
 
     async def forget(self, lesson_id: str) -> None:
-        await asyncio.to_thread(self.services.catalog.forget, lesson_id)
+        await _in_thread(self.services.catalog.forget)(lesson_id)
 
     async def import_lessons(self, records: Iterable[Lesson | dict[str, Any]]) -> dict[str, int]:
-        return await asyncio.to_thread(self.services.intake.import_lessons, list(records))
+        return await _in_thread(self.services.intake.import_lessons)(list(records))
 
     async def export(self, format: ExportFormat = "json") -> str:
-        return await asyncio.to_thread(self.services.catalog.export, format)
+        return await _in_thread(self.services.catalog.export)(format)
 
     async def search_reflections(
         self,
@@ -582,8 +582,7 @@ class AsyncLessonBank(_Bank):
         keywords: Sequence[str] = (),
         limit: int = 10,
     ) -> list[dict[str, Any]]:
-        return await asyncio.to_thread(
-            search_reflections,
+        return await _in_thread(search_reflections)(
             self,
             failure_category=failure_category,
             min_confidence=min_confidence,
@@ -592,25 +591,25 @@ class AsyncLessonBank(_Bank):
         )
 
     async def jobs(self, *, status: str | Sequence[str] | None = None, limit: int = 100) -> list[Job]:
-        return await asyncio.to_thread(self.services.recorder.jobs, status, limit)
+        return await _in_thread(self.services.recorder.jobs)(status, limit)
 
     async def retry_jobs(self, job_ids: Sequence[str] | None = None) -> int:
-        count = await asyncio.to_thread(self.services.recorder.retry_jobs, job_ids)
+        count = await _in_thread(self.services.recorder.retry_jobs)(job_ids)
         self._kick()
         return count
 
     async def purge_jobs(self, *, statuses: Sequence[str] = ("done",)) -> int:
-        return await asyncio.to_thread(self.services.recorder.purge_jobs, statuses)
+        return await _in_thread(self.services.recorder.purge_jobs)(statuses)
 
     async def stats(self) -> dict[str, Any]:
-        return await asyncio.to_thread(self.services.catalog.stats)
+        return await _in_thread(self.services.catalog.stats)()
 
     async def close(self) -> None:
         if self._worker is not None and self._task is not None:
             self._worker.stop()
             await asyncio.gather(self._task, return_exceptions=True)
         self._worker = self._task = None
-        await asyncio.to_thread(self.store.close)
+        await _in_thread(self.store.close)()
 
     async def __aenter__(self) -> AsyncLessonBank:
         return self
