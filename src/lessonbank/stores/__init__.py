@@ -12,6 +12,7 @@ own (:mod:`lessonbank.stores.redis`).
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Callable
 
@@ -37,6 +38,29 @@ def sqlite_path(url: str) -> str:
     return path
 
 
+# Server stores, imported only when their URL is used: (module, class, backend, what it needs, the
+# extra that installs it).
+_REDIS = ("lessonbank.stores.redis", "RedisStore", "Redis", "redis-py", "redis")
+_POSTGRES = (
+    "lessonbank.stores.postgres",
+    "PostgresStore",
+    "PostgreSQL",
+    "psycopg 3 and psycopg-pool",
+    "postgres",
+)
+_SERVER_STORES = {"redis": _REDIS, "rediss": _REDIS, "postgresql": _POSTGRES, "postgres": _POSTGRES}
+
+
+def _server_store(module: str, name: str, backend: str, needs: str, extra: str) -> Callable[..., Store]:
+    try:
+        store: Callable[..., Store] = getattr(importlib.import_module(module), name)
+    except ImportError as exc:
+        raise ConfigError(
+            f"the {backend} backend needs {needs} ({exc}): pip install 'lessonbank[{extra}]'"
+        ) from exc
+    return store
+
+
 def open_store(url: str, *, clock: Callable[[], float] = time.time) -> Store:
     scheme = url.split(":", 1)[0].lower() if "://" in url or url.startswith("sqlite:") else ""
     if scheme == "sqlite":
@@ -47,22 +71,8 @@ def open_store(url: str, *, clock: Callable[[], float] = time.time) -> Store:
         from lessonbank.stores.memory import MemoryStore
 
         return MemoryStore.from_url(url, clock=clock)
-    if scheme in ("redis", "rediss"):
-        try:
-            from lessonbank.stores.redis import RedisStore
-        except ImportError as exc:
-            raise ConfigError(
-                f"the Redis backend needs redis-py ({exc}): pip install 'lessonbank[redis]'"
-            ) from exc
-        return RedisStore(url, clock=clock)
-    if scheme in ("postgresql", "postgres"):
-        try:
-            from lessonbank.stores.postgres import PostgresStore
-        except ImportError as exc:
-            raise ConfigError(
-                f"the PostgreSQL backend needs psycopg 3 and psycopg-pool ({exc}): pip install 'lessonbank[postgres]'"
-            ) from exc
-        return PostgresStore(url, clock=clock)
+    if scheme in _SERVER_STORES:
+        return _server_store(*_SERVER_STORES[scheme])(url, clock=clock)
     raise ConfigError(
         f"unknown database URL scheme {scheme!r} in {url!r}; use sqlite:///path.db, redis://host:6379/0 or postgresql://host/db"
     )
