@@ -5,6 +5,11 @@
   found by cosine); else the stored near duplicate (token Jaccard ≥ the threshold, same kind); else
   it is added, and the live lesson it ``supersedes`` is marked ``superseded_by`` it. The lesson it
   supersedes is never the one reinforced: "never do X" replacing "do X" is no repeat.
+- **Insights are per goal** (seed 000): the content hash of an insight includes its ``goal_id``
+  (:func:`hash_scope`), and no lookup reinforces an insight of another goal, so the same insight
+  text for two goals is two lessons. Insights stored before this rule keep their unscoped hash;
+  they expire within 7 days, and until then the near-duplicate lookup (same goal only) still
+  reinforces them.
 - **Reinforcing**: one more use, a little more confidence (capped at 1), the union of both tag
   lists (stored order first, at most ``MAX_TAGS``), ``last_accessed`` and ``updated_at`` now.
 - **Filters and sorts** (:func:`passes`, :func:`sort_lessons`): the Python form of what the SQL
@@ -61,7 +66,9 @@ class LessonWriter:
     def prepared(lesson: Lesson) -> Lesson:
         """The lesson as it is stored: its content hash set, its tags capped."""
         update: dict[str, object] = {
-            "content_hash": content_hash(lesson.namespace, lesson.kind, lesson.content)
+            "content_hash": content_hash(
+                lesson.namespace, lesson.kind, lesson.content, scope=hash_scope(lesson)
+            )
         }
         if len(lesson.tags) > MAX_TAGS:
             update["tags"] = lesson.tags[:MAX_TAGS]
@@ -77,9 +84,14 @@ class LessonWriter:
             found.append(("similar", similar.id))
         return found
 
-    def accepts(self, lookup: Lookup, found: Lesson | None, namespace: str) -> bool:
-        """Whether ``found`` (what the store read for ``lookup``) is the lesson to reinforce."""
+    def accepts(
+        self, lookup: Lookup, found: Lesson | None, namespace: str, *, lesson: Lesson | None = None
+    ) -> bool:
+        """Whether ``found`` (what the store read for ``lookup``) is the lesson to reinforce
+        (for ``lesson``, when given: never an insight of another goal)."""
         if found is None or found.namespace != namespace:
+            return False
+        if lesson is not None and not same_scope(lesson, found):
             return False
         return lookup[0] != "named" or self.is_live(found, namespace)
 
@@ -95,7 +107,7 @@ class LessonWriter:
         of each of :meth:`lookups`), else add ``lesson``."""
         for lookup in self.lookups(lesson, similar, duplicate_of):
             found = read(lookup)
-            if found is not None and self.accepts(lookup, found, lesson.namespace):
+            if found is not None and self.accepts(lookup, found, lesson.namespace, lesson=lesson):
                 return WriteDecision("reinforced", self.reinforced(found, lesson.tags), previous=found)
         supersedes = lesson.supersedes if lesson.supersedes not in (None, lesson.id) else None
         return WriteDecision("added", lesson, supersedes=supersedes)
@@ -126,6 +138,19 @@ class LessonWriter:
             and lesson.superseded_by is None
             and (lesson.expires_at is None or lesson.expires_at.timestamp() > self.clock())
         )
+
+
+def hash_scope(lesson: Lesson) -> str | None:
+    """What besides namespace, kind and text makes a lesson's content its own: an insight's goal."""
+    return f"goal:{lesson.goal_id}" if lesson.kind == "insight" and lesson.goal_id else None
+
+
+def same_scope(new: Lesson, stored: Lesson) -> bool:
+    """Whether ``stored`` may be reinforced by ``new``: always, except insights of different goals
+    (or of another kind: an insight only repeats an insight)."""
+    if new.kind != "insight" and stored.kind != "insight":
+        return True
+    return new.kind == stored.kind and new.goal_id == stored.goal_id
 
 
 def pick_near_duplicate(

@@ -100,8 +100,11 @@ def normalize(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def content_hash(namespace: str, kind: str, text: str) -> str:
-    return hashlib.sha256(f"{namespace}\x1f{kind}\x1f{normalize(text)}".encode()).hexdigest()
+def content_hash(namespace: str, kind: str, text: str, *, scope: str | None = None) -> str:
+    """The identity of a lesson's content: namespace, kind and normalized text, plus ``scope`` when
+    given (a goal for insights), so the same text in two scopes is two lessons."""
+    scoped = "" if scope is None else f"{scope}\x1f"
+    return hashlib.sha256(f"{namespace}\x1f{kind}\x1f{scoped}{normalize(text)}".encode()).hexdigest()
 
 
 def jaccard(a: Iterable[str], b: Iterable[str]) -> float:
