@@ -1,7 +1,10 @@
 """Recall and the context block: lessons for a task, rendered under a hard token budget.
 
 Each requested section (see :mod:`lessonbank.services.sections`) in turn gets an equal share of
-the budget that is left. The lessons a context injects are touched (counted as used) and
+the budget that is left. Without ``formats``, the sections follow the arguments
+(:func:`default_formats`): ``long_term_memory`` always, ``past_reflections`` with a goal (seed 000
+injects a goal's past reflections whenever a goal is given), ``learned_rules`` with an agent,
+``replay`` with a task type. The lessons a context injects are touched (counted as used) and
 remembered, so the next episode of the task credits them (see :mod:`~lessonbank.services.attribution`).
 """
 
@@ -18,8 +21,11 @@ from lessonbank.services.attribution import LastContexts
 from lessonbank.services.scope import Scope, check_count, check_text_arg
 from lessonbank.services.sections import (
     FORMATS,
+    LEARNED_RULES,
     LONG_TERM_HEADER,
     LONG_TERM_MEMORY,
+    PAST_REFLECTIONS,
+    REPLAY,
     SECTION_SEPARATOR,
     empty_block,
     learned_section,
@@ -28,6 +34,13 @@ from lessonbank.services.sections import (
 from lessonbank.text import TokenCounter
 
 CONTEXT_CANDIDATES = 12
+
+
+def default_formats(*, goal_id: str | None, agent: str | None, task_type: str | None) -> list[str]:
+    """The sections of a context asked for without ``formats``: long-term memory, plus the goal's
+    past reflections, the agent's learned rules and the task type's replay examples when given."""
+    wanted = {PAST_REFLECTIONS: goal_id, LEARNED_RULES: agent, REPLAY: task_type}
+    return [LONG_TERM_MEMORY, *(name for name, given in wanted.items() if given is not None)]
 
 
 class ContextBuilder:
@@ -98,8 +111,13 @@ class ContextBuilder:
         agent: str | None = None,
         task_type: str | None = None,
     ) -> ContextBlock:
-        """Each requested section in turn gets an equal share of the budget that is left."""
-        chosen = list(formats) if formats is not None else [LONG_TERM_MEMORY]
+        """Each requested section in turn gets an equal share of the budget that is left.
+
+        ``formats=None``: the sections follow the arguments (:func:`default_formats`)."""
+        if formats is None:
+            chosen = default_formats(goal_id=goal_id, agent=agent, task_type=task_type)
+        else:
+            chosen = list(formats)
         if isinstance(formats, str):
             raise InputError("formats must be a list of section names, not one string", field="formats")
         unknown = [name for name in chosen if name not in FORMATS]
