@@ -8,7 +8,12 @@ redacted non-secret costs a little context, a leaked secret costs a rotation.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from lessonbank.models import Episode, Lesson, Reflection
+
+Data = TypeVar("Data", bound="Lesson | dict[str, Any]")
 
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     (
@@ -106,3 +111,84 @@ def redact_value(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: redact_value(item) for key, item in value.items()}
     return value
+
+
+# ------------------------------------------------------------------ records: one place per kind
+
+# Every field of a record that holds text a person or a model wrote. Ids, namespaces, statuses and
+# numbers are not text and stay as they are.
+LESSON_TEXT_FIELDS = (
+    "content",
+    "situation",
+    "mistake",
+    "correction",
+    "learned_from",
+    "tags",
+    "task_type",
+    "agent",
+    "metadata",
+)
+EPISODE_TEXT_FIELDS = (
+    "task",
+    "task_type",
+    "agent",
+    "goal_title",
+    "error",
+    "attempt",
+    "output",
+    "actions",
+    "tags",
+    "metadata",
+)
+REFLECTION_TEXT_FIELDS = ("raw_output", "parsed", "skip_reason")
+CHECK_TEXT_FIELDS = ("tool", "stderr", "errors")
+
+
+def _redacted_fields(values: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    """The fields among ``fields`` whose redacted value differs, with that value."""
+    changed = {}
+    for name in fields:
+        value = values.get(name)
+        if value is None:
+            continue
+        cleaned = redact_value(value)
+        if cleaned != value:
+            changed[name] = cleaned
+    return changed
+
+
+def redact_lesson(lesson: Data) -> Data:
+    """A lesson (or the dict a lesson is about to be made of) with every text field redacted.
+
+    Pass the dict when there is one: tags are lowercased when a lesson is made, and some secret
+    formats are case-sensitive."""
+    if isinstance(lesson, dict):
+        return {**lesson, **_redacted_fields(lesson, LESSON_TEXT_FIELDS)}  # type: ignore[return-value]
+    changed = _redacted_fields(
+        {name: getattr(lesson, name) for name in LESSON_TEXT_FIELDS}, LESSON_TEXT_FIELDS
+    )
+    return lesson.model_copy(update=changed) if changed else lesson
+
+
+def redact_episode(episode: Episode) -> Episode:
+    """An episode with every text field redacted, its verification results included.
+
+    Redaction only replaces text inside strings, so the copy stays valid: no second validation."""
+    values = {name: getattr(episode, name) for name in EPISODE_TEXT_FIELDS}
+    changed = _redacted_fields(values, EPISODE_TEXT_FIELDS)
+    if episode.verification:
+        checks = []
+        for check in episode.verification:
+            fields = {name: getattr(check, name) for name in CHECK_TEXT_FIELDS}
+            update = _redacted_fields(fields, CHECK_TEXT_FIELDS)
+            checks.append(check.model_copy(update=update) if update else check)
+        if any(new is not old for new, old in zip(checks, episode.verification, strict=True)):
+            changed["verification"] = checks
+    return episode.model_copy(update=changed) if changed else episode
+
+
+def redact_reflection(reflection: Reflection) -> Reflection:
+    """A reflection with the model's reply, what was parsed from it and the skip reason redacted."""
+    values = {name: getattr(reflection, name) for name in REFLECTION_TEXT_FIELDS}
+    changed = _redacted_fields(values, REFLECTION_TEXT_FIELDS)
+    return reflection.model_copy(update=changed) if changed else reflection

@@ -25,7 +25,7 @@ from lessonbank.policy import (
     manual_reflector,
     needs_history,
 )
-from lessonbank.redact import redact, redact_value
+from lessonbank.redact import redact_episode
 from lessonbank.reflectors.base import Reflector
 from lessonbank.reflectors.insight import goal_episode
 from lessonbank.services.attribution import LastContexts, check_context_ids
@@ -80,34 +80,14 @@ class Recorder:
                 f"{namespace!r}; open LessonBank(namespace={episode.namespace!r}) for it",
                 field="namespace",
             )
-        # Redaction only replaces text inside strings, so the redacted copy stays valid: no second validation.
         updates: dict[str, Any] = {"namespace": namespace}
-        for name in ("task", "error", "attempt", "output", "goal_title", "agent", "task_type"):
-            value = getattr(episode, name)
-            cleaned = redact(value) if value else value
-            if cleaned != value:
-                updates[name] = cleaned
-        for name in ("actions", "metadata", "tags"):
-            value = getattr(episode, name)
-            if value:
-                updates[name] = redact_value(value)
-        if episode.verification:
-            updates["verification"] = [
-                check.model_copy(
-                    update={
-                        "stderr": redact(check.stderr or "") or None,
-                        "errors": redact_value(check.errors),
-                    }
-                )
-                for check in episode.verification
-            ]
         if context_ids is not None:
             updates["context_ids"] = check_context_ids(context_ids)
         elif not episode.context_ids and self.scope.settings.attribution:
             remembered = self.last_contexts.take(episode.agent, episode.task, episode.task_type)
             if remembered:
                 updates["context_ids"] = remembered
-        return episode.model_copy(update=updates)
+        return redact_episode(episode.model_copy(update=updates))
 
     def store(
         self, episode: Episode, decision: Decision, more: Sequence[Decision] = (), *, credit: bool = True

@@ -17,6 +17,7 @@ from lessonbank.llm import LLM
 from lessonbank.llm.pricing import cost_of
 from lessonbank.models import Job, Reflection
 from lessonbank.reflectors.base import Reflector, reflect
+from lessonbank.redact import redact_reflection
 from lessonbank.retrieval import Retriever
 from lessonbank.retrieval.dedup import place_by_vector
 from lessonbank.services.pools import Pools

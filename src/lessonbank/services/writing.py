@@ -15,7 +15,7 @@ from typing import Any
 from lessonbank.errors import ConfigError, InputError
 from lessonbank.models import LEARNED_FROM_MAX_CHARS, Episode, Lesson, LessonKind
 from lessonbank.ports import WriteResult
-from lessonbank.redact import redact
+from lessonbank.redact import redact_lesson
 from lessonbank.retrieval import Retriever
 from lessonbank.retrieval.dedup import place_by_vector
 from lessonbank.services.pools import Pools
@@ -40,12 +40,10 @@ def stamp_reflected(
     if reflection_id is not None:
         update["reflection_id"] = reflection_id
     return [
-        lesson.model_copy(
-            update={
-                **update,
-                "content": redact(lesson.content),
-                "learned_from": lesson.learned_from or provenance(episode.task),
-            }
+        redact_lesson(
+            lesson.model_copy(
+                update={**update, "learned_from": lesson.learned_from or provenance(episode.task)}
+            )
         )
         for lesson in lessons
     ]
@@ -83,24 +81,26 @@ class LessonIntake:
             raise InputError("tags must be a list of strings, not one string", field="tags")
         if learned_from is not None:
             check_text_arg(learned_from, "learned_from")
-        tags = [redact(tag) for tag in tags]
-        lesson = Lesson(
-            namespace=self.scope.namespace,
-            kind=kind,
-            content=redact(text),
-            trigger="manual",
-            tags=[*MANUAL_TAGS, *tags],
-            task_type=task_type,
-            agent=agent,
-            goal_id=goal_id,
-            importance=importance,
-            confidence=0.8,
-            source="manual",
-            pinned=pinned,
-            created_at=self.scope.now(),
-            updated_at=self.scope.now(),
-            learned_from=learned_from,
+        data = redact_lesson(
+            {
+                "namespace": self.scope.namespace,
+                "kind": kind,
+                "content": text,
+                "trigger": "manual",
+                "tags": [*MANUAL_TAGS, *tags],
+                "task_type": task_type,
+                "agent": agent,
+                "goal_id": goal_id,
+                "importance": importance,
+                "confidence": 0.8,
+                "source": "manual",
+                "pinned": pinned,
+                "created_at": self.scope.now(),
+                "updated_at": self.scope.now(),
+                "learned_from": learned_from,
+            }
         )
+        lesson = Lesson.model_validate(data)
         [result] = self.write([lesson])
         return result.lesson
 
@@ -168,12 +168,10 @@ class LessonIntake:
         """A record to import, validated once, moved into this namespace, secrets redacted."""
         namespace = self.scope.namespace
         if isinstance(record, Lesson):
-            return record.model_copy(update={"namespace": namespace, "content": redact(record.content)})
+            return redact_lesson(record.model_copy(update={"namespace": namespace}))
         if not isinstance(record, dict):
             raise TypeError(f"a lesson to import is a dict or a Lesson, not {type(record).__name__}")
         data = {key: value for key, value in record.items() if value is not None and key != "content_hash"}
         data["namespace"] = namespace
-        if isinstance(data.get("content"), str):
-            data["content"] = redact(data["content"])
         data.setdefault("source", "import")
-        return Lesson.model_validate(data)
+        return Lesson.model_validate(redact_lesson(data))
