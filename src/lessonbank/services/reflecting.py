@@ -16,9 +16,9 @@ from lessonbank.jobs import JobResult
 from lessonbank.llm import LLM
 from lessonbank.llm.pricing import cost_of
 from lessonbank.models import Job, Reflection
-from lessonbank.reflectors.base import Reflector, reflect
 from lessonbank.redact import redact_reflection
 from lessonbank.retrieval import Retriever
+from lessonbank.reflectors.base import Reflector, reflect
 from lessonbank.retrieval.dedup import place_by_vector
 from lessonbank.services.pools import Pools
 from lessonbank.services.scope import Scope
@@ -57,22 +57,24 @@ class ReflectionHandler:
         reflector = self.reflectors[name]
         run = await reflect(reflector, self.reflection_llm, episode, trigger)
         skip = run.parsed.skip_reason
-        reflection = Reflection(
-            namespace=job.namespace,
-            episode_id=episode.id,
-            job_id=job.id,
-            reflector=reflector.name,
-            trigger=trigger,
-            status="skipped" if skip else "ok",
-            skip_reason=skip,
-            raw_output=run.raw_output,
-            parsed=run.parsed.fields,
-            model=run.model,
-            llm_calls=run.llm_calls,
-            tokens_in=run.usage.input_tokens,
-            tokens_out=run.usage.output_tokens,
-            cost_usd=cost_of(run.model, run.usage),
-            created_at=self.scope.now(),
+        reflection = redact_reflection(
+            Reflection(
+                namespace=job.namespace,
+                episode_id=episode.id,
+                job_id=job.id,
+                reflector=reflector.name,
+                trigger=trigger,
+                status="skipped" if skip else "ok",
+                skip_reason=skip,
+                raw_output=run.raw_output,
+                parsed=run.parsed.fields,
+                model=run.model,
+                llm_calls=run.llm_calls,
+                tokens_in=run.usage.input_tokens,
+                tokens_out=run.usage.output_tokens,
+                cost_usd=cost_of(run.model, run.usage),
+                created_at=self.scope.now(),
+            )
         )
         lessons = (
             []
