@@ -18,8 +18,8 @@ from lessonbank.llm.pricing import cost_of
 from lessonbank.models import Job, Reflection
 from lessonbank.redact import redact_reflection
 from lessonbank.reflectors.base import Reflector, reflect
-from lessonbank.retrieval.dedup import place_by_vector
 from lessonbank.retrieval import Retriever
+from lessonbank.retrieval.dedup import place_by_vector
 from lessonbank.services.pools import Pools
 from lessonbank.services.scope import Scope
 from lessonbank.services.writing import stamp_reflected
