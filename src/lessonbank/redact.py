@@ -7,6 +7,7 @@ redacted non-secret costs a little context, a leaked secret costs a rotation.
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -102,14 +103,124 @@ def redact(text: str) -> str:
     return _ASSIGNMENT.sub(lambda m: f"{m.group(1)}[REDACTED:secret]", text)
 
 
+# A dict key that names a secret: its value goes whatever it looks like. Keys are split into words
+# (``dbPassword``, ``DB-PASSWORD``, ``db_password`` → db, password); a key is secret when one word is
+# in _SECRET_WORDS or two neighbours form one of _SECRET_PAIRS, unless its last word says the value
+# is about the secret rather than the secret itself (``token_count``, ``password_policy``).
+_SECRET_WORDS = frozenset(
+    [
+        "password",
+        "passwd",
+        "pwd",
+        "passphrase",
+        "pass",
+        "secret",
+        "secrets",
+        "token",
+        "credential",
+        "credentials",
+        "auth",
+        "authorization",
+        "cookie",
+        "dsn",
+        "apikey",
+        "accesskey",
+        "privatekey",
+        "secretkey",
+    ]
+)
+_SECRET_PAIRS = frozenset(
+    {
+        ("api", "key"),
+        ("access", "key"),
+        ("private", "key"),
+        ("secret", "key"),
+        ("signing", "key"),
+        ("encryption", "key"),
+        ("master", "key"),
+        ("session", "key"),
+        ("account", "key"),
+        ("shared", "key"),
+        ("connection", "string"),
+    }
+)
+_ABOUT_THE_SECRET = frozenset(
+    [
+        "count",
+        "counts",
+        "type",
+        "types",
+        "kind",
+        "method",
+        "methods",
+        "policy",
+        "policies",
+        "len",
+        "length",
+        "limit",
+        "limits",
+        "budget",
+        "id",
+        "ids",
+        "name",
+        "names",
+        "field",
+        "fields",
+        "required",
+        "enabled",
+        "expiry",
+        "expires",
+        "ttl",
+        "hint",
+        "min",
+        "max",
+        "usage",
+        "estimate",
+        "file",
+        "path",
+        "env",
+    ]
+)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_KEY_SEPARATORS = re.compile(r"[^a-z0-9]+")
+SECRET_MARKER = "[REDACTED:secret]"
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a dict key names a secret (case-insensitive, ``_`` / ``-`` / camelCase variants)."""
+    words = [word for word in _KEY_SEPARATORS.split(_CAMEL.sub("_", key).lower()) if word]
+    if not words or words[-1] in _ABOUT_THE_SECRET:
+        return False
+    return any(word in _SECRET_WORDS for word in words) or any(
+        pair in _SECRET_PAIRS for pair in itertools.pairwise(words)
+    )
+
+
+def _masked(value: Any) -> Any:
+    """Everything under a secret key: strings and numbers masked, structure kept, empties left."""
+    if isinstance(value, bool) or value is None or value == "":
+        return value
+    if isinstance(value, (str, int, float)):
+        return SECRET_MARKER
+    if isinstance(value, list):
+        return [_masked(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _masked(item) for key, item in value.items()}
+    return value
+
+
 def redact_value(value: Any) -> Any:
-    """Redact every string inside a JSON-like value (dicts, lists, nested)."""
+    """Redact every string inside a JSON-like value (dicts, lists, nested), and every value whose
+    dict key names a secret (see :func:`is_secret_key`)."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, list):
         return [redact_value(item) for item in value]
     if isinstance(value, dict):
-        return {key: redact_value(item) for key, item in value.items()}
+        return {
+            key: _masked(item) if isinstance(key, str) and is_secret_key(key) else redact_value(item)
+            for key, item in value.items()
+        }
     return value
 
 
