@@ -22,7 +22,16 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("facades", ("lessonbank.bank", "lessonbank.loop")),
     ("services", ("lessonbank.services", "lessonbank.jobs", "lessonbank.retrieval")),
     ("adapters", ("lessonbank.stores", "lessonbank.llm", "lessonbank.reflectors", "lessonbank.embedders")),
-    ("rules", ("lessonbank.ports", "lessonbank.lessons", "lessonbank.queueing", "lessonbank.policy")),
+    (
+        "rules",
+        (
+            "lessonbank.ports",
+            "lessonbank.lessons",
+            "lessonbank.queueing",
+            "lessonbank.policy",
+            "lessonbank.scoping",
+        ),
+    ),
     ("base", ("lessonbank",)),
 ]
 

@@ -117,6 +117,30 @@ def test_global_db_and_namespace_options(cli, tmp_path: Path) -> None:  # type: 
     assert (tmp_path / "team.db").exists()
 
 
+def test_another_namespace_cannot_show_reflect_or_take_ids(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    db = f"sqlite:///{tmp_path / 'team.db'}"
+    a, b = ("--db", db, "-n", "teamA"), ("--db", db, "-n", "teamB")
+    episode = {"id": "ep_shared", "task": "deploy billing", "status": "failure", "error": "helm timeout"}
+    cli(*a, "record", stdin=json.dumps(episode).encode())
+    lesson_id = cli(*a, "add", "pin the helm chart version", "--json").stdout
+    lesson_id = json.loads(lesson_id)["id"]
+    (job,) = json.loads(cli(*a, "jobs", "list", "--json").stdout)
+    for record_id in ("ep_shared", lesson_id, job["id"]):
+        assert json.loads(cli(*a, "show", record_id).stdout)
+        hidden = cli(*b, "show", record_id, ok=False)
+        assert hidden.returncode == 1 and b"no record with id" in hidden.stderr, hidden.stderr
+    refused = cli(*b, "reflect", "ep_shared", ok=False)
+    assert refused.returncode == 1 and b"no episode with id" in refused.stderr
+    assert cli(*b, "forget", lesson_id, ok=False).returncode == 1
+    # B cannot record an episode under A's id: a clear error, and A's episode stays A's.
+    taken = {**episode, "task": "something else"}
+    clash = cli(*b, "record", stdin=json.dumps(taken).encode(), ok=False)
+    assert clash.returncode == 2 and b"already used in another namespace" in clash.stderr, clash.stderr
+    assert json.loads(cli(*a, "show", "ep_shared").stdout)["episode"]["task"] == "deploy billing"
+    assert [j["id"] for j in json.loads(cli(*a, "jobs", "list", "--json").stdout)] == [job["id"]]
+    assert json.loads(cli(*b, "jobs", "list", "--json").stdout) == []
+
+
 def test_hostile_input_gets_clear_errors(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     cli("add", "a lesson that must survive")
     bad_utf8 = cli("record", "--task", b"refactor \xff\xfe module", "--error", "x", ok=False)

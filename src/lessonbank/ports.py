@@ -14,6 +14,9 @@ Invariants every store keeps:
   (reflection + lessons) and the job leaving the ``leased`` state. A worker that lost its
   lease cannot write a result.
 - Jobs are unique per (namespace, dedupe_key).
+- Ids are unique across namespaces: an id a caller chose that another namespace holds is refused
+  (see :mod:`lessonbank.scoping`). Every read by id takes ``namespace``: given, another
+  namespace's record is not found (NotFoundError, or left out of a list); None reads any.
 - A lesson is indexed lexically on its content, tags and ``learned_from`` (provenance, weighted
   below the content); the near-duplicate check compares content only.
 - A superseded lesson (``superseded_by`` set) is kept but never recalled: ``search`` and
@@ -142,14 +145,20 @@ class EpisodeStore(Protocol):
     def record_episode(
         self, episode: Episode, decision: Decision, job: Job | None, *, credit: bool = True
     ) -> Decision:
-        """Store the episode and its job in one transaction; a repeated id is a no-op.
+        """Store the episode and its job in one transaction; a repeated id is a no-op. An id another
+        namespace holds is refused (InputError on ``id``) before anything is written.
 
         With ``credit`` and ``episode.context_ids``, the lessons injected for it (of its namespace)
         get helpful +1 on a success or harmful +1 on a failure (a partial credits nothing), in the
         same transaction."""
         ...
 
-    def get_episode(self, episode_id: str) -> tuple[Episode, Decision | None]: ...
+    def get_episode(
+        self, episode_id: str, *, namespace: str | None = None
+    ) -> tuple[Episode, Decision | None]:
+        """The episode and its decision; with ``namespace``, only if it belongs to it (else NotFoundError)."""
+        ...
+
     def recent_episodes(
         self, namespace: str, *, agent: str | None = None, since: float = 0.0, limit: int = 20
     ) -> list[tuple[Episode, Decision | None]]:
@@ -157,8 +166,10 @@ class EpisodeStore(Protocol):
         (None: any agent), newest first, at most ``limit``."""
         ...
 
-    def get_reflection(self, reflection_id: str) -> Reflection: ...
-    def reflections_for_episode(self, episode_id: str) -> list[Reflection]: ...
+    def get_reflection(self, reflection_id: str, *, namespace: str | None = None) -> Reflection: ...
+    def reflections_for_episode(
+        self, episode_id: str, *, namespace: str | None = None
+    ) -> list[Reflection]: ...
 
 
 class LessonStore(Protocol):
@@ -179,8 +190,11 @@ class LessonStore(Protocol):
         ...
 
     def import_lessons(self, lessons: Sequence[Lesson]) -> tuple[int, int]: ...
-    def get_lesson(self, lesson_id: str) -> Lesson: ...
-    def get_lessons(self, lesson_ids: Sequence[str]) -> list[Lesson]: ...
+    def get_lesson(self, lesson_id: str, *, namespace: str | None = None) -> Lesson: ...
+    def get_lessons(self, lesson_ids: Sequence[str], *, namespace: str | None = None) -> list[Lesson]:
+        """The lessons with these ids (of ``namespace`` when given), in the order given; others left out."""
+        ...
+
     def list_lessons(
         self, query: LessonQuery, *, limit: int = 100, offset: int = 0, sort: LessonSort = "created"
     ) -> list[Lesson]: ...
@@ -267,7 +281,7 @@ class JobQueue(Protocol):
 class JobAdmin(Protocol):
     """The operator's side of the queue: inspect, retry, purge, count."""
 
-    def get_job(self, job_id: str) -> Job: ...
+    def get_job(self, job_id: str, *, namespace: str | None = None) -> Job: ...
     def list_jobs(
         self, namespace: str | None, statuses: Sequence[str] | None = None, limit: int = 100
     ) -> list[Job]: ...

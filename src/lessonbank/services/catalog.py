@@ -27,7 +27,8 @@ class Catalog:
         return self.scope.store.list_lessons(query, limit=limit, offset=offset, sort=sort)
 
     def get_lesson(self, lesson_id: str) -> Lesson:
-        return self.scope.store.get_lesson(lesson_id)
+        """A lesson of this namespace; another namespace's is NotFoundError."""
+        return self.scope.store.get_lesson(lesson_id, namespace=self.scope.namespace)
 
     def forget(self, lesson_id: str) -> None:
         """Delete a lesson from this namespace. Raises NotFoundError if there is none with that id."""
@@ -35,15 +36,16 @@ class Catalog:
             raise NotFoundError("lesson", lesson_id)
 
     def show(self, record_id: str) -> dict[str, Any]:
-        """Any record by id, with what belongs to it (an episode's decision and reflections)."""
+        """Any record of this namespace by id, with what belongs to it (an episode's decision and
+        reflections). Another namespace's record is NotFoundError."""
         if not isinstance(record_id, str) or not record_id.strip():
             raise InputError("give the id of a lesson, episode, job or reflection", field="id")
-        store = self.scope.store
+        store, ns = self.scope.store, self.scope.namespace
         lookups: list[tuple[str, Callable[[str], dict[str, Any]]]] = [
-            ("les_", lambda i: {"lesson": store.get_lesson(i).model_dump(mode="json")}),
+            ("les_", lambda i: {"lesson": store.get_lesson(i, namespace=ns).model_dump(mode="json")}),
             ("ep_", self._show_episode),
-            ("job_", lambda i: {"job": store.get_job(i).model_dump(mode="json")}),
-            ("ref_", lambda i: {"reflection": store.get_reflection(i).model_dump(mode="json")}),
+            ("job_", lambda i: {"job": store.get_job(i, namespace=ns).model_dump(mode="json")}),
+            ("ref_", lambda i: {"reflection": store.get_reflection(i, namespace=ns).model_dump(mode="json")}),
         ]
         # The id's prefix says where to look first; ids chosen by the caller have none.
         lookups.sort(key=lambda item: not record_id.startswith(item[0]))
@@ -55,12 +57,13 @@ class Catalog:
         raise NotFoundError("record", record_id)
 
     def _show_episode(self, episode_id: str) -> dict[str, Any]:
-        store = self.scope.store
-        episode, decision = store.get_episode(episode_id)
+        store, ns = self.scope.store, self.scope.namespace
+        episode, decision = store.get_episode(episode_id, namespace=ns)
+        reflections = store.reflections_for_episode(episode_id, namespace=ns)
         return {
             "episode": episode.model_dump(mode="json"),
             "decision": decision.model_dump(mode="json") if decision else None,
-            "reflections": [r.model_dump(mode="json") for r in store.reflections_for_episode(episode_id)],
+            "reflections": [r.model_dump(mode="json") for r in reflections],
         }
 
     def export(self, fmt: str) -> str:

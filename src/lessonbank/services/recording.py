@@ -141,8 +141,8 @@ class Recorder:
         )
 
     def reflect(self, episode_id: str, reflector: str | None = None) -> tuple[Decision, Job | None]:
-        """Queue a manual reflection on a stored episode, whatever the policy said."""
-        episode, _ = self.scope.store.get_episode(episode_id)
+        """Queue a manual reflection on a stored episode of this namespace, whatever the policy said."""
+        episode, _ = self.scope.store.get_episode(episode_id, namespace=self.scope.namespace)
         name = reflector or manual_reflector(episode, self.scope.settings)
         if name not in self.reflectors:
             raise InputError(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 
 from lessonbank.errors import ConfigError
 from lessonbank.jobs import JobResult
@@ -49,7 +50,9 @@ class ReflectionHandler:
         if self.reflection_llm is None:
             raise ConfigError("no LLM configured, set LESSONBANK_LLM")
         store, settings = self.scope.store, self.scope.settings
-        episode, _ = await asyncio.to_thread(store.get_episode, job.episode_id or "")
+        episode, _ = await asyncio.to_thread(
+            partial(store.get_episode, job.episode_id or "", namespace=job.namespace)
+        )
         trigger = str(job.payload.get("trigger", "manual"))
         name = str(job.payload.get("reflector", "lesson"))
         if name not in self.reflectors:  # the job waits (parked) until a bank with that reflector runs it

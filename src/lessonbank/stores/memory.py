@@ -24,10 +24,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC
 from typing import TypeVar
 
@@ -57,17 +55,16 @@ from lessonbank.ports import (
     VectorChanges,
     WriteResult,
 )
+from lessonbank.scoping import check_id_free, visible
 from lessonbank.stores.lexical import (
-    FIELD_WEIGHTS,
     POSTINGS_BUDGET,
     bm25_factors,
     choose_terms,
     common_idf,
-    field_terms,
     idf,
     query_terms,
-    weighted_terms,
 )
+from lessonbank.stores.memory_index import Space
 from lessonbank.stores.memory_jobs import JobTable, MemoryJobQueue, count_jobs_in, insert_job
 from lessonbank.stores.parts import ReadsOneLesson
 from lessonbank.text import keywords
@@ -83,51 +80,6 @@ def _copied(record: R) -> R:
     return record.model_copy(deep=True)
 
 
-@dataclass
-class _Doc:
-    """One lesson in the lexical index: its row number (write order) and weighted term frequencies."""
-
-    row: int
-    terms: dict[str, float]  # every field, each scaled by its weight
-    content: dict[str, float]  # the content field alone (the near-duplicate check)
-    length: int  # tokens in every field, unweighted (as FTS5 counts a document's length)
-
-
-@dataclass
-class _Space:
-    """What one namespace indexes: content hashes, and postings of stemmed terms."""
-
-    by_hash: dict[str, str] = field(default_factory=dict)
-    docs: dict[str, _Doc] = field(default_factory=dict)  # in row order
-    postings: dict[str, set[str]] = field(default_factory=dict)
-    content_postings: dict[str, set[str]] = field(default_factory=dict)
-    length: int = 0
-
-    def add(self, lesson: Lesson, row: int) -> None:
-        terms, length = weighted_terms(lesson, FIELD_WEIGHTS)
-        content = {term: float(n) for term, n in Counter(field_terms(lesson)["content"]).items()}
-        self.docs[lesson.id] = _Doc(row, terms, content, length)
-        self.by_hash[lesson.content_hash] = lesson.id
-        self.length += length
-        for postings, found in ((self.postings, terms), (self.content_postings, content)):
-            for term in found:
-                postings.setdefault(term, set()).add(lesson.id)
-
-    def remove(self, lesson: Lesson) -> int:
-        """Take ``lesson`` out of the index; returns its row number."""
-        doc = self.docs.pop(lesson.id)
-        if self.by_hash.get(lesson.content_hash) == lesson.id:
-            del self.by_hash[lesson.content_hash]
-        self.length -= doc.length
-        for postings, found in ((self.postings, doc.terms), (self.content_postings, doc.content)):
-            for term in found:
-                holders = postings[term]
-                holders.discard(lesson.id)
-                if not holders:
-                    del postings[term]
-        return doc.row
-
-
 class _Data(JobTable):
     """One database: every record, by id, under one lock (the job table's)."""
 
@@ -135,14 +87,14 @@ class _Data(JobTable):
         super().__init__()
         self.rows = 0
         self.lessons: dict[str, Lesson] = {}
-        self.spaces: dict[str, _Space] = {}
+        self.spaces: dict[str, Space] = {}
         self.episodes: dict[str, tuple[str, Episode, Decision]] = {}  # id -> (namespace, episode, decision)
         self.reflections: dict[str, Reflection] = {}
         self.vectors: dict[tuple[str, str], dict[str, tuple[str, bytes, int]]] = {}  # in write order
         self.vector_seq: dict[tuple[str, str], int] = {}
 
-    def space(self, namespace: str) -> _Space:
-        return self.spaces.setdefault(namespace, _Space())
+    def space(self, namespace: str) -> Space:
+        return self.spaces.setdefault(namespace, Space())
 
     def next_row(self) -> int:
         self.rows += 1
@@ -207,6 +159,7 @@ class MemoryStore(MemoryJobQueue, ReadsOneLesson):
         with self._db() as db:
             stored = db.episodes.get(episode.id)
             if stored is not None:
+                check_id_free("episode", episode.id, ns, stored[0])
                 return _copied(stored[2])
             final = decision
             if job is not None:
@@ -220,10 +173,12 @@ class MemoryStore(MemoryJobQueue, ReadsOneLesson):
                 self._credit(db, ns, episode.context_ids, helpful, harmful)
             return final
 
-    def get_episode(self, episode_id: str) -> tuple[Episode, Decision | None]:
+    def get_episode(
+        self, episode_id: str, *, namespace: str | None = None
+    ) -> tuple[Episode, Decision | None]:
         with self._db() as db:
             stored = db.episodes.get(episode_id)
-            if stored is None:
+            if stored is None or not visible(namespace, stored[0]):
                 raise NotFoundError("episode", episode_id)
             return _copied(stored[1]), _copied(stored[2])
 
@@ -241,16 +196,20 @@ class MemoryStore(MemoryJobQueue, ReadsOneLesson):
             found.sort(key=lambda pair: pair[0].created_at, reverse=True)
             return [(_copied(e), _copied(d)) for e, d in found[: max(0, limit)]]
 
-    def get_reflection(self, reflection_id: str) -> Reflection:
+    def get_reflection(self, reflection_id: str, *, namespace: str | None = None) -> Reflection:
         with self._db() as db:
             found = db.reflections.get(reflection_id)
-            if found is None:
+            if found is None or not visible(namespace, found.namespace):
                 raise NotFoundError("reflection", reflection_id)
             return _copied(found)
 
-    def reflections_for_episode(self, episode_id: str) -> list[Reflection]:
+    def reflections_for_episode(self, episode_id: str, *, namespace: str | None = None) -> list[Reflection]:
         with self._db() as db:
-            found = [r for r in db.reflections.values() if r.episode_id == episode_id]
+            found = [
+                r
+                for r in db.reflections.values()
+                if r.episode_id == episode_id and visible(namespace, r.namespace)
+            ]
             return [_copied(r) for r in sorted(found, key=lambda r: r.created_at)]
 
     # ----------------------------------------------------------------- lessons
@@ -308,6 +267,7 @@ class MemoryStore(MemoryJobQueue, ReadsOneLesson):
         for lesson in lessons:
             identity = (lesson.namespace, lesson.content_hash)
             stored = db.lessons.get(lesson.id)
+            check_id_free("lesson", lesson.id, lesson.namespace, stored.namespace if stored else None)
             held = (stored.namespace, stored.content_hash) if stored is not None else seen.get(lesson.id)
             if held is not None and held != identity:
                 raise StoreError(f"lesson id {lesson.id} is already taken by another lesson")
@@ -345,10 +305,11 @@ class MemoryStore(MemoryJobQueue, ReadsOneLesson):
                 added += 1
         return added, len(prepared) - added
 
-    def get_lessons(self, lesson_ids: Sequence[str]) -> list[Lesson]:
+    def get_lessons(self, lesson_ids: Sequence[str], *, namespace: str | None = None) -> list[Lesson]:
         """The lessons with these ids, in the order given (missing ids are left out)."""
         with self._db() as db:
-            return [_copied(db.lessons[i]) for i in lesson_ids if i in db.lessons]
+            found = [db.lessons[i] for i in lesson_ids if i in db.lessons]
+            return [_copied(x) for x in found if visible(namespace, x.namespace)]
 
     def list_lessons(
         self, query: LessonQuery, *, limit: int = 100, offset: int = 0, sort: LessonSort = "created"

@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager
 from lessonbank import queueing
 from lessonbank.errors import LeaseLostError, NotFoundError, StoreError
 from lessonbank.models import Job, JobStatus
+from lessonbank.scoping import check_id_free, visible
 from lessonbank.stores.leases import parse_owner, pid_alive
 
 
@@ -34,6 +35,7 @@ class JobTable:
 def insert_job(db: JobTable, job: Job) -> None:
     """Add ``job`` (its dedupe key checked by the caller); a taken id fails before anything changes."""
     if job.id in db.jobs:
+        check_id_free("job", job.id, job.namespace, db.jobs[job.id].namespace)
         raise StoreError(f"job id {job.id} is already taken")
     db.jobs[job.id] = job.model_copy(deep=True)
     db.dedupe[(job.namespace, job.dedupe_key)] = job.id
@@ -146,10 +148,10 @@ class MemoryJobQueue:
 
     # ----------------------------------------------------------------- job admin
 
-    def get_job(self, job_id: str) -> Job:
+    def get_job(self, job_id: str, *, namespace: str | None = None) -> Job:
         with self._db() as db:
             job = db.jobs.get(job_id)
-            if job is None:
+            if job is None or not visible(namespace, job.namespace):
                 raise NotFoundError("job", job_id)
             return _copy(job)
 

@@ -54,8 +54,8 @@ class ForwardsJobs:
     def release_waiting(self, namespaces: Sequence[str] | None) -> int:
         return self.jobs.release_waiting(namespaces)
 
-    def get_job(self, job_id: str) -> Job:
-        return self.jobs.get_job(job_id)
+    def get_job(self, job_id: str, *, namespace: str | None = None) -> Job:
+        return self.jobs.get_job(job_id, namespace=namespace)
 
     def list_jobs(
         self, namespace: str | None, statuses: Sequence[str] | None = None, limit: int = 100
@@ -91,14 +91,14 @@ class ForwardsVectors:
 
 
 class _ReadsLessons(Protocol):
-    def get_lessons(self, lesson_ids: Sequence[str]) -> list[Lesson]: ...
+    def get_lessons(self, lesson_ids: Sequence[str], *, namespace: str | None = None) -> list[Lesson]: ...
 
 
 class ReadsOneLesson:
     """``get_lesson`` as ``get_lessons`` of one id, NotFoundError when it is absent."""
 
-    def get_lesson(self: _ReadsLessons, lesson_id: str) -> Lesson:
-        found = self.get_lessons([lesson_id])
+    def get_lesson(self: _ReadsLessons, lesson_id: str, *, namespace: str | None = None) -> Lesson:
+        found = self.get_lessons([lesson_id], namespace=namespace)
         if not found:
             raise NotFoundError("lesson", lesson_id)
         return found[0]

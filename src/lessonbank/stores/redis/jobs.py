@@ -27,6 +27,7 @@ from redis.exceptions import ResponseError
 from lessonbank import queueing
 from lessonbank.errors import LeaseLostError, NotFoundError, StoreError
 from lessonbank.models import Job, JobStatus
+from lessonbank.scoping import check_id_free, visible
 from lessonbank.stores.leases import parse_owner, pid_alive
 from lessonbank.stores.redis.db import GROUP, Pipe, RedisDatabase
 
@@ -97,7 +98,7 @@ class RedisJobQueue:
         self.q_save_job(pipe, job, None, entry="")
         pipe.set(self.db.k(ns, "dedupe", job.dedupe_key), job.id)
         pipe.zadd(self.db.k(ns, "jobs"), {job.id: job.created_at.timestamp()})
-        pipe.hset(self.db.where_key, job.id, ns)
+        pipe.hsetnx(self.db.where_key, job.id, ns)  # never moves another namespace's id
         pipe.sadd(self.db.namespaces_key, ns)
         if job.status == queueing.QUEUED:
             self._q_schedule(pipe, job)
@@ -106,6 +107,7 @@ class RedisJobQueue:
         def plan(pipe: Pipe) -> Callable[[Pipe], None]:
             dedupe = self.db.k(job.namespace, "dedupe", job.dedupe_key)
             pipe.watch(dedupe)
+            check_id_free("job", job.id, job.namespace, pipe.hget(self.db.where_key, job.id))
             if pipe.get(dedupe) is not None:
                 raise StoreError(
                     f"a job with dedupe key {job.dedupe_key!r} already exists in namespace {job.namespace!r}"
@@ -365,10 +367,13 @@ class RedisJobQueue:
 
     # ----------------------------------------------------------------- reading jobs
 
-    def get_job(self, job_id: str) -> Job:
+    def get_job(self, job_id: str, *, namespace: str | None = None) -> Job:
         def run() -> str | None:
             ns = self.db.namespace_of(job_id)
-            return None if ns is None else self.db.r.hget(self.db.k(ns, "job", job_id), "data")
+            if ns is None or not visible(namespace, ns):
+                return None
+            data: str | None = self.db.r.hget(self.db.k(ns, "job", job_id), "data")
+            return data
 
         data = self.db.run(run)
         if not data:

@@ -50,6 +50,7 @@ from lessonbank.ports import (
     StoreStats,
     WriteResult,
 )
+from lessonbank.scoping import check_id_free, visible
 from lessonbank.stores.parts import ForwardsJobs, ForwardsVectors, ReadsOneLesson
 from lessonbank.stores.redis.db import Clock, Pipe, RedisDatabase
 from lessonbank.stores.redis.index import (
@@ -117,6 +118,7 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
 
         def plan(pipe: Pipe) -> Callable[[Pipe], Decision]:
             pipe.watch(key)
+            check_id_free("episode", episode.id, ns, pipe.hget(self.db.where_key, episode.id))
             stored = pipe.hget(key, "decision")
             if stored is not None:
                 return lambda p: Decision.model_validate_json(stored)
@@ -141,7 +143,7 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
                     },
                 )
                 p.zadd(self.db.k(ns, "episodes"), {episode.id: episode.created_at.timestamp()})
-                p.hset(self.db.where_key, episode.id, ns)
+                p.hsetnx(self.db.where_key, episode.id, ns)  # never moves another namespace's id
                 p.sadd(self.db.namespaces_key, ns)
                 if helpful or harmful:
                     self._q_credit(p, ns, episode.context_ids, helpful, harmful)
@@ -151,10 +153,12 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
 
         return self.db.transact(plan)
 
-    def get_episode(self, episode_id: str) -> tuple[Episode, Decision | None]:
+    def get_episode(
+        self, episode_id: str, *, namespace: str | None = None
+    ) -> tuple[Episode, Decision | None]:
         def run() -> list[Any] | None:
             ns = self.db.namespace_of(episode_id)
-            if ns is None:
+            if ns is None or not visible(namespace, ns):
                 return None
             row: list[Any] = self.db.r.hmget(self.db.k(ns, "episode", episode_id), ["data", "decision"])
             return row
@@ -250,6 +254,8 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
             target = decision.lesson.id
             steps[target] = (steps[target][0] if target in steps else decision.previous, decision.lesson)
             return decision.result()
+        pipe.watch(self.index.lesson_key(ns, lesson.id))
+        check_id_free("lesson", lesson.id, ns, pipe.hget(self.db.where_key, lesson.id))
         steps[lesson.id] = (None, lesson)
         if decision.supersedes is not None:
             self._plan_supersede(pipe, decision.supersedes, lesson.id, steps)
@@ -313,7 +319,7 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
             fresh += 1
         return lambda p: self._q_apply(p, steps, fresh)
 
-    def get_lessons(self, lesson_ids: Sequence[str]) -> list[Lesson]:
+    def get_lessons(self, lesson_ids: Sequence[str], *, namespace: str | None = None) -> list[Lesson]:
         """The lessons with these ids, in the order given (missing ids are left out)."""
         if not lesson_ids:
             return []
@@ -322,7 +328,8 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
             spaces = self.db.r.hmget(self.db.where_key, list(lesson_ids))
             pipe = self.db.r.pipeline(transaction=False)
             for lesson_id, ns in zip(lesson_ids, spaces, strict=True):
-                pipe.hmget(self.index.lesson_key(ns or "", lesson_id), LESSON_FIELDS)
+                if ns is not None and visible(namespace, ns):
+                    pipe.hmget(self.index.lesson_key(ns, lesson_id), LESSON_FIELDS)
             return [lesson for lesson in map(lesson_of, pipe.execute()) if lesson is not None]
 
         return self.db.run(run)
@@ -459,20 +466,23 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
         pipe.zadd(self.db.k(ns, "episode_reflections", reflection.episode_id), {reflection.id: created})
         pipe.hset(self.db.where_key, reflection.id, ns)
 
-    def get_reflection(self, reflection_id: str) -> Reflection:
+    def get_reflection(self, reflection_id: str, *, namespace: str | None = None) -> Reflection:
         def run() -> str | None:
             ns = self.db.namespace_of(reflection_id)
-            return None if ns is None else self.db.r.get(self.db.k(ns, "reflection", reflection_id))
+            if ns is None or not visible(namespace, ns):
+                return None
+            data: str | None = self.db.r.get(self.db.k(ns, "reflection", reflection_id))
+            return data
 
         data = self.db.run(run)
         if not data:
             raise NotFoundError("reflection", reflection_id)
         return Reflection.model_validate_json(data)
 
-    def reflections_for_episode(self, episode_id: str) -> list[Reflection]:
+    def reflections_for_episode(self, episode_id: str, *, namespace: str | None = None) -> list[Reflection]:
         def run() -> list[Reflection]:
             ns = self.db.namespace_of(episode_id)
-            if ns is None:
+            if ns is None or not visible(namespace, ns):
                 return []
             ids = self.db.r.zrange(self.db.k(ns, "episode_reflections", episode_id), 0, -1)
             found = self.db.r.mget([self.db.k(ns, "reflection", i) for i in ids]) if ids else []

@@ -19,6 +19,7 @@ from typing import Any
 from lessonbank import queueing
 from lessonbank.errors import LeaseLostError, NotFoundError, StoreError
 from lessonbank.models import Job, JobStatus, from_timestamp
+from lessonbank.scoping import check_id_free, visible
 from lessonbank.stores.leases import parse_owner, pid_alive
 from lessonbank.stores.sql.dialect import Connection, Dialect, question_marks
 
@@ -91,6 +92,8 @@ class SQLJobQueue:
     def enqueue_job(self, job: Job) -> None:
         def run() -> None:
             with self.dialect.tx() as conn:
+                holder = conn.execute("SELECT namespace FROM jobs WHERE id = ?", (job.id,)).fetchone()
+                check_id_free("job", job.id, job.namespace, holder[0] if holder else None)
                 if not self.insert(conn, job):
                     taken = conn.execute("SELECT 1 FROM jobs WHERE id = ?", (job.id,)).fetchone()
                     if taken is None:  # the same dedupe key on another job
@@ -209,12 +212,15 @@ class SQLJobQueue:
             raise NotFoundError("job", job_id)
         return self._decode(row)
 
-    def get_job(self, job_id: str) -> Job:
+    def get_job(self, job_id: str, *, namespace: str | None = None) -> Job:
         def run() -> Job:
             with self.dialect.read() as conn:
                 return self._job(conn, job_id)
 
-        return self.dialect.run(run)
+        job = self.dialect.run(run)
+        if not visible(namespace, job.namespace):
+            raise NotFoundError("job", job_id)
+        return job
 
     def list_jobs(
         self, namespace: str | None, statuses: Sequence[str] | None = None, limit: int = 100

@@ -39,6 +39,7 @@ from lessonbank.ports import (
     StoreStats,
     WriteResult,
 )
+from lessonbank.scoping import check_id_free, visible
 from lessonbank.stores.parts import ForwardsJobs, ForwardsVectors, ReadsOneLesson
 from lessonbank.stores.sql.dialect import SORTS, Connection, Dialect, lesson_filter, question_marks
 from lessonbank.stores.sql.jobs import SQLJobQueue
@@ -78,10 +79,11 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
         def run() -> Decision:
             with d.tx() as conn:
                 stored = conn.execute(
-                    f"SELECT decision FROM episodes WHERE id = ?{d.for_update}", (episode.id,)
+                    f"SELECT namespace, decision FROM episodes WHERE id = ?{d.for_update}", (episode.id,)
                 ).fetchone()
                 if stored is not None:
-                    return d.load_record(Decision, stored[0])
+                    check_id_free("episode", episode.id, namespace, stored[0])
+                    return d.load_record(Decision, stored[1])
                 final = decision
                 if job is not None and not self.jobs.insert(conn, job):
                     existing = conn.execute(
@@ -114,8 +116,11 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
 
         return d.run(run)
 
-    def get_episode(self, episode_id: str) -> tuple[Episode, Decision | None]:
-        rows = self._read("SELECT data, decision FROM episodes WHERE id = ?", (episode_id,))
+    def get_episode(
+        self, episode_id: str, *, namespace: str | None = None
+    ) -> tuple[Episode, Decision | None]:
+        where, params = _by_id(episode_id, namespace)
+        rows = self._read(f"SELECT data, decision FROM episodes WHERE {where}", params)
         if not rows:
             raise NotFoundError("episode", episode_id)
         return self.dialect.decode_episode(rows[0])
@@ -159,16 +164,16 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
             [values[column] for column in columns],
         )
 
-    def get_reflection(self, reflection_id: str) -> Reflection:
-        rows = self._read("SELECT data FROM reflections WHERE id = ?", (reflection_id,))
+    def get_reflection(self, reflection_id: str, *, namespace: str | None = None) -> Reflection:
+        where, params = _by_id(reflection_id, namespace)
+        rows = self._read(f"SELECT data FROM reflections WHERE {where}", params)
         if not rows:
             raise NotFoundError("reflection", reflection_id)
         return self.dialect.load_record(Reflection, rows[0][0])
 
-    def reflections_for_episode(self, episode_id: str) -> list[Reflection]:
-        rows = self._read(
-            "SELECT data FROM reflections WHERE episode_id = ? ORDER BY created_at", (episode_id,)
-        )
+    def reflections_for_episode(self, episode_id: str, *, namespace: str | None = None) -> list[Reflection]:
+        where, params = _by_id(episode_id, namespace, column="episode_id")
+        rows = self._read(f"SELECT data FROM reflections WHERE {where} ORDER BY created_at", params)
         return [self.dialect.load_record(Reflection, row[0]) for row in rows]
 
     # ----------------------------------------------------------------- writing lessons
@@ -217,6 +222,8 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
             ).fetchone()
             return None if row is None else self.dialect.decode_lesson(row)
 
+        holder = conn.execute("SELECT namespace FROM lessons WHERE id = ?", (lesson.id,)).fetchone()
+        check_id_free("lesson", lesson.id, lesson.namespace, holder[0] if holder else None)
         for _ in range(3):
             decision = self.writer.decide(lesson, similar=similar, duplicate_of=duplicate_of, read=read)
             if decision.action == "reinforced":
@@ -277,14 +284,15 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
 
     # ----------------------------------------------------------------- reading lessons
 
-    def get_lessons(self, lesson_ids: Sequence[str]) -> list[Lesson]:
+    def get_lessons(self, lesson_ids: Sequence[str], *, namespace: str | None = None) -> list[Lesson]:
         """The lessons with these ids, in the order given (missing ids are left out)."""
         if not lesson_ids:
             return []
 
         def run() -> list[Lesson]:
             with self.dialect.read() as conn:
-                return self._lessons_by_id(conn, lesson_ids)
+                found = self._lessons_by_id(conn, lesson_ids)
+            return [lesson for lesson in found if visible(namespace, lesson.namespace)]
 
         return self.dialect.run(run)
 
@@ -448,3 +456,10 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
                 return conn.execute(sql, params).rowcount
 
         return self.dialect.run(run)
+
+
+def _by_id(record_id: str, namespace: str | None, *, column: str = "id") -> tuple[str, tuple[str, ...]]:
+    """The WHERE clause of a read by id, within ``namespace`` when one is given."""
+    if namespace is None:
+        return f"{column} = ?", (record_id,)
+    return f"{column} = ? AND namespace = ?", (record_id, namespace)

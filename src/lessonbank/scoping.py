@@ -1,0 +1,28 @@
+"""Namespaces apart by id: the rules every store applies to ids and reads by id.
+
+- An id is global to a database, so an id a caller chose (an episode's, a lesson's, a job's) that
+  another namespace already holds is refused with an :class:`~lessonbank.errors.InputError` on
+  ``id``, before anything is written; the same id again in its own namespace is the store's
+  ordinary repeat (an episode: a no-op). The error never names the other namespace.
+- A read by id given a ``namespace`` answers from that namespace only: another namespace's record
+  is not found. ``namespace=None`` reads any namespace (operators, workers holding a job).
+"""
+
+from __future__ import annotations
+
+from lessonbank.errors import InputError
+
+
+def check_id_free(kind: str, record_id: str, namespace: str, holder: str | None) -> None:
+    """Refuse ``record_id`` for a ``kind`` of ``namespace`` when namespace ``holder`` holds it."""
+    if holder is not None and holder != namespace:
+        raise InputError(
+            f"{kind} id {record_id!r} is already used in another namespace; choose another id, "
+            "or leave it out to get a fresh one",
+            field="id",
+        )
+
+
+def visible(asked: str | None, namespace: str | None) -> bool:
+    """Whether a record of ``namespace`` answers a read asked about namespace ``asked`` (None: any)."""
+    return asked is None or namespace == asked
