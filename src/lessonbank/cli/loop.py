@@ -44,8 +44,8 @@ def load_actor(spec: str) -> Actor:
     return actor  # type: ignore[no-any-return]
 
 
-def _omega(value: str) -> int | str:
-    return int(value) if value.isdigit() else value
+def _omega(value: str | None) -> int | str | None:
+    return int(value) if value is not None and value.isdigit() else value
 
 
 @loop_app.command("run")
@@ -55,10 +55,20 @@ def run(
     actor: Annotated[str, typer.Option("--actor", help="module:function called as actor(task, memory)")],
     check: Annotated[list[str], typer.Option("--check", help="A verification command; repeat for several")],
     cwd: Annotated[Path, typer.Option("--cwd", help="Directory the checks run in")] = Path("."),
-    omega: Annotated[str, typer.Option("--omega", help="Ω: 1..10, 'auto' or a preset name")] = "3",
+    omega: Annotated[
+        str | None,
+        typer.Option("--omega", help="Ω: 1..10, 'auto' or a preset name (default: the checks' preset)"),
+    ] = None,
     max_iterations: Annotated[int, typer.Option("--max-iterations", help="Attempts before aborting")] = 5,
     task_type: Annotated[str | None, typer.Option("--task-type", help="Task type, e.g. code")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds each check may run")] = 300.0,
+    records_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--records-dir",
+            help="Also write each record as the loop runs to DIR/<loop-id>/001.json …, e.g. .aiwg/ralph/reflections",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON")] = False,
 ) -> None:
     """Run one Reflexion loop from the shell."""
@@ -71,6 +81,7 @@ def run(
             evaluator=evaluator,
             omega=_omega(omega),
             max_iterations=max_iterations,
+            records_dir=records_dir,
         )
         result = loop.run(task, task_type=task_type)
     finally:

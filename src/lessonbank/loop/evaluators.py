@@ -134,12 +134,35 @@ def score(results: Sequence[CheckResult], *, verification_type: str | None = Non
         "lint_errors": lint_errors,
         "lint_warnings": sum(r.warnings for r in results if r.kind == "lint"),
     }
-    kinds = {r.kind for r in results}
     if verification_type is None:
-        named = {"tests": "unit_tests", "types": "type_check", "lint": "lint", "other": "heuristic"}
-        verification_type = named[kinds.pop()] if len(kinds) == 1 else "combined"
+        verification_type = _verification_of({r.kind for r in results})
     errors = [error for r in results for error in r.errors]
     return Evaluation(passed, verification_type, list(results), errors, round(reward, 4), metrics)
+
+
+_VERIFICATION_OF_KIND = {"tests": "unit_tests", "types": "type_check", "lint": "lint", "other": "heuristic"}
+
+
+def _verification_of(kinds: set[str]) -> str:
+    """The seed's verification type of checks of these kinds: one kind's own, else ``combined``."""
+    return _VERIFICATION_OF_KIND[kinds.pop()] if len(kinds) == 1 else "combined"
+
+
+def verification_type_of(evaluator: object) -> str | None:
+    """The verification type an evaluator declares (its ``verification_type``), or for a
+    :class:`CommandEvaluator` without one, the type of its commands' tools; None when unknown.
+
+    The loop picks the Ω preset from it before the first evaluation has said anything."""
+    declared = getattr(evaluator, "verification_type", None)
+    if isinstance(declared, str) and declared:
+        return declared
+    if isinstance(evaluator, CommandEvaluator):
+        try:
+            kinds: set[str] = {_KIND[tool_of(shlex.split(command))] for command in evaluator.commands}
+        except ValueError:  # a command shlex cannot split fails when run, not here
+            return None
+        return _verification_of(kinds)
+    return None
 
 
 def _error_count(result: CheckResult) -> int:

@@ -9,12 +9,17 @@ Reading is a scan of the namespace's episodes (the Store protocol has no loop in
 memory: fine for thousands of iterations; loops are ordered by their first iteration's time
 and iterations by the integer ``iteration``, never by text.
 
-Export writes ``DIR/<loop-id>/NNN.json`` (zero-padded, so a plain directory listing sorts).
+Export writes ``DIR/<loop-id>/NNN.json`` (zero-padded, so a plain directory listing sorts),
+``NNN`` the iteration. A loop given ``records_dir`` also writes each record as it runs, in seed
+001's layout (``.aiwg/ralph/reflections/<loop-id>/001.json`` for iteration 0, numbered from 001):
+see :func:`write_live_record`. Every file is written whole (a temporary file renamed into place),
+so a reader never sees half a record.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -152,12 +157,23 @@ def export_aiwg(bank: Scoped, loop_id: str, directory: str | Path) -> list[Path]
     records = loop_records(bank, loop_id)
     target = Path(directory) / loop_id
     target.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for record in records:
-        path = target / f"{int(record['iteration']):03d}.json"
-        path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", "utf-8")
-        paths.append(path)
-    return paths
+    return [_write_json(target / f"{int(record['iteration']):03d}.json", record) for record in records]
+
+
+def write_live_record(directory: str | os.PathLike[str], record: dict[str, Any]) -> Path:
+    """Write one iteration's record as seed 001 lays them out while a loop runs:
+    ``directory/<loop-id>/NNN.json``, numbered from 001 (iteration 0 → ``001.json``)."""
+    target = Path(directory) / check_loop_id(str(record["loop_id"]))
+    target.mkdir(parents=True, exist_ok=True)
+    return _write_json(target / f"{int(record['iteration']) + 1:03d}.json", record)
+
+
+def _write_json(path: Path, record: dict[str, Any]) -> Path:
+    """``record`` as indented JSON at ``path``, written whole: a temporary file renamed into place."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", "utf-8")
+    temporary.replace(path)
+    return path
 
 
 def search_reflections(

@@ -16,7 +16,12 @@ Each iteration is recorded in the bank as an Episode (``loop_id`` + ``iteration`
 AIWG record. The reflection already ran in the loop, so the iteration is stored with the
 policy's decision replaced by a skip that says so: the background worker never reflects an
 iteration a second time. ``lessons_learned`` are written as lessons at once, so a later loop
-recalls them.
+recalls them. With ``records_dir``, each iteration's record is also written as it runs, to
+``records_dir/<loop-id>/NNN.json`` numbered from 001 (seed 001's ``.aiwg/ralph/reflections``).
+
+Ω: without ``omega``, the preset of the evaluator's verification type (seed 001: unit tests, type
+check and lint 1; integration tests and combined 3; manual review 5; anything else 3), taken
+from what the evaluator declares until an evaluation says which type it verified.
 """
 
 from __future__ import annotations
@@ -31,13 +36,14 @@ from typing import Any, Protocol, TypeVar
 from lessonbank.errors import EvaluatorError, InputError, LessonbankError
 from lessonbank.llm.base import run_sync
 from lessonbank.llm.pricing import cost_of
-from lessonbank.loop.evaluators import CheckResult, Evaluation, Evaluator
+from lessonbank.loop.evaluators import CheckResult, Evaluation, Evaluator, verification_type_of
 from lessonbank.loop.records import (
     check_loop_id,
     iso,
     new_loop_id,
     performance_delta,
     schema_action,
+    write_live_record,
 )
 from lessonbank.loop.window import (
     WINDOW_BUDGET_TOKENS,
@@ -158,11 +164,14 @@ class HasServices(Protocol):
 
 
 class ReflexionLoop:
-    """``ReflexionLoop(bank, actor=fn, evaluator=CommandEvaluator([...], cwd=...), omega=3, max_iterations=5)``.
+    """``ReflexionLoop(bank, actor=fn, evaluator=CommandEvaluator([...], cwd=...), max_iterations=5)``.
 
-    ``omega``: an int 1..10, ``"auto"`` (from failure-category diversity) or a preset name
+    ``omega``: an int 1..10, ``"auto"`` (from failure-category diversity), a preset name
     (``unit_tests``, ``type_check``, ``lint``, ``integration_tests``, ``combined``,
-    ``manual_review``).
+    ``manual_review``), or None (default): the preset of the evaluator's verification type.
+    ``records_dir``: also write each iteration's AIWG record there as the loop runs
+    (``<records_dir>/<loop-id>/001.json`` …, e.g. ``records_dir=".aiwg/ralph/reflections"``);
+    None (default) writes nothing.
     """
 
     def __init__(
@@ -171,11 +180,12 @@ class ReflexionLoop:
         *,
         actor: Actor,
         evaluator: Evaluator,
-        omega: int | str = 3,
+        omega: int | str | None = None,
         max_iterations: int = 5,
         agent: str | None = None,
         window_budget_tokens: int = WINDOW_BUDGET_TOKENS,
         prior_lessons: int = PRIOR_LESSONS,
+        records_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if not callable(actor):
             raise InputError("actor must be a callable actor(task, memory)", field="actor")
@@ -195,6 +205,7 @@ class ReflexionLoop:
         self.agent = agent
         self.window_budget_tokens = window_budget_tokens
         self.prior_lessons = prior_lessons
+        self.records_dir = records_dir
         self.reflector = ReflexionReflector()
 
     # ------------------------------------------------------------------ run
@@ -211,7 +222,7 @@ class ReflexionLoop:
         records: list[dict[str, Any]] = []
         episode_ids: list[str] = []
         usage = {"tokens_in": 0, "tokens_out": 0, "cost_usd": 0.0}
-        status, last_type = "aborted", None
+        status, last_type = "aborted", verification_type_of(self.evaluator)
         for iteration in range(self.max_iterations):
             omega = resolve_omega(self.omega, verification_type=last_type, categories=categories)
             window = select_window(memory, omega, budget_tokens=self.window_budget_tokens)
@@ -224,7 +235,8 @@ class ReflexionLoop:
             )
             started = time.monotonic()
             output, evaluation, critical = self._attempt(task, view)
-            last_type = evaluation.verification_type
+            if critical is None:  # a critical error's evaluation says nothing of the evaluator
+                last_type = evaluation.verification_type
             final = evaluation.passed or critical is not None or iteration == self.max_iterations - 1
             status = "completed" if evaluation.passed else ("error" if critical else "aborted")
             episode = self._episode(
@@ -236,6 +248,8 @@ class ReflexionLoop:
                 categories.append(reflection["credit_assignment"]["failure_category"])
             for key in usage:
                 usage[key] += run_info.get(key) or 0
+            # The window the next attempt sees, with the Ω that this evaluation decides.
+            omega = resolve_omega(self.omega, verification_type=last_type, categories=categories)
             after = select_window(memory, omega, budget_tokens=self.window_budget_tokens)
             record: dict[str, Any] = {
                 "loop_id": loop_id,
@@ -279,6 +293,8 @@ class ReflexionLoop:
             stored = self._store(episode, record, run_info, reflection is not None, final=final)
             records.append(stored.metadata["reflexion"])
             episode_ids.append(stored.id)
+            if self.records_dir is not None:
+                write_live_record(self.records_dir, records[-1])
             if final:
                 break
         rewards = [float(r["evaluator_output"]["reward_signal"]) for r in records]

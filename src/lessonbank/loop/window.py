@@ -2,7 +2,8 @@
 
 Invariants: the window holds at most Ω reflections, the newest ones; it is then pruned to a
 token budget keeping the newest first; what is returned is always in chronological order
-(by the integer iteration, never by its text, so iteration 10 follows iteration 9).
+(by the integer iteration, never by its text, so iteration 10 follows iteration 9). Without an
+explicit Ω, a loop uses the preset of its evaluator's verification type (:func:`omega_for`).
 """
 
 from __future__ import annotations
@@ -41,8 +42,11 @@ def auto_omega(categories: Sequence[str]) -> int:
     return 1
 
 
-def check_omega(omega: int | str) -> int | str:
-    """Validate an ``omega`` argument: an int in 1..10, ``"auto"``, or a preset name."""
+def check_omega(omega: int | str | None) -> int | str | None:
+    """Validate an ``omega`` argument: an int in 1..10, ``"auto"``, a preset name, or None (the
+    preset of the evaluator's verification type)."""
+    if omega is None:
+        return None
     if isinstance(omega, str):
         if omega == "auto" or omega in OMEGA_PRESETS:
             return omega
@@ -57,7 +61,13 @@ def check_omega(omega: int | str) -> int | str:
     return omega
 
 
-def resolve_omega(omega: int | str, *, verification_type: str | None, categories: Sequence[str]) -> int:
+def resolve_omega(
+    omega: int | str | None, *, verification_type: str | None, categories: Sequence[str]
+) -> int:
+    """The Ω in force: ``omega`` itself, the preset it names, the dynamic one (``"auto"``), or with
+    ``omega=None`` the preset of ``verification_type`` (:func:`omega_for`: 3 when it has none)."""
+    if omega is None:
+        return omega_for(verification_type)
     if omega == "auto":
         return auto_omega(categories)
     if isinstance(omega, str):
