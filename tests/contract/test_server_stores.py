@@ -109,6 +109,84 @@ def test_redis_seed_keys_mirror_goal_insights(redis_prefix: str) -> None:
         cli.close()
 
 
+def test_redis_seed_keys_are_per_namespace(redis_prefix: str) -> None:
+    import redis
+
+    clock = Clock()
+    store = open_store(f"{REDIS_URL}?prefix={redis_prefix}", clock=clock)
+    cli = redis.Redis.from_url(REDIS_URL, decode_responses=True)
+    try:
+        mine = store.write_lesson(insight("g1", "the default namespace learned this", clock)).lesson
+        clock.advance(1)
+        theirs = store.write_lesson(insight("g1", "team b learned something else", clock, namespace="teamB"))
+        clock.advance(1)
+        store.write_lesson(insight("g2", "team b on another goal", clock, namespace="teamB"))
+        clock.advance(1)
+        store.write_lesson(insight("g3", "a namespace with a colon", clock, namespace="team:c"))
+
+        def entries(key: str) -> list[str]:
+            return [e["lesson_id"] for e in json.loads(cli.get(f"{redis_prefix}{key}") or "[]")]
+
+        # The default namespace keeps seed 000's exact names; the others have their own.
+        assert entries("reflection:g1") == [mine.id]
+        assert cli.lrange(f"{redis_prefix}reflection:recent_goals", 0, -1) == ["g1"]
+        assert entries("reflection:teamB:g1") == [theirs.lesson.id]
+        assert cli.lrange(f"{redis_prefix}reflection:teamB:recent_goals", 0, -1) == ["g2", "g1"]
+        assert len(entries("reflection:team%3Ac:g3")) == 1
+        assert cli.lrange(f"{redis_prefix}reflection:team%3Ac:recent_goals", 0, -1) == ["g3"]
+        assert store.delete_lesson("teamB", theirs.lesson.id)
+        assert entries("reflection:teamB:g1") == [] and entries("reflection:g1") == [mine.id]
+        assert cli.lrange(f"{redis_prefix}reflection:teamB:recent_goals", 0, -1) == ["g2"]
+    finally:
+        store.close()
+        cli.close()
+
+
+def test_redis_keys_of_namespaces_and_names_never_collide(redis_prefix: str) -> None:
+    import redis
+
+    from lessonbank.models import Decision, Episode, Job
+
+    clock = Clock()
+    store = open_store(f"{REDIS_URL}?prefix={redis_prefix}", clock=clock)
+    cli = redis.Redis.from_url(REDIS_URL, decode_responses=True)
+    try:
+        # Namespace "teamA:tok" would own "lb:teamA:tok:stream", teamA's index entry for "stream".
+        lesson = store.write_lesson(Lesson(namespace="teamA", content="restart the stream consumer"))
+        episode = Episode(task="deploy", namespace="teamA:tok", error="boom")
+        job = Job(namespace="teamA:tok", dedupe_key="k", episode_id=episode.id)
+        decision = Decision(reflect=True, trigger="error", reflector="lesson", reason="x", job_id=job.id)
+        assert store.record_episode(episode, decision, job) == decision
+        found = store.search(LessonQuery("teamA"), ["stream"], 5)
+        assert [c.lesson_id for c in found] == [lesson.lesson.id]
+        leased = store.lease_job("host@1:w", ["teamA:tok"], 60)
+        assert leased is not None and leased.id == job.id
+        # Tags, dedupe keys and model names with ":" or "%" stay apart from every other key.
+        tagged = store.write_lesson(
+            Lesson(namespace="teamA", content="tag with a colon", tags=["tok:stream", "50%"])
+        )
+        assert [x.id for x in store.list_lessons(LessonQuery("teamA", tags=["tok:stream"]))] == [
+            tagged.lesson.id
+        ]
+        assert [x.id for x in store.list_lessons(LessonQuery("teamA", tags=["50%"]))] == [tagged.lesson.id]
+        store.enqueue_job(Job(namespace="teamA", dedupe_key="a:b", episode_id="ep_1"))
+        store.enqueue_job(Job(namespace="teamA", dedupe_key="a%3Ab", episode_id="ep_2"))
+        assert store.count_jobs(["teamA"]) == {"queued": 2}
+        assert store.put_vectors("teamA", "openai:small", [(lesson.lesson.id, "h", b"1234")]) == 1
+        assert store.vector_hashes("teamA", "openai:small", [lesson.lesson.id]) == {lesson.lesson.id: "h"}
+        # Ordinary names keep their keys; others are percent-encoded.
+        base = f"{redis_prefix}lb:"
+        assert cli.exists(f"{base}teamA:lesson:{lesson.lesson.id}")
+        assert cli.exists(f"{base}teamA%3Atok:episode:{episode.id}")
+        assert cli.exists(f"{base}teamA:tag:tok%3Astream") and cli.exists(f"{base}teamA:tag:50%25")
+        assert cli.exists(f"{base}teamA:vec:openai%3Asmall")
+        for key in cli.scan_iter(match=f"{base}*"):
+            assert key.count(":") <= 4, key
+    finally:
+        store.close()
+        cli.close()
+
+
 # ------------------------------------------------------------------ connection drops
 
 

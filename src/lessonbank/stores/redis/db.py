@@ -1,7 +1,12 @@
 """Redis plumbing: URL options, the key layout, optimistic transactions, retries.
 
 Key layout (``P`` is the URL's ``?prefix=``, empty by default; ``B`` = ``P + "lb:"``; ``ns`` a
-namespace):
+namespace). Every part a user chose (the namespace, ids, tokens, tags, content hashes, goal ids,
+dedupe keys, model names) goes into a key through :func:`key_part`: letters, digits, ``-``, ``_``
+and ``.`` stay as they are, every other character (``:``, ``%``, spaces, ``*``, braces, ...) is
+percent-encoded as its UTF-8 bytes (``team:a`` → ``team%3Aa``, ``50%`` → ``50%25``). So a part
+never holds a ``:`` and no two names share a key, while ordinary names keep the keys they had.
+:meth:`RedisDatabase.k` builds every key below (``k(ns, "tok", token)``):
 
 - ``B{ns}:lesson:{id}`` hash: ``data`` (the full Lesson JSON) and flat copies of the fields
   recall filters and ranks on; ``B{ns}:lessons`` zset of ids by creation time;
@@ -17,10 +22,13 @@ namespace):
   group ``workers``), ``B{ns}:delayed`` zset (retries by due time), ``B{ns}:leases`` zset
   (by lease expiry), ``B{ns}:jobs`` zset (by creation), ``B{ns}:jobs:{status}`` sets,
   ``B{ns}:dedupe:{key}`` → job id.
-- ``B:where`` hash: record id → namespace; ``B:namespaces`` set.
+- ``B:where`` hash: record id → namespace (written once: an id stays in its namespace);
+  ``B:namespaces`` set. Members, hash fields and values hold ids and names as they are.
 - Seed 000 keys, readable with redis-cli: ``P reflection:{goal_id}`` (string: JSON list of the
   goal's newest 3 insights, 7-day TTL) and ``P reflection:recent_goals`` (list, newest first,
-  at most 10: ``LRANGE reflection:recent_goals 0 -1``).
+  at most 10: ``LRANGE reflection:recent_goals 0 -1``) for the namespace ``default``;
+  ``P reflection:{ns}:{goal_id}`` and ``P reflection:{ns}:recent_goals`` for any other. The goal
+  id and ``ns`` are encoded as above, so the two forms never meet (one ``:`` against two).
 
 Invariants: writes that go together run in one MULTI/EXEC after WATCHing every key they
 read (retried on conflict), so a reader never sees half a write and two writers never both
@@ -55,6 +63,21 @@ T = TypeVar("T")
 GROUP = "workers"
 MAX_CONFLICTS = 200
 _OPTIONS = ("prefix", "retry_s")
+
+
+DEFAULT_NAMESPACE = "default"
+_PLAIN = frozenset("-_.")
+
+
+def key_part(value: str) -> str:
+    """``value`` as one part of a key: letters, digits, ``-``, ``_`` and ``.`` kept, any other
+    character percent-encoded (its UTF-8 bytes), so the part holds no ``:`` and decodes back."""
+    if value.isalnum() or all(c.isalnum() or c in _PLAIN for c in value):
+        return value
+    return "".join(
+        c if c.isalnum() or c in _PLAIN else "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass"))
+        for c in value
+    )
 
 
 class RedisDatabase:
@@ -104,8 +127,9 @@ class RedisDatabase:
 
     # ----------------------------------------------------------------- keys
 
-    def k(self, namespace: str, *parts: str) -> str:
-        return self.base + namespace + ":" + ":".join(parts)
+    def k(self, namespace: str, kind: str, *values: str) -> str:
+        """The key of ``kind`` (a fixed word) in ``namespace``, for ``values`` (user-chosen parts)."""
+        return self.base + key_part(namespace) + ":" + kind + "".join(":" + key_part(v) for v in values)
 
     @property
     def where_key(self) -> str:
@@ -115,12 +139,19 @@ class RedisDatabase:
     def namespaces_key(self) -> str:
         return self.base + ":namespaces"
 
-    def seed_key(self, goal_id: str) -> str:
-        return f"{self.prefix}reflection:{goal_id}"
+    def _seed_base(self, namespace: str) -> str:
+        if namespace == DEFAULT_NAMESPACE:
+            return f"{self.prefix}reflection:"
+        return f"{self.prefix}reflection:{key_part(namespace)}:"
 
-    @property
-    def recent_goals_key(self) -> str:
-        return f"{self.prefix}reflection:recent_goals"
+    def seed_key(self, namespace: str, goal_id: str) -> str:
+        """Seed 000's ``reflection:{goal_id}`` of ``namespace`` (``reflection:{ns}:{goal_id}`` outside
+        the default namespace)."""
+        return self._seed_base(namespace) + key_part(goal_id)
+
+    def recent_goals_key(self, namespace: str) -> str:
+        """Seed 000's ``reflection:recent_goals`` of ``namespace``."""
+        return self._seed_base(namespace) + "recent_goals"
 
     def namespace_of(self, record_id: str) -> str | None:
         value: str | None = self.r.hget(self.where_key, record_id)

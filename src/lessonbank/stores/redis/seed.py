@@ -2,7 +2,9 @@
 
 ``GET reflection:{goal_id}`` returns the goal's newest 3 insights as a JSON list (newest
 first, 7-day TTL, refreshed by each new insight) and ``LRANGE reflection:recent_goals 0 -1``
-the last 10 goals that got one (a list, newest first). Each entry holds ``goal_id``,
+the last 10 goals that got one (a list, newest first). Those are the names of the namespace
+``default``; every other namespace has its own pair, ``reflection:{ns}:{goal_id}`` and
+``reflection:{ns}:recent_goals`` (``ns`` and the goal id encoded as in ``db.py``). Each entry holds ``goal_id``,
 ``insight``, ``importance``, ``goal_state``, ``goal_title``, ``created_at`` and ``lesson_id``.
 
 Invariant: the keys change in the same MULTI/EXEC as the insight lesson they mirror (the
@@ -89,12 +91,12 @@ class SeedMirror:
             "created_at": lesson.created_at.isoformat(timespec="seconds"),
             "lesson_id": lesson.id,
         }
-        keys = [self.db.seed_key(goal_id), self.db.recent_goals_key]
+        keys = [self.db.seed_key(lesson.namespace, goal_id), self.db.recent_goals_key(lesson.namespace)]
         self._add(keys=keys, args=[json.dumps(entry), goal_id], client=pipe)
 
     def q_removed(self, pipe: Pipe, lesson: Lesson) -> None:
         if not mirrored(lesson):
             return
         goal_id = str(lesson.goal_id)
-        keys = [self.db.seed_key(goal_id), self.db.recent_goals_key]
+        keys = [self.db.seed_key(lesson.namespace, goal_id), self.db.recent_goals_key(lesson.namespace)]
         self._remove(keys=keys, args=[lesson.id, goal_id], client=pipe)
