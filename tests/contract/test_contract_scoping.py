@@ -142,5 +142,6 @@ def test_a_bank_does_not_show_or_reflect_another_namespaces_records(store_url: s
             b.reflect(episode.id)
         with pytest.raises(NotFoundError):
             b.forget(lesson.id)
+        assert b.retry_jobs([j.id for j in jobs_before]) == 0
         assert [j.id for j in a.jobs()] == [j.id for j in jobs_before] and b.jobs() == []
         assert a.get_lesson(lesson.id).id == lesson.id
