@@ -16,91 +16,194 @@ if TYPE_CHECKING:
 
 Data = TypeVar("Data", bound="Lesson | dict[str, Any]")
 
-_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+# (kind, regex, fragments): a pattern runs only when the lowercased text holds one of its fragments,
+# which keeps redaction off the profile for the common case: most text holds no secret. A pattern
+# with a group named ``s`` replaces that group only (the name, scheme or user before it stays).
+_PATTERNS: list[tuple[str, re.Pattern[str], tuple[str, ...]]] = [
     (
         "private-key",
         re.compile(
             r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
             re.DOTALL,
         ),
+        ("private key",),
     ),
-    ("bearer", re.compile(r"(?i)\b(bearer|token)\s+[A-Za-z0-9\-._~+/]{16,}=*")),
+    ("bearer", re.compile(r"(?i)\b(?:bearer|token)\s+(?P<s>[A-Za-z0-9\-._~+/]{16,}=*)"), ("bearer", "token")),
     (
         "auth-header",
         re.compile(
-            r"(?i)\b((?:proxy-)?authorization|x-api-key|api-key)\s*:\s*((?:basic|bearer|token|digest)\s+)?"
-            r"(?!\[REDACTED)[^\s\"',;]{8,}"
+            r"(?i)\b(?:(?:proxy-)?authorization|x-api-key|api-key)\s*:\s*(?:(?:basic|bearer|token|digest)\s+)?"
+            r"(?P<s>(?!\[REDACTED)[^\s\"',;]{8,})"
         ),
+        ("authorization", "api-key"),
     ),
-    ("anthropic-key", re.compile(r"\bsk-ant-[A-Za-z0-9\-_]{16,}")),
-    ("openai-key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9\-_]{20,}")),
-    ("aws-key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("github-token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})")),
-    ("slack-token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
-    ("google-key", re.compile(r"\bAIza[0-9A-Za-z\-_]{35}\b")),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
-    ("url-credentials", re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)")),
+    ("anthropic-key", re.compile(r"\bsk-ant-[A-Za-z0-9\-_]{16,}"), ("sk-ant-",)),
+    ("openai-key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9\-_]{20,}"), ("sk-",)),
+    ("stripe-key", re.compile(r"\b[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"), ("k_live_", "k_test_")),
+    ("stripe-webhook-secret", re.compile(r"\bwhsec_[A-Za-z0-9+/=]{24,}"), ("whsec_",)),
+    ("aws-key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), ("akia", "asia")),
+    (
+        "github-token",
+        re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})"),
+        ("gh", "github_pat_"),
+    ),
+    (
+        "gitlab-token",
+        re.compile(r"\bgl(?:pat|ptt|dt|rt)-[A-Za-z0-9\-_]{20,}"),
+        ("glpat-", "glptt-", "gldt-", "glrt-"),
+    ),
+    ("slack-token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), ("xox",)),
+    (
+        "webhook-url",
+        re.compile(
+            r"(?i)\bhttps://(?:hooks\.slack\.com/(?:services|workflows|triggers)/|"
+            r"(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d+/)(?P<s>[A-Za-z0-9/_-]{8,})"
+        ),
+        ("hooks.slack", "/api/webhooks/"),
+    ),
+    ("google-key", re.compile(r"\bAIza[0-9A-Za-z\-_]{35}(?![0-9A-Za-z\-_])"), ("aiza",)),
+    (
+        "google-oauth",
+        re.compile(r"\b(?:GOCSPX-[A-Za-z0-9_-]{20,}|ya29\.[A-Za-z0-9_-]{20,})"),
+        ("gocspx-", "ya29."),
+    ),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), ("eyj",)),
+    ("sendgrid-key", re.compile(r"\bSG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}"), ("sg.",)),
+    ("npm-token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), ("npm_",)),
+    ("pypi-token", re.compile(r"\bpypi-AgE[A-Za-z0-9_-]{20,}"), ("pypi-age",)),
+    ("twilio-key", re.compile(r"\bSK[0-9a-fA-F]{32}\b"), ("sk",)),
+    ("mailgun-key", re.compile(r"\bkey-[0-9a-z]{32}\b"), ("key-",)),
+    ("mailchimp-key", re.compile(r"\b[0-9a-f]{32}-us\d{1,2}\b"), ("-us",)),
+    ("shopify-token", re.compile(r"\bshp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}\b"), ("shp",)),
+    ("huggingface-token", re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"), ("hf_",)),
+    ("telegram-token", re.compile(r"\b\d{8,10}:AA[A-Za-z0-9_-]{33}\b"), (":aa",)),
+    (
+        "discord-token",
+        re.compile(r"\b[MNO][A-Za-z\d_-]{23,27}\.[A-Za-z\d_-]{6}\.[A-Za-z\d_-]{27,38}\b"),
+        (".",),
+    ),
+    (
+        "square-token",
+        re.compile(r"\b(?:EAAA[A-Za-z0-9_-]{60}|sq0(?:atp|csp)-[A-Za-z0-9_-]{22,43})\b"),
+        ("eaaa", "sq0"),
+    ),
+    ("digitalocean-token", re.compile(r"\bdo[opr]_v1_[a-f0-9]{64}\b"), ("_v1_",)),
+    ("databricks-token", re.compile(r"\bdapi[a-f0-9]{32}(?:-\d)?\b"), ("dapi",)),
+    ("vault-token", re.compile(r"\bhv[sbr]\.[A-Za-z0-9_-]{24,}"), ("hvs.", "hvb.", "hvr.")),
+    ("newrelic-key", re.compile(r"\bNRAK-[A-Z0-9]{27}\b"), ("nrak-",)),
+    ("postman-key", re.compile(r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}\b"), ("pmak-",)),
+    ("grafana-token", re.compile(r"\bgl(?:sa|c)_[A-Za-z0-9_+/=]{32,}"), ("glsa_", "glc_")),
+    ("linear-key", re.compile(r"\blin_api_[A-Za-z0-9]{40}\b"), ("lin_api_",)),
+    ("age-key", re.compile(r"\bAGE-SECRET-KEY-1[0-9A-Z]{58}\b"), ("age-secret-key-",)),
+    ("sentry-dsn", re.compile(r"(?<=://)[0-9a-f]{32}(?=@)"), ("://",)),
+    # user:password@host, the password may hold "/" or "@": it ends at the "@" a host follows.
+    (
+        "url-credentials",
+        re.compile(r"(?<=://)[^/\s:@]*:(?P<s>\S+?)@(?=[A-Za-z0-9.\-\[\]]+(?::\d+)?(?:[/?#\s\"'<>),;]|$))"),
+        ("://",),
+    ),
+    ("secret", re.compile(r"[?&]sig=(?P<s>[^&\s\"']{16,})"), ("sig=",)),
+    (
+        "secret",
+        re.compile(
+            r"\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb)\b[^\n|;&]*?\s-p(?P<s>[^\s\-]\S*)"
+        ),
+        ("mysql", "mariadb"),
+    ),
+    (
+        "secret",
+        re.compile(r"\b(?:curl|wget|http)\b[^\n|;&]*?\s(?:-u|--user)\s*[\"']?[^\s:\"']+:(?P<s>[^\s\"'@]+)"),
+        ("curl", "wget", "http"),
+    ),
+    ("secret", re.compile(r"(?i)\bmachine\s+\S+(?:\s+login\s+\S+)?\s+password\s+(?P<s>\S+)"), ("machine",)),
+    (
+        "secret",
+        re.compile(r"(?i)(?<!-)\b(?:identified\s+by|password)\s+(?P<s>'[^'\n]*')"),
+        ("identified", "password"),
+    ),
 ]
 
-# `password=hunter2`, `"api_key": "abc"`, `SECRET_TOKEN: xyz`: keep the name, drop the value.
-_ASSIGNMENT = re.compile(
-    r"(?i)(\b[\w-]*(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?key|token"
-    r"|client[_-]?secret)[\w-]*\b[\"']?\s*[:=]\s*)(?!\[REDACTED)(\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&\"']+)"
+# A bare AWS secret access key (40 characters of base64) is recognised next to its key id.
+_AWS_KEY_ID = re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")
+_AWS_SECRET = re.compile(
+    r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]*[a-z])(?=[A-Za-z0-9/+]*[A-Z])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"
 )
 
-
-# Every pattern above needs one of these fragments (lowercased); text without any is returned
-# untouched, which keeps redaction off the profile for the common case: most text holds no secret.
-_FRAGMENTS = (
-    "private key",
-    "bearer",
-    "token",
-    "authorization",
-    "api-key",
-    "api_key",
-    "apikey",
-    "sk-",
-    "akia",
-    "asia",
-    "ghp_",
-    "gho_",
-    "ghu_",
-    "ghs_",
-    "ghr_",
-    "github_pat_",
-    "xox",
-    "aiza",
-    "eyj",
-    "://",
-    "password",
-    "passwd",
+# `password=hunter2`, `"api_key": "abc"`, `SECRET_TOKEN: xyz`, `--password x`: the name stays, the value goes.
+# A name is secret when it holds one of these words or when its words name a secret (is_secret_key).
+_NAME_HINT = re.compile(r"(?i)password|passwd|pwd|secret|api[_-]?key|access[_-]?key|token|client[_-]?secret")
+_ASSIGNMENT = re.compile(
+    r"(?<![\w\-.$])(?P<name>[A-Za-z_][\w-]*)(?P<sep>[\"']?\s*[:=]\s*)(?P<s>\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&\"']+)"
+)
+_FLAG = re.compile(
+    r"(?<![\w-])--(?P<name>[A-Za-z][\w-]*)(?P<sep>=|\s+)(?P<s>\"[^\"\n]*\"|'[^'\n]*'|[^\s\-\"'][^\s\"']*)"
+)
+_ASSIGNMENT_FRAGMENTS = (
+    "pass",
     "pwd",
     "secret",
-    "access_key",
-    "access-key",
-    "accesskey",
+    "key",
+    "token",
     "auth",
+    "credential",
+    "cookie",
+    "dsn",
+    "sig",
+)
+# Values that are not secrets but say where one is: code, variables, templates, placeholders.
+_NOT_A_VALUE = re.compile(
+    r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*[(\[]|[$%<{]|\*+$|\[REDACTED|(?i:none|null|true|false|undefined|bearer|basic|token|digest)$"
 )
 
 
-def _may_hold_secret(text: str) -> bool:
-    lowered = text.lower()
-    return any(fragment in lowered for fragment in _FRAGMENTS)
+def _secret_name(name: str) -> bool:
+    words = [word for word in _KEY_SEPARATORS.split(_CAMEL.sub("_", name).lower()) if word]
+    if not words or words[-1] in _ABOUT_THE_SECRET:
+        return False
+    return bool(_NAME_HINT.search(name)) or is_secret_key(name)
+
+
+def _assigned(match: re.Match[str]) -> str:
+    value = match["s"]
+    bare = value[1:-1] if value[:1] in "\"'" and len(value) >= 2 else value
+    if not bare or not _secret_name(match["name"]) or _NOT_A_VALUE.match(bare):
+        return match[0]
+    quote = value[0] if bare is not value else ""
+    return match[0][: match.start("s") - match.start()] + f"{quote}{SECRET_MARKER}{quote}"
+
+
+def _replace(kind: str, pattern: re.Pattern[str], text: str) -> str:
+    marker = f"[REDACTED:{kind}]"
+    if "s" not in pattern.groupindex:
+        return pattern.sub(marker, text)
+
+    def one(match: re.Match[str]) -> str:
+        start, end = match.start("s") - match.start(), match.end("s") - match.start()
+        whole = match[0]
+        value = whole[start:end]
+        quote = value[0] if kind == "secret" and value[:1] in "\"'" else ""
+        if value.startswith("[REDACTED") or (kind == "secret" and _NOT_A_VALUE.match(value.strip("\"'"))):
+            return whole
+        return whole[:start] + f"{quote}{marker}{quote}" + whole[end:]
+
+    return pattern.sub(one, text)
 
 
 def redact(text: str) -> str:
     """Replace secrets in ``text`` with ``[REDACTED:<kind>]`` markers."""
-    if not text or not _may_hold_secret(text):
+    if not text:
         return text
-    for kind, pattern in _PATTERNS:
-        marker = f"[REDACTED:{kind}]"
-        if kind == "bearer":  # keep the scheme, drop the credential
-            text = pattern.sub(lambda m, marker=marker: f"{m.group(1)} {marker}", text)  # type: ignore[misc]
-        elif kind == "auth-header":  # keep the header name and scheme, drop the credential
-            text = pattern.sub(lambda m, marker=marker: f"{m.group(1)}: {m.group(2) or ''}{marker}", text)  # type: ignore[misc]
-        else:
-            text = pattern.sub(marker, text)
-    return _ASSIGNMENT.sub(lambda m: f"{m.group(1)}[REDACTED:secret]", text)
+    lowered = text.lower()
+    if ("akia" in lowered or "asia" in lowered) and _AWS_KEY_ID.search(text):
+        text = _AWS_SECRET.sub("[REDACTED:aws-secret]", text)
+    for kind, pattern, fragments in _PATTERNS:
+        if any(fragment in lowered for fragment in fragments):
+            text = _replace(kind, pattern, text)
+    if "--" in text:
+        text = _FLAG.sub(_assigned, text)
+    if any(fragment in lowered for fragment in _ASSIGNMENT_FRAGMENTS):
+        text = _ASSIGNMENT.sub(_assigned, text)
+    return text
 
 
 # A dict key that names a secret: its value goes whatever it looks like. Keys are split into words
