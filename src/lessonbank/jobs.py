@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from lessonbank.errors import ConfigError, LeaseLostError, LLMError, LLMTransientError, StoreError
 from lessonbank.models import Job, Lesson, Reflection
 from lessonbank.ports import Store, WriteResult
+from lessonbank.redact import redact
 from lessonbank.retry import Backoff
 from lessonbank.settings import Settings
 from lessonbank.stores.leases import worker_owner
@@ -206,7 +207,7 @@ class Worker:
         try:
             if isinstance(exc, ConfigError):  # e.g. no API key: the job waits until the setup is fixed
                 log.error("job %s waits: %s", job.id, exc)
-                self.store.park_job(job.id, self.owner, detail=f"waiting: {exc}")
+                self.store.park_job(job.id, self.owner, detail=redact(f"waiting: {exc}"))
             else:
                 self._retry_or_bury(job, exc)
         except LeaseLostError:
@@ -218,7 +219,7 @@ class Worker:
         if isinstance(exc, TimeoutError):
             error = f"timed out after {self.settings.job_timeout_s:g}s"
         else:
-            error = f"{type(exc).__name__}: {exc}"
+            error = redact(f"{type(exc).__name__}: {exc}")
         permanent = isinstance(exc, LLMError) and not isinstance(exc, LLMTransientError)
         retry_at = None
         if not permanent and job.attempts < job.max_attempts:

@@ -8,6 +8,7 @@ redacted non-secret costs a little context, a leaked secret costs a rotation.
 from __future__ import annotations
 
 import itertools
+import logging
 import re
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -406,3 +407,46 @@ def redact_reflection(reflection: Reflection) -> Reflection:
     values = {name: getattr(reflection, name) for name in REFLECTION_TEXT_FIELDS}
     changed = _redacted_fields(values, REFLECTION_TEXT_FIELDS)
     return reflection.model_copy(update=changed) if changed else reflection
+
+
+# ------------------------------------------------------------------ log lines
+
+# Every logger lessonbank logs to (tests/test_redact_errors.py checks the source uses no other).
+# A logger's filters see only the records made at that logger, so each one gets the filter.
+LOGGERS = ("lessonbank", "lessonbank.jobs", "lessonbank.llm", "lessonbank.retrieval", "lessonbank.stores")
+
+
+class SecretFilter(logging.Filter):
+    """Redacts a log record's message, arguments, traceback and stack before any handler sees them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record is the handler's to report, as it would be without us
+            return True
+        masked = redact(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(_FORMATTER.formatException(record.exc_info))
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
+        return True
+
+
+_FORMATTER = logging.Formatter()
+_FILTER = SecretFilter()
+
+
+def mask_logs() -> None:
+    """Put the secret filter on every lessonbank logger (idempotent; done when this module loads)."""
+    names = set(LOGGERS) | {
+        name for name in logging.Logger.manager.loggerDict if name.startswith("lessonbank.")
+    }
+    for name in sorted(names):
+        logger = logging.getLogger(name)
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)
+
+
+mask_logs()

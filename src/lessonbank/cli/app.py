@@ -23,6 +23,7 @@ from lessonbank.cli.lessons import add, export, forget, import_, lessons, show, 
 from lessonbank.cli.loop import analytics, loop_app
 from lessonbank.cli.retrieval import context, embed, recall
 from lessonbank.errors import InputError, LessonbankError
+from lessonbank.redact import redact
 
 # (name, function), in the order of `lessonbank --help`; the groups (goal, loop) follow them.
 COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
@@ -153,5 +154,5 @@ def _report(exc: Exception, code: int) -> NoReturn:
         message = "invalid input: " + "; ".join(lines)
     else:
         message = str(exc)
-    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.write(f"error: {redact(message)}\n")
     sys.exit(code)

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from lessonbank.bank import LessonBank
 from lessonbank.models import Hit, Lesson
+from lessonbank.redact import redact
 from lessonbank.retrieval.scoring import utility
 
 # Wide enough that ids never wrap when output is piped (rich assumes 80 columns then).
@@ -37,7 +38,7 @@ class Options:
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.write(f"error: {redact(message)}\n")
     raise typer.Exit(code)
 
 

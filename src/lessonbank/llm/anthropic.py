@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 from lessonbank.errors import ConfigError, LLMTransientError
 from lessonbank.llm.base import Completion, Message, Usage, resolve_api_key
 from lessonbank.llm.openai import status_error
+from lessonbank.redact import redact
 
 if TYPE_CHECKING:
     from anthropic.types import MessageParam
@@ -92,7 +93,7 @@ class AnthropicChat:
                 f"{self.model} did not answer within {self._timeout_s:g}s", provider="anthropic"
             ) from exc
         except anthropic.APIConnectionError as exc:
-            endpoint = self._base_url or "the default Anthropic endpoint"
+            endpoint = redact(self._base_url) if self._base_url else "the default Anthropic endpoint"
             raise LLMTransientError(
                 f"could not reach {self.model} at {endpoint}: {exc.__cause__ or exc}", provider="anthropic"
             ) from exc

@@ -19,6 +19,7 @@ import openai
 
 from lessonbank.errors import LLMError, LLMTransientError
 from lessonbank.llm.base import Completion, Message, Usage, resolve_api_key
+from lessonbank.redact import redact
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
@@ -108,7 +109,7 @@ class OpenAIChat:
         )
 
     def _endpoint(self) -> str:
-        return self._base_url or "the default OpenAI endpoint"
+        return redact(self._base_url) if self._base_url else "the default OpenAI endpoint"
 
 
 def status_error(model: str, provider: str, status: int, body: object, api_key: str) -> LLMError:
@@ -117,7 +118,7 @@ def status_error(model: str, provider: str, status: int, body: object, api_key: 
     Shared with the Anthropic provider. The provider's own message is kept because it is usually
     the most specific hint, with the API key scrubbed out: some servers echo the key they rejected.
     """
-    detail = _error_detail(body)
+    detail = redact(_error_detail(body))
     if len(api_key) >= _MIN_SECRET_CHARS:
         detail = detail.replace(api_key, "***")
     if len(detail) > _MAX_DETAIL_CHARS:
