@@ -318,8 +318,9 @@ class LessonBank(_Bank):
     ) -> ContextBlock:
         """A prompt block for ``task``, never over ``budget_tokens``; injection counts as use.
 
-        ``formats``: any of ``long_term_memory`` (default), ``past_reflections`` (insights of
-        ``goal_id``), ``learned_rules`` (rules of ``agent``), ``replay`` (examples of ``task_type``).
+        ``formats``: any of ``long_term_memory``, ``past_reflections`` (insights of ``goal_id``),
+        ``learned_rules`` (rules of ``agent``), ``replay`` (examples of ``task_type``); by default
+        ``long_term_memory`` plus the section of each of ``goal_id`` / ``agent`` / ``task_type`` given.
         """
         context = self.services.context
         filters = context.query(kind=kind, tags=tags)
