@@ -2,7 +2,9 @@
 
 A job is leased before it runs; the lease outlives the per-job timeout, so a live worker
 never loses it, and a dead worker's jobs are picked up once their lease expires (at once
-when the dead process was on this host). A job that fails is retried with exponential
+when the dead process was on this host). A worker that is stopped (``stop()``, or SIGTERM/SIGINT
+in ``lessonbank worker``) leases nothing more, cancels the jobs it runs and hands back every job it
+holds that did not finish, with its attempt refunded; a result already being written is written. A job that fails is retried with exponential
 backoff and jitter, then dead-lettered with its last error. The result of a job (its
 reflection and lessons) is written in the same transaction that marks it done, so a job
 is never done twice and never half done.
@@ -15,6 +17,7 @@ import contextlib
 import logging
 import random
 import threading
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -29,6 +32,8 @@ from lessonbank.stores.leases import worker_owner
 log = logging.getLogger("lessonbank.jobs")
 
 NO_LLM_DETAIL = "waiting: no LLM configured, set LESSONBANK_LLM"
+# How often a stopping worker tries to hand a job back to a busy store before leaving it to its lease.
+RELEASE_TRIES = 6
 
 
 @dataclass
@@ -78,6 +83,9 @@ class Worker:
         self.namespaces = list(namespaces) if namespaces is not None else None
         self.owner = worker_owner()
         self.processed = 0
+        self.released = 0  # jobs handed back unfinished when the worker stopped
+        # Jobs this worker leased whose outcome is not recorded yet: a stop hands back what is left.
+        self._leased: dict[str, Job] = {}
         self._wake = asyncio.Event()
         self._stopping = False
         self._running: set[asyncio.Task[None]] = set()
@@ -146,6 +154,9 @@ class Worker:
             )
             if job is None:
                 break
+            self._leased[job.id] = job
+            if self._stopping:  # the stop came while leasing: the job is handed back, not started
+                break
             task = asyncio.create_task(self._run_job(job))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
@@ -167,19 +178,28 @@ class Worker:
         return not counts.get("queued") and not counts.get("leased")
 
     async def _run_job(self, job: Job) -> None:
+        # Cancelled (a stop) while the handler runs: the job stays in _leased and _shutdown hands it back.
         try:
             result = await asyncio.wait_for(self.handler(job), self.settings.job_timeout_s)
-        except asyncio.CancelledError:
-            await asyncio.to_thread(self._release, job)
-            raise
         except Exception as exc:  # every failure is recorded on the job, none escapes the worker
-            await asyncio.to_thread(self._fail, job, exc)
+            await self._to_end(job, asyncio.to_thread(self._fail, job, exc))
             return
         self.finishing += 1
         try:
-            await self._finish(job, result)
+            await self._to_end(job, self._finish(job, result))
         finally:
             self.finishing -= 1
+
+    async def _to_end(self, job: Job, outcome: Awaitable[None]) -> None:
+        """Record a job's outcome to its end, even when a stop cancels the job meanwhile."""
+        recording = asyncio.ensure_future(outcome)
+        try:
+            await asyncio.shield(recording)
+        except asyncio.CancelledError:
+            await asyncio.gather(recording, return_exceptions=True)
+            raise
+        finally:
+            self._leased.pop(job.id, None)
 
     async def _finish(self, job: Job, result: JobResult) -> None:
         try:
@@ -237,15 +257,35 @@ class Worker:
         self.store.fail_job(job.id, self.owner, error=error, retry_at=retry_at)
 
     def _release(self, job: Job) -> None:
-        """Hand a job back untouched (worker shutting down mid-job): no attempt is spent."""
-        with contextlib.suppress(LeaseLostError, StoreError):
-            self.store.release_job(job.id, self.owner)
+        """Hand a job back untouched (worker stopping mid-job): no attempt is spent.
+
+        A busy store (another process writing) is tried again a few times; a job that still
+        cannot be handed back is left to its lease, which other workers take over.
+        """
+        for attempt in range(RELEASE_TRIES):
+            try:
+                self.store.release_job(job.id, self.owner)
+            except LeaseLostError:
+                return
+            except StoreError as exc:
+                if attempt + 1 == RELEASE_TRIES:
+                    log.error("job %s could not be handed back (%s); its lease will expire", job.id, exc)
+                    return
+                time.sleep(min(self.settings.poll_interval_s * 2**attempt, 1.0))
+            else:
+                self.released += 1
+                return
 
     async def _shutdown(self) -> None:
         for task in list(self._running):
             task.cancel()
         if self._running:
             await asyncio.gather(*self._running, return_exceptions=True)
+        for job in list(self._leased.values()):
+            await asyncio.to_thread(self._release, job)
+            self._leased.pop(job.id, None)
+        if self.released:
+            log.info("worker %s handed back %d unfinished job(s)", self.owner, self.released)
 
 
 class WorkerThread:

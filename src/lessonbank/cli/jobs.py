@@ -108,7 +108,10 @@ def worker(
     concurrency: Annotated[int, typer.Option(min=1, help="Jobs run at once")] = 4,
     until_idle: Annotated[bool, typer.Option("--until-idle", help="Exit when no job is left")] = False,
 ) -> None:
-    """Run reflection jobs in this process until stopped (SIGINT/SIGTERM finish cleanly).
+    """Run reflection jobs in this process until stopped.
+
+    SIGINT/SIGTERM stop it cleanly: no new job is leased, the jobs in flight are cancelled and handed
+    back with their attempt refunded (a result already being written is written first).
 
     Serves every namespace unless --namespace (or LESSONBANK_NAMESPACE) is given.
     """
@@ -129,4 +132,5 @@ def worker(
             f"worker {runner.owner} serving {'namespace ' + bank.namespace if namespace_given else 'all namespaces'}"
         )
         asyncio.run(run())
-        err.print(f"worker stopped after {runner.processed} job(s)")
+        handed_back = f"; {runner.released} unfinished job(s) handed back" if runner.released else ""
+        err.print(f"worker stopped after {runner.processed} job(s){handed_back}")

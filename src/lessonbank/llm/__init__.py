@@ -32,7 +32,8 @@ def get_llm(
     Providers: ``openai`` (any OpenAI-compatible endpoint; ``base_url`` or ``OPENAI_BASE_URL``
     points it elsewhere), ``ollama`` (local Ollama, ``OLLAMA_HOST`` to move it), ``anthropic``
     (needs ``lessonbank[anthropic]``), ``fake`` (scripted replies from ``LESSONBANK_FAKE_REPLIES``,
-    a JSON list, for demos and CLI tests). ``None`` or ``""`` means no LLM.
+    a JSON list, for demos and CLI tests; ``LESSONBANK_FAKE_DELAY_S`` makes each reply take that long).
+    ``None`` or ``""`` means no LLM.
     """
     if spec is None or spec == "":
         return None
@@ -46,7 +47,7 @@ def get_llm(
     provider = provider.strip().lower()
     model = model.strip()
     if provider == "fake":
-        return FakeLLM(_fake_replies(), model=f"fake:{model or 'scripted'}")
+        return FakeLLM(_fake_replies(), delay_s=_fake_delay(), model=f"fake:{model or 'scripted'}")
     if not model:
         raise ConfigError(
             f"llm {spec!r} names no model; write it as 'provider:model', e.g. 'openai:gpt-4o-mini'"
@@ -94,3 +95,16 @@ def _fake_replies() -> list[str]:
     if not isinstance(replies, list) or not all(isinstance(r, str) for r in replies):
         raise ConfigError("LESSONBANK_FAKE_REPLIES must be a JSON list of strings")
     return replies
+
+
+def _fake_delay() -> float:
+    raw = os.environ.get("LESSONBANK_FAKE_DELAY_S", "").strip()
+    if not raw:
+        return 0.0
+    try:
+        delay = float(raw)
+    except ValueError:
+        raise ConfigError(f"LESSONBANK_FAKE_DELAY_S must be a number of seconds, got {raw!r}") from None
+    if not 0 <= delay < float("inf"):
+        raise ConfigError(f"LESSONBANK_FAKE_DELAY_S must be 0 or more seconds, got {raw!r}")
+    return delay
