@@ -14,6 +14,11 @@
   lists (stored order first, at most ``MAX_TAGS``), ``last_accessed`` and ``updated_at`` now.
 - **Filters and sorts** (:func:`passes`, :func:`sort_lessons`): the Python form of what the SQL
   stores express in SQL (``stores/sql``); the two are checked against each other by the contract suite.
+- **Pool caps** (:class:`Cap`, :func:`pool_cap`): a goal keeps its newest 3 insights, an agent its
+  10 tactical and 5 strategic rules (strategic first, then the most recently confirmed), a task
+  type its newest 100 replay examples. The store applies the cap inside the write that adds to
+  the pool: it locks the pool, reads it, and deletes what :meth:`Cap.evictions` names, so no
+  interleaving of writers leaves a pool over its cap.
 - **Outcome credit** (:func:`episode_credit`): a success is helpful +1 to each lesson injected for
   it, a failure harmful +1, a partial nothing.
 
@@ -32,6 +37,10 @@ from lessonbank.ports import NEAR_DUPLICATE_JACCARD, LessonQuery, LessonSort, Wr
 from lessonbank.text import content_hash, jaccard, words
 
 CONFIDENCE_STEP = 0.05
+INSIGHTS_PER_GOAL = 3
+TACTICAL_PER_AGENT = 10
+STRATEGIC_PER_AGENT = 5
+REPLAY_PER_TYPE = 100
 SORTS: tuple[str, ...] = ("created", "score", "access", "confidence", "utility")
 
 # What a write looks up, in order, until one is found: ("hash", content hash), ("named", the id the
@@ -138,6 +147,75 @@ class LessonWriter:
             and lesson.superseded_by is None
             and (lesson.expires_at is None or lesson.expires_at.timestamp() > self.clock())
         )
+
+
+@dataclass(frozen=True)
+class Cap:
+    """At most ``limit`` live lessons in one pool: those passing ``query`` whose field ``by`` (goal,
+    agent or task type) equals the query's exactly (None included), of ``stream`` for rules."""
+
+    query: LessonQuery
+    limit: int
+    by: Literal["goal_id", "agent", "task_type"]
+    stream: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The pool's name within its namespace (what a store locks or watches)."""
+        value = getattr(self.query, self.by)
+        parts = [*(self.query.kinds or ()), self.by, "" if value is None else f"={value}", self.stream or ""]
+        return "\x1f".join(parts)
+
+    def holds(self, lesson: Lesson, now: float) -> bool:
+        """Whether ``lesson`` is one of the pool's live lessons."""
+        return (
+            passes(lesson, self.query, now)
+            and getattr(lesson, self.by) == getattr(self.query, self.by)
+            and (self.stream is None or stream_of(lesson) == self.stream)
+        )
+
+    def evictions(self, stored: Sequence[Lesson], written: Lesson, now: float) -> list[Lesson]:
+        """What writing ``written`` drops from the pool, given the lessons ``stored`` (any superset
+        of the pool's): the written lesson stays; of the others, the best ``limit - 1`` stay (all
+        ``limit`` when ``written`` is not in the pool), by the pool's order."""
+        others = [lesson for lesson in stored if lesson.id != written.id and self.holds(lesson, now)]
+        keep = self.limit - 1 if self.holds(written, now) else self.limit
+        return ranked_pool(others)[max(0, keep) :]
+
+
+def pool_cap(lesson: Lesson) -> Cap | None:
+    """The cap of the pool ``lesson`` belongs to, if any (see the module docstring)."""
+    ns = lesson.namespace
+    if lesson.kind == "insight" and lesson.goal_id:
+        return Cap(LessonQuery(ns, kinds=["insight"], goal_id=lesson.goal_id), INSIGHTS_PER_GOAL, "goal_id")
+    if lesson.kind == "procedure":
+        return Cap(
+            LessonQuery(ns, kinds=["procedure"], task_type=lesson.task_type), REPLAY_PER_TYPE, "task_type"
+        )
+    if lesson.kind == "principle":
+        stream = stream_of(lesson)
+        limit = STRATEGIC_PER_AGENT if stream == "strategic" else TACTICAL_PER_AGENT
+        return Cap(LessonQuery(ns, kinds=["principle"], agent=lesson.agent), limit, "agent", stream)
+    return None
+
+
+def stream_of(rule: Lesson) -> str:
+    """A rule's stream: ``tactical`` unless promoted to ``strategic``."""
+    return str(rule.metadata.get("stream", "tactical"))
+
+
+def ranked_pool(lessons: Sequence[Lesson]) -> list[Lesson]:
+    """A pool's lessons best first: rules strategic first, then the most recently confirmed;
+    anything else newest first. What a cap drops is the tail."""
+
+    def rank(lesson: Lesson) -> tuple[bool, float, float]:
+        created = lesson.created_at.timestamp()
+        if lesson.kind != "principle":
+            return False, -created, 0.0
+        confirmed = float(lesson.metadata.get("last_confirmed", created))
+        return stream_of(lesson) != "strategic", -confirmed, -created
+
+    return sorted(lessons, key=rank)
 
 
 def hash_scope(lesson: Lesson) -> str | None:

@@ -15,8 +15,9 @@ tables; the structured extras sit in ``Lesson.metadata`` (times as Unix seconds)
   top 3 with at least one failure among them when one matches.
 
 Expired lessons never come back: reads filter them, and every write here purges them first,
-so an exact repeat of an expired text is added fresh instead of reviving the old one. Room
-under a cap is made before the job's result is written, so no reader sees a pool over its cap.
+so an exact repeat of an expired text is added fresh instead of reviving the old one. The caps
+are kept by the store inside the write that adds to a pool (:class:`lessonbank.lessons.Cap`),
+so no reader sees a pool over its cap, however many workers write at once.
 
 Known limit: lessons are unique per (namespace, kind, content), so the very same rule text
 derived for two agents is one rule, kept by the agent that learned it first.
@@ -29,27 +30,27 @@ from dataclasses import replace
 from datetime import datetime
 
 from lessonbank.errors import InputError, NotFoundError
-from lessonbank.lessons import pick_near_duplicate
+from lessonbank.lessons import INSIGHTS_PER_GOAL as INSIGHTS_PER_GOAL
+from lessonbank.lessons import REPLAY_PER_TYPE as REPLAY_PER_TYPE
+from lessonbank.lessons import STRATEGIC_PER_AGENT as STRATEGIC_PER_AGENT
+from lessonbank.lessons import TACTICAL_PER_AGENT as TACTICAL_PER_AGENT
+from lessonbank.lessons import pick_near_duplicate, ranked_pool, stream_of
 from lessonbank.models import Lesson, from_timestamp
 from lessonbank.ports import NEAR_DUPLICATE_JACCARD, LessonQuery, Store
 from lessonbank.services.scope import Scope, check_count
-from lessonbank.text import keywords, normalize
+from lessonbank.text import keywords
 
 DAY = 86_400.0
 INSIGHT_TTL_S = 7 * DAY
-INSIGHTS_PER_GOAL = 3
 RECENT_GOALS = 10
 INSIGHTS_IN_CONTEXT = 2
 
 TACTICAL_TTL_S = 28 * DAY
 PROMOTE_AFTER_S = 28 * DAY
-TACTICAL_PER_AGENT = 10
-STRATEGIC_PER_AGENT = 5
 RULE_MATCH_JACCARD = NEAR_DUPLICATE_JACCARD  # the same "near duplicate" as the store uses
 
 REPLAY_SUCCESS_TTL_S = 28 * DAY
 REPLAY_FAILURE_TTL_S = 56 * DAY
-REPLAY_PER_TYPE = 100
 REPLAY_IN_CONTEXT = 3
 REPLAY_CANDIDATES = 20
 RECENT_SCAN = 300  # newest insights read to find the 10 most recently reflected goals
@@ -104,10 +105,10 @@ def _at(seconds: float) -> datetime:
 
 def place(store: Store, lessons: Sequence[Lesson], now: float) -> list[Lesson]:
     """Ready freshly reflected lessons for writing: expired lessons purged, each stamped with its
-    expiry, room made under its cap (the oldest drop), and a principle that repeats one of its
-    agent's rules turned into a confirmation of that rule.
+    expiry, and a principle that repeats one of its agent's rules turned into a confirmation of
+    that rule. The write that follows keeps the pool's cap (the store drops the oldest, or the
+    least recently confirmed rule, in the same transaction).
 
-    This runs before the job's result is written, so a reader never sees a pool over its cap.
     A confirmed rule keeps its text, so the write that follows reinforces that very rule.
     """
     if not lessons:
@@ -119,18 +120,8 @@ def place(store: Store, lessons: Sequence[Lesson], now: float) -> list[Lesson]:
 def _place(store: Store, lesson: Lesson, now: float) -> Lesson:
     namespace = lesson.namespace
     if lesson.kind == "insight":
-        if lesson.goal_id:
-            own = _all(store, LessonQuery(namespace, kinds=["insight"], goal_id=lesson.goal_id))
-            _drop(store, namespace, own, keep=INSIGHTS_PER_GOAL - 1, unless=lesson)
         return lesson.model_copy(update={"expires_at": _at(now + INSIGHT_TTL_S)})
     if lesson.kind == "procedure":
-        _drop(
-            store,
-            namespace,
-            _replay_pool(store, namespace, lesson.task_type),
-            keep=REPLAY_PER_TYPE - 1,
-            unless=lesson,
-        )
         ttl = REPLAY_FAILURE_TTL_S if lesson.metadata.get("result") == "failure" else REPLAY_SUCCESS_TTL_S
         return lesson.model_copy(update={"expires_at": _at(now + ttl)})
     if lesson.kind == "principle":
@@ -141,8 +132,6 @@ def _place(store: Store, lesson: Lesson, now: float) -> Lesson:
             return lesson.model_copy(
                 update={"content": confirmed.content, "tags": confirmed.tags, "metadata": confirmed.metadata}
             )
-        tactical = [rule for rule in current if stream_of(rule) == "tactical"]
-        _drop(store, namespace, tactical, keep=TACTICAL_PER_AGENT - 1)
         metadata = {
             "stream": "tactical",
             **lesson.metadata,
@@ -152,25 +141,6 @@ def _place(store: Store, lesson: Lesson, now: float) -> Lesson:
         }
         return lesson.model_copy(update={"metadata": metadata, "expires_at": _at(now + TACTICAL_TTL_S)})
     return lesson
-
-
-def _drop(
-    store: Store, namespace: str, ranked: Sequence[Lesson], *, keep: int, unless: Lesson | None = None
-) -> None:
-    """Delete what is past the first ``keep`` of ``ranked`` (best first), except an exact repeat of
-    ``unless`` (it will be reinforced, not added, so it needs no room)."""
-    if unless is not None and any(normalize(r.content) == normalize(unless.content) for r in ranked):
-        return
-    for extra in ranked[max(0, keep) :]:
-        store.delete_lesson(namespace, extra.id)
-
-
-def _replay_pool(store: Store, namespace: str, task_type: str | None) -> list[Lesson]:
-    return [
-        lesson
-        for lesson in _all(store, LessonQuery(namespace, kinds=["procedure"], task_type=task_type))
-        if lesson.task_type == task_type
-    ]
 
 
 def confirm_rule(store: Store, rule: Lesson, now: float, *, helpful: bool = False) -> Lesson:
@@ -205,7 +175,6 @@ def confirm_rule(store: Store, rule: Lesson, now: float, *, helpful: bool = Fals
         # The counter moves atomically in the store, like outcome credits, never read-modify-written here.
         store.credit_lessons(rule.namespace, [rule.id], helpful=1)
         stored = store.get_lesson(rule.id)
-    _cap_rules(store, rule.namespace, rule.agent)
     return stored
 
 
@@ -222,18 +191,7 @@ def confirm_rule_by_id(store: Store, namespace: str, rule_id: str, now: float) -
     return confirm_rule(store, live, now, helpful=True)
 
 
-def _cap_rules(store: Store, namespace: str, agent: str | None) -> None:
-    found = rules(store, namespace, agent)
-    for stream, cap in (("strategic", STRATEGIC_PER_AGENT), ("tactical", TACTICAL_PER_AGENT)):
-        for extra in [rule for rule in found if stream_of(rule) == stream][cap:]:
-            store.delete_lesson(namespace, extra.id)
-
-
 # --------------------------------------------------------------------------- read side
-
-
-def stream_of(rule: Lesson) -> str:
-    return str(rule.metadata.get("stream", "tactical"))
 
 
 def rules(store: Store, namespace: str, agent: str | None) -> list[Lesson]:
@@ -248,14 +206,7 @@ def rules(store: Store, namespace: str, agent: str | None) -> list[Lesson]:
 
 
 def _ranked_rules(found: list[Lesson]) -> list[Lesson]:
-    return sorted(
-        found,
-        key=lambda r: (
-            stream_of(r) != "strategic",
-            -float(r.metadata.get("last_confirmed", r.created_at.timestamp())),
-            -r.created_at.timestamp(),
-        ),
-    )
+    return ranked_pool(found)
 
 
 def context_rules(store: Store, namespace: str, agent: str | None) -> list[Lesson]:

@@ -42,6 +42,7 @@ from lessonbank.lessons import (
     last_used,
     passes,
     pick_near_duplicate,
+    pool_cap,
     sort_lessons,
 )
 from lessonbank.models import Decision, Episode, Job, Lesson, Reflection, from_timestamp, new_id
@@ -233,6 +234,8 @@ class MemoryStore(MemoryJobQueue, ReadsOneLesson):
         decision = self.writer.decide(
             lesson, similar=similar, duplicate_of=duplicate_of, read=self._reader(db, lesson.namespace)
         )
+        if decision.action == "added":
+            self._keep_cap(db, decision.lesson)
         self._put(db, decision.lesson, decision.previous)
         old = db.lessons.get(decision.supersedes) if decision.supersedes is not None else None
         if old is not None and old.namespace == lesson.namespace:
@@ -240,6 +243,14 @@ class MemoryStore(MemoryJobQueue, ReadsOneLesson):
             if marked is not None:
                 self._put(db, marked, old)
         return decision.result()
+
+    def _keep_cap(self, db: _Data, written: Lesson) -> None:
+        """Drop what writing ``written`` pushes out of its pool (``lessons.Cap``), under the lock."""
+        cap = pool_cap(written)
+        space = db.spaces.get(written.namespace)
+        if cap is not None and space is not None:
+            for extra in cap.evictions([db.lessons[i] for i in space.docs], written, self.clock()):
+                self._remove(db, extra)
 
     def _reader(self, db: _Data, namespace: str) -> Callable[[Lookup], Lesson | None]:
         space = db.space(namespace)
@@ -329,6 +340,7 @@ class MemoryStore(MemoryJobQueue, ReadsOneLesson):
                 raise NotFoundError("lesson", prepared.id)
             holder = db.space(prepared.namespace).by_hash.get(prepared.content_hash)
             content_taken(holder, prepared)
+            self._keep_cap(db, prepared)
             self._put(db, prepared, old)
             return _copied(prepared)
 

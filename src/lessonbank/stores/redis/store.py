@@ -62,6 +62,7 @@ from lessonbank.stores.redis.index import (
     row_passes,
 )
 from lessonbank.stores.redis.jobs import RedisJobQueue
+from lessonbank.stores.redis.pools import RedisPools
 from lessonbank.stores.redis.vectors import RedisVectors
 from lessonbank.text import keywords
 
@@ -82,6 +83,7 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
     def __init__(self, url: str, *, clock: Clock = time.time) -> None:
         self.db = RedisDatabase(url, clock=clock)
         self.index = RedisLessonIndex(self.db)
+        self.pools = RedisPools(self.db, self.index)
         self.jobs = RedisJobQueue(self.db)
         self.vectors = RedisVectors(self.db, self.index)
         self.writer = LessonWriter(lambda: self.clock())
@@ -240,14 +242,21 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
             kind, value = lookup
             if kind == "hash":
                 for _old, planned in steps.values():
-                    if planned.namespace == ns and planned.content_hash == value:
-                        return cast(Lesson, planned)
+                    if (
+                        isinstance(planned, Lesson)
+                        and planned.namespace == ns
+                        and planned.content_hash == value
+                    ):
+                        return planned
                 hash_key = self.db.k(ns, "hash", value)
                 pipe.watch(hash_key)
                 value = pipe.get(hash_key)
                 if value is None:
                     return None
-            return steps[value][1] if value in steps else self.index.read_lesson(pipe, ns, str(value))
+            if value in steps:
+                planned = steps[value][1]
+                return planned if isinstance(planned, Lesson) else None
+            return self.index.read_lesson(pipe, ns, str(value))
 
         decision = self.writer.decide(lesson, similar=similar, duplicate_of=duplicate_of, read=read)
         if decision.action == "reinforced":
@@ -257,6 +266,7 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
         pipe.watch(self.index.lesson_key(ns, lesson.id))
         check_id_free("lesson", lesson.id, ns, pipe.hget(self.db.where_key, lesson.id))
         steps[lesson.id] = (None, lesson)
+        self.pools.plan(pipe, lesson, steps)
         if decision.supersedes is not None:
             self._plan_supersede(pipe, decision.supersedes, lesson.id, steps)
         return decision.result()
@@ -272,8 +282,13 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
             steps[old_id] = (stored, marked)
 
     def _q_apply(self, pipe: Pipe, steps: dict[str, Any], result: Any) -> Any:
-        for old, new in steps.values():
-            self.index.q_write_lesson(pipe, new, old)
+        for key, (old, new) in steps.items():  # see stores/redis/pools.py for what a step is
+            if isinstance(new, Lesson):
+                self.index.q_write_lesson(pipe, new, old)
+            elif old is not None:
+                self.index.q_delete_lesson(pipe, old, new)
+            else:
+                pipe.incr(key)
         return result
 
     def import_lessons(self, lessons: Sequence[Lesson]) -> tuple[int, int]:
@@ -390,10 +405,11 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
             pipe.watch(hash_key)
             holder = pipe.get(hash_key)
             content_taken(holder, lesson)
+            steps: dict[str, Any] = {lesson.id: (old, lesson)}
+            self.pools.plan(pipe, lesson, steps)
 
             def write(p: Pipe) -> Lesson:
-                self.index.q_write_lesson(p, lesson, old)
-                return lesson
+                return cast(Lesson, self._q_apply(p, steps, lesson))
 
             return write
 
@@ -513,7 +529,11 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
                 self._plan_lesson(pipe, lesson, twin, steps, twins.get(lesson.id))
                 for lesson, twin in zip(hashed_lessons, similar, strict=True)
             ]
-            final = [WriteResult(steps[r.lesson.id][1], r.action) for r in results]
+            planned = [steps.get(r.lesson.id, (None, None))[1] for r in results]
+            final = [
+                WriteResult(p if isinstance(p, Lesson) else r.lesson, r.action)
+                for p, r in zip(planned, results, strict=True)
+            ]
             done = queueing.done(job, self.clock(), detail)
 
             def write(p: Pipe) -> list[WriteResult]:

@@ -120,6 +120,11 @@ class LessonRows(Protocol):
         """Lessons were added or removed: drop what is cached about the namespace."""
         ...
 
+    def lock_pool(self, conn: Connection, namespace: str, pool: str) -> None:
+        """Hold the capped pool ``pool`` of ``namespace`` until the transaction ends, so two writers
+        of one pool take turns (a no-op where a write transaction already excludes every other)."""
+        ...
+
     def import_lessons(
         self, lessons: Sequence[Lesson], reinforced: Callable[[Lesson, Sequence[str]], Lesson]
     ) -> tuple[int, int]:

@@ -291,6 +291,14 @@ class PostgresDialect:
     def lessons_changed(self, namespace: str) -> None:
         self.postings.forget(namespace)
 
+    def lock_pool(self, conn: Connection, namespace: str, pool: str) -> None:
+        """A transaction-scoped advisory lock on the pool: row locks alone would not stop two
+        writers that each read the pool from both adding to it."""
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtext(?))",
+            (f"lessonbank:pool:{self.schema}:{namespace}\x1f{pool}",),
+        )
+
     def import_lessons(
         self, lessons: Sequence[Lesson], reinforced: Callable[[Lesson, Sequence[str]], Lesson]
     ) -> tuple[int, int]:

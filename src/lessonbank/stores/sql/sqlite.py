@@ -293,6 +293,10 @@ class SQLiteDialect:
     def lessons_changed(self, namespace: str) -> None:
         """Document frequencies follow the bank's size on their own (see _document_frequencies)."""
 
+    @staticmethod
+    def lock_pool(conn: Connection, namespace: str, pool: str) -> None:
+        """Nothing to do: ``BEGIN IMMEDIATE`` already holds the database's write lock."""
+
     def import_lessons(
         self, lessons: Sequence[Lesson], reinforced: Callable[[Lesson, Sequence[str]], Lesson]
     ) -> tuple[int, int]:

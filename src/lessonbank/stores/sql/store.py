@@ -28,6 +28,7 @@ from lessonbank.lessons import (
     duplicate_decision,
     episode_credit,
     pick_near_duplicate,
+    pool_cap,
 )
 from lessonbank.models import Decision, Episode, Job, Lesson, Reflection
 from lessonbank.ports import (
@@ -190,6 +191,7 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
         def run() -> WriteResult:
             similar = self._near_duplicate(lesson, threshold)
             with self.dialect.tx() as conn:
+                self._lock_pools(conn, [lesson])
                 return self._write(conn, lesson, similar, duplicate_of)
 
         return self.dialect.run(run)
@@ -230,6 +232,7 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
                 self.dialect.overwrite_lesson(conn, decision.lesson)
                 return decision.result()
             if self.dialect.insert_lesson(conn, decision.lesson):
+                self._keep_cap(conn, decision.lesson)
                 self.dialect.lessons_changed(lesson.namespace)
                 if decision.supersedes is not None:
                     old = read(("similar", decision.supersedes))
@@ -239,6 +242,25 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
                 return decision.result()
             # Another writer added the same content in the meantime: reinforce theirs.
         raise NotFoundError("lesson", lesson.id)  # pragma: no cover - three lost races in a row
+
+    def _lock_pools(self, conn: Connection, lessons: Sequence[Lesson]) -> None:
+        """Lock the capped pools these lessons go to, in one order (two writers never wait on each other)."""
+        pools = {(x.namespace, cap.key) for x in lessons if (cap := pool_cap(x)) is not None}
+        for namespace, pool in sorted(pools):
+            self.dialect.lock_pool(conn, namespace, pool)
+
+    def _keep_cap(self, conn: Connection, written: Lesson) -> None:
+        """Delete what writing ``written`` pushes out of its pool (``lessons.Cap``); the pool is locked."""
+        cap = pool_cap(written)
+        if cap is None:
+            return
+        now = self.clock()
+        where, params = lesson_filter(self.dialect, cap.query, now)
+        rows = conn.execute(f"SELECT {self.dialect.lesson_columns} FROM lessons l WHERE {where}", params)
+        for extra in cap.evictions(
+            [self.dialect.decode_lesson(row) for row in rows.fetchall()], written, now
+        ):
+            conn.execute("DELETE FROM lessons WHERE id = ? AND namespace = ?", (extra.id, extra.namespace))
 
     def import_lessons(self, lessons: Sequence[Lesson]) -> tuple[int, int]:
         """Bulk write; the same content reinforces the stored lesson (near duplicates are not looked
@@ -251,6 +273,7 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
 
         def run() -> int:
             with self.dialect.tx() as conn:
+                self._lock_pools(conn, [lesson])
                 holder = conn.execute(
                     "SELECT id FROM lessons WHERE namespace = ? AND content_hash = ?",
                     (lesson.namespace, lesson.content_hash),
@@ -259,7 +282,10 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
                     if self._lessons_by_id(conn, [lesson.id]) == []:
                         return 0  # absent: NotFoundError before any other complaint
                     content_taken(holder[0], lesson)
-                return self.dialect.overwrite_lesson(conn, lesson)
+                changed = self.dialect.overwrite_lesson(conn, lesson)
+                if changed:
+                    self._keep_cap(conn, lesson)
+                return changed
 
         changed = self.dialect.run(run)
         if not changed:
@@ -376,6 +402,7 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
             similar = [self._near_duplicate(lesson, NEAR_DUPLICATE_JACCARD) for lesson in prepared]
             with self.dialect.tx() as conn:
                 self.jobs.check_lease(conn, job_id, owner)
+                self._lock_pools(conn, prepared)
                 results = [
                     self._write(conn, lesson, twin, twins.get(lesson.id))
                     for lesson, twin in zip(prepared, similar, strict=True)
