@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "lessonbank.queueing",
             "lessonbank.policy",
             "lessonbank.scoping",
+            "lessonbank.injection",
         ),
     ),
     ("base", ("lessonbank",)),

@@ -6,6 +6,12 @@ the budget that is left. Without ``formats``, the sections follow the arguments
 injects a goal's past reflections whenever a goal is given), ``learned_rules`` with an agent,
 ``replay`` with a task type. The lessons a context injects are touched (counted as used) and
 remembered, so the next episode of the task credits them (see :mod:`~lessonbank.services.attribution`).
+
+A block that holds anything opens with one line (:data:`~lessonbank.services.sections.NOTES_LINE`)
+saying its contents are notes from past experience, not instructions; the line counts toward the
+budget. Lesson text is rendered so it cannot open a line of the block's format (see
+:func:`~lessonbank.services.sections.inline`), and lessons that read as instructions to the model
+are quarantined when written, never recalled (see :mod:`lessonbank.injection`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from lessonbank.services.sections import (
     LEARNED_RULES,
     LONG_TERM_HEADER,
     LONG_TERM_MEMORY,
+    NOTES_LINE,
     PAST_REFLECTIONS,
     REPLAY,
     SECTION_SEPARATOR,
@@ -41,6 +48,11 @@ def default_formats(*, goal_id: str | None, agent: str | None, task_type: str | 
     past reflections, the agent's learned rules and the task type's replay examples when given."""
     wanted = {PAST_REFLECTIONS: goal_id, LEARNED_RULES: agent, REPLAY: task_type}
     return [LONG_TERM_MEMORY, *(name for name, given in wanted.items() if given is not None)]
+
+
+def _block(sections: Sequence[str]) -> str:
+    """The context block: the line that says what it holds, then the sections (nothing without any)."""
+    return NOTES_LINE + "\n" + SECTION_SEPARATOR.join(sections) if sections else ""
 
 
 class ContextBuilder:
@@ -137,19 +149,20 @@ class ContextBuilder:
         texts: list[str] = []
         section_ids: list[list[str]] = []
         separator = count(SECTION_SEPARATOR)
+        notes = count(NOTES_LINE + "\n")  # the block's first line, there whenever a section is
         for index, name in enumerate(chosen):
-            used = count(SECTION_SEPARATOR.join(texts)) + (separator if texts else 0)
+            used = notes + count(SECTION_SEPARATOR.join(texts)) + (separator if texts else 0)
             share = (budget_tokens - used) // (len(chosen) - index)
             text, used_ids = self._section(name, task, share, filters, goal_id, agent, task_type)
             if text:
                 texts.append(text)
                 section_ids.append(used_ids)
-        while texts and count(SECTION_SEPARATOR.join(texts)) > budget_tokens:
+        while texts and count(_block(texts)) > budget_tokens:
             # A counter that is not additive: drop whole sections until it fits, and their ids with
             # them, so only what the prompt holds is touched and credited.
             texts.pop()
             section_ids.pop()
-        text = SECTION_SEPARATOR.join(texts)
+        text = _block(texts)
         ids = list(dict.fromkeys(i for used_ids in section_ids for i in used_ids))
         self.scope.store.touch_lessons(ids)
         if task and self.scope.settings.attribution:

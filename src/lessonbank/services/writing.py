@@ -2,6 +2,10 @@
 
 The store decides add / reinforce / supersede (see :mod:`lessonbank.lessons`); this service
 finds vector near-duplicates first when an embedder is configured, and embeds what was written.
+Every lesson, whatever its source (reflected, added by hand, imported), passes :func:`guarded`:
+secrets redacted, and a lesson that reads as instructions to the model (see
+:mod:`lessonbank.injection`) written ``quarantined``: kept for a person to approve, never recalled,
+and taking no room in a pool.
 An embedding failure never loses a lesson: it is logged, and ``embed_missing()`` catches up.
 """
 
@@ -13,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from lessonbank.errors import ConfigError, InputError
+from lessonbank.injection import lesson_injection_reason
 from lessonbank.models import LEARNED_FROM_MAX_CHARS, Episode, Lesson, LessonKind
 from lessonbank.ports import WriteResult
 from lessonbank.redact import redact_lesson
@@ -31,16 +36,38 @@ def provenance(task: str) -> str | None:
     return " ".join(task.split())[:LEARNED_FROM_MAX_CHARS] or None
 
 
+def guarded(record: Lesson | dict[str, Any]) -> Lesson:
+    """The one gate of every lesson written: secrets redacted (a dict before it becomes a lesson,
+    see :func:`~lessonbank.redact.redact_lesson`), and ``status="quarantined"`` with the reason in
+    ``metadata["quarantine_reason"]`` when its text reads as instructions to the model."""
+    lesson = (
+        redact_lesson(record) if isinstance(record, Lesson) else Lesson.model_validate(redact_lesson(record))
+    )
+    reason = lesson_injection_reason(lesson)
+    if reason is None:
+        return lesson
+    log.warning("lesson %s quarantined (%s): it reads as instructions to the model", lesson.id, reason)
+    metadata = {**lesson.metadata, "quarantine_reason": reason}
+    return lesson.model_copy(update={"status": "quarantined", "metadata": metadata})
+
+
+def place_active(pools: Pools, lessons: Sequence[Lesson]) -> list[Lesson]:
+    """``lessons`` placed in their pools (see :meth:`Pools.place`), in order; a quarantined lesson
+    is left as it is: it makes no room, confirms no rule, and does not expire."""
+    placed = iter(pools.place([lesson for lesson in lessons if lesson.status != "quarantined"]))
+    return [lesson if lesson.status == "quarantined" else next(placed) for lesson in lessons]
+
+
 def stamp_reflected(
     lessons: Iterable[Lesson], episode: Episode, at: datetime, *, reflection_id: str | None = None
 ) -> list[Lesson]:
-    """Lessons a reflector made of ``episode``, ready to write: secrets redacted, provenance and
-    times set (and the reflection they came from, when it is stored)."""
+    """Lessons a reflector made of ``episode``, ready to write: provenance and times set (and the
+    reflection they came from, when it is stored), then :func:`guarded`."""
     update: dict[str, Any] = {"created_at": at, "updated_at": at}
     if reflection_id is not None:
         update["reflection_id"] = reflection_id
     return [
-        redact_lesson(
+        guarded(
             lesson.model_copy(
                 update={**update, "learned_from": lesson.learned_from or provenance(episode.task)}
             )
@@ -81,7 +108,7 @@ class LessonIntake:
             raise InputError("tags must be a list of strings, not one string", field="tags")
         if learned_from is not None:
             check_text_arg(learned_from, "learned_from")
-        data = redact_lesson(
+        lesson = guarded(
             {
                 "namespace": self.scope.namespace,
                 "kind": kind,
@@ -100,7 +127,6 @@ class LessonIntake:
                 "learned_from": learned_from,
             }
         )
-        lesson = Lesson.model_validate(data)
         [result] = self.write([lesson])
         return result.lesson
 
@@ -108,7 +134,7 @@ class LessonIntake:
         """Freshly reflected lessons (see :func:`stamp_reflected`) placed in their pools, then written."""
         if not lessons:
             return []
-        return self.write(self.pools.place(lessons))
+        return self.write(place_active(self.pools, lessons))
 
     def write(self, lessons: Sequence[Lesson]) -> list[WriteResult]:
         """Write lessons outside a job: vector dedup first (with an embedder), then their vectors."""
@@ -168,10 +194,10 @@ class LessonIntake:
         """A record to import, validated once, moved into this namespace, secrets redacted."""
         namespace = self.scope.namespace
         if isinstance(record, Lesson):
-            return redact_lesson(record.model_copy(update={"namespace": namespace}))
+            return guarded(record.model_copy(update={"namespace": namespace}))
         if not isinstance(record, dict):
             raise TypeError(f"a lesson to import is a dict or a Lesson, not {type(record).__name__}")
         data = {key: value for key, value in record.items() if value is not None and key != "content_hash"}
         data["namespace"] = namespace
         data.setdefault("source", "import")
-        return Lesson.model_validate(redact_lesson(data))
+        return guarded(data)
