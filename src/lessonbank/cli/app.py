@@ -15,7 +15,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from pydantic import ValidationError
 
-from lessonbank.cli.common import Options
+from lessonbank.cli.common import Options, fail
 from lessonbank.cli.episodes import record, reflect
 from lessonbank.cli.jobs import jobs, worker
 from lessonbank.cli.learned import goal_app, insights, replay, rules
@@ -77,7 +77,23 @@ def main_options(
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    for name, value in (("--db", db), ("namespace", namespace), ("--llm", llm), ("--embedder", embedder)):
+        _check_utf8(name, value)
     ctx.obj = Options(db, namespace, llm, embedder)
+
+
+def _check_utf8(name: str, value: str | None) -> None:
+    """Arguments arrive as bytes: one that is not UTF-8 stops here, not deep inside a store."""
+    if value is None:
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raw = value.encode("utf-8", "surrogateescape")
+        fail(
+            f"{name} is not valid UTF-8 (byte {exc.start}: {raw[exc.start : exc.start + 1]!r}); use UTF-8 text",
+            2,
+        )
 
 
 def build_app() -> typer.Typer:

@@ -83,11 +83,21 @@ def read_text(path: str) -> str:
         fail(f"{'stdin' if path == '-' else path} is not valid UTF-8 (byte {exc.start}); send UTF-8 text", 2)
 
 
-def json_records(text: str) -> tuple[list[Any], int]:
+def load_json(text: str, what: str) -> Any:
+    """``text`` parsed as JSON; anything unreadable (bad syntax, nesting too deep) stops with exit 2."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        fail(f"{what} is not JSON: {exc}", 2)
+    except RecursionError:
+        fail(f"{what} is nested too deeply to read as JSON", 2)
+
+
+def json_records(text: str, what: str) -> tuple[list[Any], int]:
     """Records of a JSON array or of JSON Lines, and how many lines were not JSON (each reported)."""
     stripped = text.lstrip()
     if stripped.startswith("["):
-        records = json.loads(stripped)
+        records = load_json(stripped, what)
         return (records if isinstance(records, list) else [records]), 0
     records, skipped = [], 0
     for number, line in enumerate(text.splitlines(), 1):
@@ -98,4 +108,16 @@ def json_records(text: str) -> tuple[list[Any], int]:
         except json.JSONDecodeError as exc:
             skipped += 1
             err.print(f"line {number} skipped: not JSON ({exc.msg})", markup=False)
+        except RecursionError:
+            skipped += 1
+            err.print(f"line {number} skipped: nested too deeply to read as JSON", markup=False)
     return records, skipped
+
+
+def writable_file(path: Path) -> Path:
+    """``path`` if a file can be written there; otherwise stop with exit 2 and say why."""
+    if path.is_dir():
+        fail(f"cannot write {path}: it is a directory; give a file name", 2)
+    if not path.parent.is_dir():
+        fail(f"cannot write {path}: the folder {path.parent} does not exist", 2)
+    return path

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from enum import StrEnum
 from typing import Annotated
 
 import typer
 
-from lessonbank.cli.common import emit_json, err, fail, out, read_text
+from lessonbank.cli.common import emit_json, err, fail, load_json, out, read_text
 from lessonbank.models import Episode
 
 
@@ -48,10 +47,7 @@ def record(
     if task is None:
         if sys.stdin.isatty():
             fail("give --task or pipe an Episode as JSON on stdin", 2)
-        try:
-            data = json.loads(read_text("-"))
-        except json.JSONDecodeError as exc:
-            fail(f"stdin is not JSON: {exc}", 2)
+        data = load_json(read_text("-"), "stdin")
         if not isinstance(data, dict):
             fail("stdin must hold one JSON object (an Episode)", 2)
     else:

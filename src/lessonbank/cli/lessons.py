@@ -11,7 +11,16 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from lessonbank.cli.common import emit_json, fail, json_records, lesson_row, out, print_lessons, read_text
+from lessonbank.cli.common import (
+    emit_json,
+    fail,
+    json_records,
+    lesson_row,
+    out,
+    print_lessons,
+    read_text,
+    writable_file,
+)
 
 
 def add(
@@ -81,10 +90,7 @@ def import_(
     """Import lessons; each record needs at least "content". Same content reinforces."""
     if path != "-" and not Path(path).is_file():
         fail(f"no such file: {path}", 2)
-    try:
-        records, unreadable = json_records(read_text(path))
-    except json.JSONDecodeError as exc:
-        fail(f"{path} is not JSON: {exc}", 2)
+    records, unreadable = json_records(read_text(path), "stdin" if path == "-" else path)
     records = [r if isinstance(r, dict) else {"content": r} if isinstance(r, str) else {} for r in records]
     with ctx.obj.bank() as bank:
         result = bank.import_lessons(records)
@@ -105,10 +111,15 @@ def export(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to a file")] = None,
 ) -> None:
     """Export every lesson of the namespace."""
+    if output:
+        writable_file(output)
     with ctx.obj.bank() as bank:
         text = bank.export(fmt.value)
     if output:
-        output.write_text(text + ("" if text.endswith("\n") else "\n"), encoding="utf-8")
+        try:
+            output.write_text(text + ("" if text.endswith("\n") else "\n"), encoding="utf-8")
+        except OSError as exc:
+            fail(f"cannot write {output}: {exc.strerror or exc}", 2)
     else:
         sys.stdout.write(text + ("" if text.endswith("\n") else "\n"))
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from lessonbank.errors import ConfigError, LLMTransientError
 from lessonbank.llm.base import Completion, Message, Usage, resolve_api_key
-from lessonbank.llm.openai import status_error
+from lessonbank.llm.openai import not_a_reply, status_error
 from lessonbank.redact import redact
 
 if TYPE_CHECKING:
@@ -101,9 +101,14 @@ class AnthropicChat:
             # 529 (overloaded) is >= 500, so it comes back transient like any other 5xx.
             raise status_error(self.model, "anthropic", exc.status_code, exc.body, api_key) from None
 
-        text = "".join(block.text for block in response.content if isinstance(block, TextBlock))
-        return Completion(
-            text=text,
-            usage=Usage(response.usage.input_tokens, response.usage.output_tokens),
-            model=self.model,
-        )
+        except (anthropic.APIResponseValidationError, ValueError) as exc:  # HTML or garbage for JSON
+            raise not_a_reply(self.model, "anthropic", exc) from None
+        try:
+            text = "".join(block.text for block in response.content if isinstance(block, TextBlock))
+            return Completion(
+                text=text,
+                usage=Usage(response.usage.input_tokens, response.usage.output_tokens),
+                model=self.model,
+            )
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise not_a_reply(self.model, "anthropic", exc) from None

@@ -100,16 +100,34 @@ class OpenAIChat:
         except openai.APIStatusError as exc:
             raise status_error(self.model, self._provider, exc.status_code, exc.body, api_key) from None
 
-        text = response.choices[0].message.content if response.choices else None
-        usage = response.usage
-        return Completion(
-            text=text or "",
-            usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage else Usage(),
-            model=self.model,
-        )
+        except (openai.APIResponseValidationError, ValueError) as exc:  # HTML or garbage for JSON
+            raise not_a_reply(self.model, self._provider, exc) from None
+        try:
+            text = response.choices[0].message.content if response.choices else None
+            usage = response.usage
+            return Completion(
+                text=text or "",
+                usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage else Usage(),
+                model=self.model,
+            )
+        except (AttributeError, TypeError, ValueError, IndexError) as exc:
+            raise not_a_reply(self.model, self._provider, exc) from None
 
     def _endpoint(self) -> str:
         return redact(self._base_url) if self._base_url else "the default OpenAI endpoint"
+
+
+def not_a_reply(model: str, provider: str, exc: BaseException) -> LLMTransientError:
+    """A 200 reply that is not the provider's JSON (an HTML error page from a proxy, garbage).
+
+    Shared with the Anthropic provider; transient, since such pages usually come from a gateway in trouble.
+    """
+    detail = redact(f"{type(exc).__name__}: {exc}")
+    if len(detail) > _MAX_DETAIL_CHARS:
+        detail = detail[:_MAX_DETAIL_CHARS] + "…"
+    return LLMTransientError(
+        f"{model} sent something that is not a valid reply ({detail})", provider=provider
+    )
 
 
 def status_error(model: str, provider: str, status: int, body: object, api_key: str) -> LLMError:

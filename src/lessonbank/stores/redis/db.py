@@ -104,6 +104,15 @@ class RedisDatabase:
         except ValueError as exc:
             raise ConfigError(f"bad Redis URL {redacted(url)}: {exc}") from exc
         self._groups: set[str] = set()
+        try:  # the database index is checked by the server on connect
+            self.run(self.r.ping)
+        except redis.ResponseError as exc:
+            if "DB index" not in str(exc):
+                raise
+            raise ConfigError(
+                f"bad database index in {redacted(url)}: the server says {exc}; use one from 0 to the server's "
+                "'databases' setting minus 1"
+            ) from None
         self.query_engine = self.run(self._has_query_engine)
 
     @staticmethod

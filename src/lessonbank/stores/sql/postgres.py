@@ -112,6 +112,15 @@ class PostgresDialect:
             retry_s = float(options.get("retry_s", "15"))
         except ValueError as exc:
             raise ConfigError(f"bad option in {redacted(url)}: {exc}") from exc
+        problem = (
+            "pool_max must be at least 1" if pool_max < 1
+            else "pool_min must be 0 or more" if pool_min < 0
+            else f"pool_min ({pool_min}) is above pool_max ({pool_max})" if pool_min > pool_max
+            else "retry_s must be 0 or more seconds" if not 0 <= retry_s < float("inf")
+            else None
+        )  # fmt: skip
+        if problem:
+            raise ConfigError(f"bad option in {redacted(url)}: {problem}")
         self._retry = RetryBudget(
             f"PostgreSQL at {redacted(url)}", (psycopg.OperationalError, PoolTimeout), budget_s=retry_s
         )
@@ -123,7 +132,7 @@ class PostgresDialect:
         self._retry.call(self._migrate)
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             self.conninfo,
-            min_size=min(pool_min, pool_max),
+            min_size=pool_min,
             max_size=pool_max,
             kwargs={"autocommit": True},
             configure=self._configure,

@@ -44,6 +44,7 @@ from lessonbank.stores import lexical
 from lessonbank.stores.lexical import CACHED_MIN_DF, FIELD_WEIGHTS, choose_terms, common_idf
 from lessonbank.stores.sql.dialect import Connection, lesson_filter, question_marks
 from lessonbank.stores.sql.migrations.sqlite import MIGRATIONS
+from lessonbank.stores.sql.sqlite_files import open_target
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -123,7 +124,7 @@ class SQLiteDialect:
         self._df_size = 0
         self._stop_checkpoints = threading.Event()
         self._checkpointer: threading.Thread | None = None
-        Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        self._uri, self.read_only = open_target(self.path)
         self._migrate()
         self._checkpointer = threading.Thread(
             target=self._checkpoint_loop, name="lessonbank-checkpoint", daemon=True
@@ -140,12 +141,13 @@ class SQLiteDialect:
         if self._closed:
             raise StoreError(f"store {self.path} is closed")
         try:
+            timeout = self._busy_ms / 1000
             conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=self._busy_ms / 1000
+                self._uri, isolation_level=None, check_same_thread=False, timeout=timeout, uri=True
             )
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            mode = "wal" if self.read_only else conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open SQLite database {self.path}: {exc}") from exc
         if mode != "wal":
@@ -166,6 +168,8 @@ class SQLiteDialect:
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
         """One IMMEDIATE transaction: takes the write lock up front, rolls back on any error."""
+        if self.read_only:
+            raise StoreError(f"{self.path} is read-only for this process: it cannot be written")
         conn = self.connection()
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -186,6 +190,9 @@ class SQLiteDialect:
         return fn()
 
     def _migrate(self) -> None:
+        # An up-to-date file is only read here: opening a bank never waits behind another writer.
+        if self.connection().execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS):
+            return
         with self.tx() as conn:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version > len(MIGRATIONS):
