@@ -219,3 +219,5 @@ def test_reads_work_on_a_read_only_bank(cli) -> None:  # type: ignore[no-untyped
         folder.chmod(0o755)
         for path in folder.iterdir():
             path.chmod(0o644)
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
