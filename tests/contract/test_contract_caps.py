@@ -134,7 +134,7 @@ def test_concurrent_replay_writes_keep_one_hundred_per_type(store: Store, clock:
     write: Callable[[Lesson], None] = lambda lesson: _place_and_write(store, lesson, clock)  # noqa: E731
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(write, [procedure(n, "scan") for n in range(REPLAY_PER_TYPE + 12)]))
-    write(procedure(0, "report"))
+    write(procedure(REPLAY_PER_TYPE + 100, "report"))  # other content: the same text would reinforce a scan
     pool_rows = _all(store, "procedure")
     assert len([p for p in pool_rows if p.task_type == "scan"]) == REPLAY_PER_TYPE
     assert len([p for p in pool_rows if p.task_type == "report"]) == 1
