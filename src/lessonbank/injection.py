@@ -136,6 +136,38 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 _REQUEST_SECRET = re.compile(rf"\b{_REVEAL}\b(?:\s+\S+){{0,5}}?\s+{_SECRET}", re.IGNORECASE)
 
 
+# Literal text (lowercase) a pattern cannot match without: a text holding none of them skips the
+# pattern. Derived branch by branch from the patterns above; only the costliest patterns have one.
+_NEEDS: dict[str, tuple[str, ...]] = {
+    "remote code execution": ("|", "$(", "/dev/tcp/", "-e", "iex", "-rf"),
+    "environment dump": ("printenv", "|", "os.environ", ".ssh/", ".env", ".aws/", ".netrc", "@"),
+    "request to reveal secrets": (
+        "api",
+        "secret",
+        "credential",
+        "password",
+        "passphrase",
+        "private",
+        "ssh",
+        "access",
+        "token",
+        "env",
+        "prompt",
+        "instructions",
+        "id_rsa",
+        "id_ed25519",
+        "_key",
+        "_pass",
+        "_pat",
+    ),
+}
+
+
+def _may_match(reason: str, lowered: str) -> bool:
+    needs = _NEEDS.get(reason)
+    return needs is None or any(fragment in lowered for fragment in needs)
+
+
 def normalized(text: str) -> str:
     """``text`` as read for screening: NFKC, invisible characters removed, line breaks kept."""
     text = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
@@ -147,9 +179,12 @@ def injection_reason(text: str) -> str | None:
     if not text:
         return None
     text = normalized(text)
+    lowered = text.lower()
     for reason, pattern in _PATTERNS:
-        if pattern.search(text):
+        if _may_match(reason, lowered) and pattern.search(text):
             return reason
+    if not _may_match("request to reveal secrets", lowered):
+        return None
     for match in _REQUEST_SECRET.finditer(text):
         if not _NEGATION.search(text[: match.start()]):
             return "request to reveal secrets"

@@ -190,6 +190,11 @@ def _replace(kind: str, pattern: re.Pattern[str], text: str) -> str:
     return pattern.sub(one, text)
 
 
+# Every fragment some pattern needs: a text is searched once for each, then only the patterns whose
+# fragments it holds run.
+_FRAGMENTS = frozenset(fragment for _kind, _pattern, fragments in _PATTERNS for fragment in fragments)
+
+
 def redact(text: str) -> str:
     """Replace secrets in ``text`` with ``[REDACTED:<kind>]`` markers."""
     if not text:
@@ -197,8 +202,9 @@ def redact(text: str) -> str:
     lowered = text.lower()
     if ("akia" in lowered or "asia" in lowered) and _AWS_KEY_ID.search(text):
         text = _AWS_SECRET.sub("[REDACTED:aws-secret]", text)
-    for kind, pattern, fragments in _PATTERNS:
-        if any(fragment in lowered for fragment in fragments):
+    present = {fragment for fragment in _FRAGMENTS if fragment in lowered}
+    for kind, pattern, fragments in _PATTERNS if present else ():
+        if not present.isdisjoint(fragments):
             text = _replace(kind, pattern, text)
     if "--" in text:
         text = _FLAG.sub(_assigned, text)
