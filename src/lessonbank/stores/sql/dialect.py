@@ -111,8 +111,11 @@ class LessonRows(Protocol):
         """Insert ``lesson``; False when its content hash is already taken in its namespace."""
         ...
 
-    def overwrite_lesson(self, conn: Connection, lesson: Lesson) -> int:
-        """Every stored field of the lesson with ``lesson.id`` (same namespace); rows changed."""
+    def overwrite_lesson(self, conn: Connection, lesson: Lesson, previous: Lesson | None = None) -> int:
+        """Every stored field of the lesson with ``lesson.id`` (same namespace); rows changed.
+
+        ``previous`` is the stored lesson as this transaction read it: a dialect may then write only
+        what differs (so a reinforce or a supersede does not re-index unchanged text)."""
         ...
 
     def tag_filter(self, tags: Sequence[str]) -> tuple[str, list[Any]]: ...

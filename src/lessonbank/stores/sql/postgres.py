@@ -284,7 +284,8 @@ class PostgresDialect:
         ).fetchone()
         return inserted is not None
 
-    def overwrite_lesson(self, conn: Connection, lesson: Lesson) -> int:
+    def overwrite_lesson(self, conn: Connection, lesson: Lesson, previous: Lesson | None = None) -> int:
+        # One row: its JSONB copy and its derived columns are rewritten together, whatever changed.
         names = [c.strip() for c in COLUMNS.split(",")][2:]
         placeholders = PLACEHOLDERS.split(",")[2:]
         assignments = ", ".join(f"{n} = {p}" for n, p in zip(names, placeholders, strict=True))

@@ -285,11 +285,17 @@ class SQLiteDialect:
         )
         return True  # the write lock is held: the content hash was looked up in this transaction
 
-    def overwrite_lesson(self, conn: Connection, lesson: Lesson) -> int:
-        assignments = ", ".join(f"{column} = ?" for column in _NAMES[2:])
+    def overwrite_lesson(self, conn: Connection, lesson: Lesson, previous: Lesson | None = None) -> int:
+        # Only the columns that differ from ``previous``: unchanged text is not re-indexed by the triggers.
+        values = _params(lesson)
+        before = _params(previous) if previous is not None else None
+        changed = [i for i in range(2, len(_NAMES)) if before is None or values[i] != before[i]]
+        if not changed:
+            return 1
+        assignments = ", ".join(f"{_NAMES[i]} = ?" for i in changed)
         return conn.execute(
             f"UPDATE lessons SET {assignments} WHERE id = ? AND namespace = ?",
-            (*_params(lesson)[2:], lesson.id, lesson.namespace),
+            (*(values[i] for i in changed), lesson.id, lesson.namespace),
         ).rowcount
 
     @staticmethod

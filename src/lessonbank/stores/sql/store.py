@@ -229,7 +229,7 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
         for _ in range(3):
             decision = self.writer.decide(lesson, similar=similar, duplicate_of=duplicate_of, read=read)
             if decision.action == "reinforced":
-                self.dialect.overwrite_lesson(conn, decision.lesson)
+                self.dialect.overwrite_lesson(conn, decision.lesson, decision.previous)
                 return decision.result()
             if self.dialect.insert_lesson(conn, decision.lesson):
                 self._keep_cap(conn, decision.lesson)
@@ -238,7 +238,7 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
                     old = read(("similar", decision.supersedes))
                     marked = None if old is None else self.writer.superseded(old, lesson.id)
                     if marked is not None and marked.namespace == lesson.namespace:
-                        self.dialect.overwrite_lesson(conn, marked)
+                        self.dialect.overwrite_lesson(conn, marked, old)
                 return decision.result()
             # Another writer added the same content in the meantime: reinforce theirs.
         raise NotFoundError("lesson", lesson.id)  # pragma: no cover - three lost races in a row
