@@ -11,17 +11,22 @@ import json
 import socket
 import sys
 import threading
+import time
+import tracemalloc
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lessonbank.errors import ConfigError, LLMError, LLMTransientError
+from lessonbank import LessonBank
+from lessonbank.errors import ConfigError, LLMError, LLMReplyTooLargeError, LLMTransientError
 from lessonbank.llm import LLM, Completion, Message, RetryingLLM, get_llm
 from lessonbank.llm.anthropic import AnthropicChat
 from lessonbank.llm.openai import OpenAIChat
+from lessonbank.settings import Settings
 
 API_KEY = "sk-test-0123456789abcdef"
 MESSAGES: list[Message] = [
@@ -35,6 +40,10 @@ class Reply:
     status: int = 200
     body: dict[str, Any] | None = None  # None: the provider's normal success reply
     delay_s: float = 0.0
+    # > 0: a success reply whose text is this many bytes, streamed in 64 KiB writes (never built whole),
+    # with its Content-Length, or chunked without one.
+    huge: int = 0
+    chunked: bool = False
 
 
 @dataclass
@@ -49,6 +58,7 @@ class FakeProvider:
     """What the server was asked, and what it should answer next (then 200s once the script runs out)."""
 
     url: str = ""
+    sent_bytes: int = 0  # body bytes the server managed to write (huge replies)
     script: list[Reply] = field(default_factory=list)
     seen: list[Seen] = field(default_factory=list)
     release: threading.Event = field(default_factory=threading.Event)
@@ -109,6 +119,9 @@ def _make_handler(state: FakeProvider) -> type[BaseHTTPRequestHandler]:
             reply = state.next_reply(Seen(self.path, headers, request))
             if reply.delay_s:
                 state.release.wait(reply.delay_s)
+            if reply.huge:
+                self._send_huge(reply, request)
+                return
             if reply.body is not None:
                 body = reply.body
             elif reply.status != 200:
@@ -128,6 +141,42 @@ def _make_handler(state: FakeProvider) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(data)
             except OSError:
                 pass  # the client gave up (timeout test)
+
+        def _send_huge(self, reply: Reply, request: dict[str, Any]) -> None:
+            marker = "@@TEXT@@"
+            if self.path.endswith("/messages"):
+                shell = _anthropic_reply(request)
+                shell["content"] = [{"type": "text", "text": marker}]
+            else:
+                shell = _openai_reply(request)
+                shell["choices"][0]["message"]["content"] = marker
+            head, tail = (part.encode() for part in json.dumps(shell).split(marker))
+            block = b"x" * 65536
+            try:
+                self.send_response(reply.status)
+                self.send_header("Content-Type", "application/json")
+                if reply.chunked:
+                    self.send_header("Transfer-Encoding", "chunked")
+                else:
+                    self.send_header("Content-Length", str(len(head) + reply.huge + len(tail)))
+                self.end_headers()
+                for part in (
+                    head,
+                    *([block] * (reply.huge // len(block))),
+                    block[: reply.huge % len(block)],
+                    tail,
+                ):
+                    if not part:
+                        continue
+                    if reply.chunked:
+                        self.wfile.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
+                    else:
+                        self.wfile.write(part)
+                    state.sent_bytes += len(part)
+                if reply.chunked:
+                    self.wfile.write(b"0\r\n\r\n")
+            except OSError:
+                pass  # the client stopped reading and closed the connection
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -408,3 +457,97 @@ def test_anthropic_without_sdk_says_how_to_install(monkeypatch: pytest.MonkeyPat
 
     with pytest.raises(ConfigError, match=r"pip install 'lessonbank\[anthropic\]'"):
         AnthropicChat("claude-haiku-4-5", api_key=API_KEY)
+
+
+# --- the reply cap ---------------------------------------------------------------------------------
+
+TWENTY_MB = 20 * 1024 * 1024
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_20_mb_reply_is_refused_after_reading_at_most_the_cap(
+    provider: str, chunked: bool, server: FakeProvider
+) -> None:
+    server.script.append(Reply(huge=TWENTY_MB, chunked=chunked))
+    llm = RetryingLLM(_make(provider, server), attempts=3, base_delay_s=0.01)
+
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        with pytest.raises(LLMReplyTooLargeError) as caught:
+            _run(llm)
+        elapsed = time.perf_counter() - started
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    error = caught.value
+    assert not isinstance(error, LLMTransientError)  # permanent: not retried
+    assert len(server.seen) == 1
+    assert error.provider == provider
+    assert "over the 1,048,576-byte limit" in str(error) and "LESSONBANK_LLM_MAX_REPLY_BYTES" in str(error)
+    assert len(str(error)) < 300 and API_KEY not in str(error)
+    # Bounded: a few MB at most in memory (the body is 20 MB), well under a second on a laptop.
+    assert peak < 6 * 1024 * 1024, f"peak {peak / 1e6:.1f} MB"
+    assert elapsed < 5.0
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_replies_under_the_cap_pass_and_the_cap_is_per_provider(provider: str, server: FakeProvider) -> None:
+    server.script.extend([Reply(huge=3000), Reply(huge=3000, chunked=True), Reply(huge=5000, chunked=True)])
+    llm = _make(provider, server, max_reply_bytes=4096)
+
+    assert len(_run(llm).text) == 3000
+    assert len(_run(llm).text) == 3000
+    with pytest.raises(LLMReplyTooLargeError, match="over the 4,096-byte limit"):
+        _run(llm)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_an_oversized_error_page_is_not_read_either(provider: str, server: FakeProvider) -> None:
+    server.script.append(Reply(status=500, huge=TWENTY_MB))
+
+    with pytest.raises(LLMReplyTooLargeError):
+        _run(_make(provider, server))
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "1mb"])
+def test_a_bad_cap_is_a_config_error(bad: object) -> None:
+    with pytest.raises(ConfigError, match="max_reply_bytes"):
+        OpenAIChat("gpt-4o-mini", api_key=API_KEY, max_reply_bytes=bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="max_reply_bytes"):
+        get_llm("anthropic:claude-haiku-4-5", api_key=API_KEY, max_reply_bytes=bad)  # type: ignore[arg-type]
+
+
+def test_the_cap_setting_reaches_the_banks_llm(server: FakeProvider, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
+    monkeypatch.setenv("LESSONBANK_LLM_MAX_REPLY_BYTES", "2048")
+    server.script.extend([Reply(huge=1000), Reply(huge=3000)])
+    with LessonBank("memory://", llm="openai:gpt-4o-mini", worker=False) as bank:
+        assert bank.reflection_llm is not None
+        assert len(asyncio.run(bank.reflection_llm.complete(MESSAGES)).text) == 1000
+        with pytest.raises(LLMReplyTooLargeError, match="2,048-byte limit"):
+            asyncio.run(bank.reflection_llm.complete(MESSAGES))
+    with pytest.raises(ConfigError, match="LESSONBANK_LLM_MAX_REPLY_BYTES"):
+        Settings.from_env({"LESSONBANK_LLM_MAX_REPLY_BYTES": "0"})
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_job_hit_by_a_20_mb_reply_is_dead_lettered_with_a_short_redacted_error(
+    provider: str, server: FakeProvider, tmp_path: Path
+) -> None:
+    server.script.extend([Reply(huge=TWENTY_MB, chunked=True)] * 3)
+    llm = RetryingLLM(_make(provider, server), attempts=3, base_delay_s=0.01)
+    with LessonBank(f"sqlite:///{tmp_path / 'bank.db'}", llm=llm) as bank:
+        bank.record({"task": "deploy the api", "error": f"401 with key {API_KEY}"})
+        assert bank.flush(timeout=20)
+        [job] = bank.jobs()
+        assert bank.lessons() == []
+    assert job.status == "dead" and job.attempts == 1  # permanent: no second 20 MB reply asked for
+    assert len(server.seen) == 1
+    assert job.last_error is not None
+    assert job.last_error.startswith("LLMReplyTooLargeError: ")
+    assert "over the 1,048,576-byte limit" in job.last_error
+    assert len(job.last_error) < 300 and API_KEY not in job.last_error

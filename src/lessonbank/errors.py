@@ -10,7 +10,8 @@ how to fix the problem::
     ├── NotFoundError        no record with that id (also a LookupError)
     ├── StoreError           the database failed or is in an unexpected state
     ├── LLMError             the model provider failed
-    │   └── LLMTransientError    429, 5xx, timeouts, dropped connections: worth retrying
+    │   ├── LLMTransientError    429, 5xx, timeouts, dropped connections: worth retrying
+    │   └── LLMReplyTooLargeError  the reply was over the read cap (LESSONBANK_LLM_MAX_REPLY_BYTES)
     ├── ParseError           model output could not be parsed (carries the raw text)
     ├── BudgetExceededError  a token or cost budget would be exceeded
     ├── EvaluatorError       a loop's verification could not run at all (tool missing, bad directory)
@@ -79,6 +80,13 @@ class LLMError(LessonbankError):
 
 class LLMTransientError(LLMError):
     """The provider failed in a way that may pass: rate limit, server error, timeout, dropped connection."""
+
+
+class LLMReplyTooLargeError(LLMError):
+    """The provider's reply was over the read cap (the message says how many bytes); reading stopped there.
+
+    Permanent, not transient: a model that ran away once will likely do it again for the same
+    prompt, and retrying would spend another oversized reply's tokens."""
 
 
 class ParseError(LessonbankError):

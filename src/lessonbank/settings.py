@@ -24,6 +24,9 @@ from pydantic_settings import (
 from lessonbank.errors import ConfigError
 
 _PREFIX = "LESSONBANK_"
+# What is read of one provider reply. A reflection asks for a few hundred tokens (consolidation for
+# at most 8,000): a megabyte is far past any honest reply, so more is a runaway model or a broken server.
+DEFAULT_LLM_MAX_REPLY_BYTES = 1024 * 1024
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
 
@@ -57,6 +60,9 @@ HomeDir = Annotated[Path, BeforeValidator(_expand_home)]
 def _reflexion(variable: str) -> Any:
     """A switch read from ``LESSONBANK_REFLEXION_*`` (seed 004's names) rather than its own name."""
     return Field(default=True, validation_alias=AliasChoices(variable))
+
+
+RETENTION_FIELDS = ("episode_retention_days", "reflection_retention_days", "done_job_retention_days")
 
 
 class Settings(BaseSettings):
@@ -117,6 +123,12 @@ class Settings(BaseSettings):
     attribution: Switch = (
         True  # LESSONBANK_ATTRIBUTION: credit injected lessons with the next episode's outcome
     )
+    llm_max_reply_bytes: int = DEFAULT_LLM_MAX_REPLY_BYTES  # LESSONBANK_LLM_MAX_REPLY_BYTES
+    # Retention, applied by `lessonbank purge` / bank.services.retention (see lessonbank.services.retention).
+    # Days after which records are deleted; empty or 0 keeps them forever (the default: keeping is safe).
+    episode_retention_days: OptionalFloat = None  # LESSONBANK_EPISODE_RETENTION_DAYS
+    reflection_retention_days: OptionalFloat = None  # LESSONBANK_REFLECTION_RETENTION_DAYS
+    done_job_retention_days: OptionalFloat = None  # LESSONBANK_DONE_JOB_RETENTION_DAYS
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -131,6 +143,17 @@ class Settings(BaseSettings):
                 "hybrid_lexical_weight (LESSONBANK_HYBRID_LEXICAL_WEIGHT) must be in [0, 1], "
                 f"got {self.hybrid_lexical_weight}"
             )
+        if self.llm_max_reply_bytes < 1:
+            raise ConfigError(
+                f"llm_max_reply_bytes (LESSONBANK_LLM_MAX_REPLY_BYTES) must be 1 or more, got {self.llm_max_reply_bytes}"
+            )
+        for name in RETENTION_FIELDS:
+            days = getattr(self, name)
+            if days is not None and not 0.0 <= days < float("inf"):
+                raise ConfigError(
+                    f"{name} ({env_variable(name)}) must be a number of days ≥ 0 (0 or empty: keep forever), "
+                    f"got {days}"
+                )
         if not 0.0 < self.dedup_cosine <= 1.0:
             raise ConfigError(
                 f"dedup_cosine (LESSONBANK_DEDUP_COSINE) must be in (0, 1], got {self.dedup_cosine}; "

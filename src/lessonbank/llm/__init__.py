@@ -13,6 +13,7 @@ from lessonbank.errors import ConfigError
 from lessonbank.llm.base import LLM, Completion, Message, Usage
 from lessonbank.llm.fake import FakeCall, FakeLLM
 from lessonbank.llm.retry import RetryingLLM
+from lessonbank.settings import DEFAULT_LLM_MAX_REPLY_BYTES
 
 __all__ = ["LLM", "Completion", "FakeCall", "FakeLLM", "Message", "RetryingLLM", "Usage", "get_llm"]
 
@@ -26,6 +27,7 @@ def get_llm(
     api_key: str | None = None,
     timeout_s: float = 60.0,
     retries: int = 3,
+    max_reply_bytes: int = DEFAULT_LLM_MAX_REPLY_BYTES,
 ) -> LLM | None:
     """Resolve ``provider:model`` to an LLM, wrapped to retry transient errors.
 
@@ -33,7 +35,8 @@ def get_llm(
     points it elsewhere), ``ollama`` (local Ollama, ``OLLAMA_HOST`` to move it), ``anthropic``
     (needs ``lessonbank[anthropic]``), ``fake`` (scripted replies from ``LESSONBANK_FAKE_REPLIES``,
     a JSON list, for demos and CLI tests; ``LESSONBANK_FAKE_DELAY_S`` makes each reply take that long).
-    ``None`` or ``""`` means no LLM.
+    ``None`` or ``""`` means no LLM. A provider's reply is read up to ``max_reply_bytes``
+    (past that, :class:`~lessonbank.errors.LLMReplyTooLargeError`).
     """
     if spec is None or spec == "":
         return None
@@ -56,18 +59,27 @@ def get_llm(
     if provider == "openai":
         from lessonbank.llm.openai import OpenAIChat
 
-        inner = OpenAIChat(model, base_url=base_url, api_key=api_key, timeout_s=timeout_s)
+        inner = OpenAIChat(
+            model, base_url=base_url, api_key=api_key, timeout_s=timeout_s, max_reply_bytes=max_reply_bytes
+        )
     elif provider == "ollama":
         from lessonbank.llm.openai import OpenAIChat
 
         url = base_url or _ollama_url()
         inner = OpenAIChat(
-            model, base_url=url, api_key=api_key or "ollama", timeout_s=timeout_s, provider="ollama"
+            model,
+            base_url=url,
+            api_key=api_key or "ollama",
+            timeout_s=timeout_s,
+            provider="ollama",
+            max_reply_bytes=max_reply_bytes,
         )
     elif provider == "anthropic":
         from lessonbank.llm.anthropic import AnthropicChat
 
-        inner = AnthropicChat(model, base_url=base_url, api_key=api_key, timeout_s=timeout_s)
+        inner = AnthropicChat(
+            model, base_url=base_url, api_key=api_key, timeout_s=timeout_s, max_reply_bytes=max_reply_bytes
+        )
     else:
         raise ConfigError(
             f"unknown LLM provider {provider!r} in {spec!r}; use openai:, ollama:, anthropic: or fake"

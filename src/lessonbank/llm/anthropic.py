@@ -4,7 +4,8 @@ The SDK is an optional extra, so it is imported inside functions: importing this
 fails, and constructing :class:`AnthropicChat` without the SDK says how to install it.
 
 As with :class:`~lessonbank.llm.openai.OpenAIChat`, the SDK client lives for one call only, so it
-never outlives the event loop its connections belong to.
+never outlives the event loop its connections belong to, and what is read of a reply is capped
+(``max_reply_bytes``, see :mod:`lessonbank.llm.limits`).
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 from lessonbank.errors import ConfigError, LLMTransientError
 from lessonbank.llm.base import Completion, Message, Usage, resolve_api_key
+from lessonbank.llm.limits import capped_client, check_cap, oversized
 from lessonbank.llm.openai import not_a_reply, status_error
 from lessonbank.redact import redact
+from lessonbank.settings import DEFAULT_LLM_MAX_REPLY_BYTES
 
 if TYPE_CHECKING:
     from anthropic.types import MessageParam
@@ -41,6 +44,7 @@ class AnthropicChat:
         base_url: str | None = None,
         api_key: str | None = None,
         timeout_s: float = 60.0,
+        max_reply_bytes: int = DEFAULT_LLM_MAX_REPLY_BYTES,
     ) -> None:
         try:
             importlib.import_module("anthropic")
@@ -52,6 +56,7 @@ class AnthropicChat:
         self._given_key = api_key
         self._base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
         self._timeout_s = timeout_s
+        self._max_reply_bytes = check_cap(max_reply_bytes)
 
     @property
     def _api_key(self) -> str:
@@ -79,8 +84,18 @@ class AnthropicChat:
         options: dict[str, Any] = {"system": system} if system else {}
         api_key = self._api_key
         try:
+            http = capped_client(
+                anthropic.DefaultAsyncHttpxClient,
+                self._max_reply_bytes,
+                model=self.model,
+                provider="anthropic",
+            )
             async with anthropic.AsyncAnthropic(
-                api_key=api_key, base_url=self._base_url, timeout=self._timeout_s, max_retries=0
+                api_key=api_key,
+                base_url=self._base_url,
+                timeout=self._timeout_s,
+                max_retries=0,
+                http_client=http,
             ) as client:
                 response = await client.messages.create(
                     model=self._model,
@@ -93,6 +108,8 @@ class AnthropicChat:
                 f"{self.model} did not answer within {self._timeout_s:g}s", provider="anthropic"
             ) from exc
         except anthropic.APIConnectionError as exc:
+            if (too_large := oversized(exc)) is not None:  # the SDK wraps the cap's error
+                raise too_large from None
             endpoint = redact(self._base_url) if self._base_url else "the default Anthropic endpoint"
             raise LLMTransientError(
                 f"could not reach {self.model} at {endpoint}: {exc.__cause__ or exc}", provider="anthropic"

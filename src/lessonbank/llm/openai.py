@@ -7,6 +7,8 @@ The SDK client is created per call and closed before returning: a client cached 
 binds its connection pool to the first event loop, so the next ``asyncio.run`` fails with
 "Event loop is closed" and the old sockets leak as ResourceWarnings. A fresh connection per
 call costs a handshake, which is small next to an LLM round trip.
+
+What is read of a reply is capped (``max_reply_bytes``, see :mod:`lessonbank.llm.limits`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import openai
 
 from lessonbank.errors import LLMError, LLMTransientError
 from lessonbank.llm.base import Completion, Message, Usage, resolve_api_key
+from lessonbank.llm.limits import capped_client, check_cap, oversized
 from lessonbank.redact import redact
+from lessonbank.settings import DEFAULT_LLM_MAX_REPLY_BYTES
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
@@ -47,10 +51,12 @@ class OpenAIChat:
         api_key: str | None = None,
         timeout_s: float = 60.0,
         provider: str = "openai",
+        max_reply_bytes: int = DEFAULT_LLM_MAX_REPLY_BYTES,
     ) -> None:
         self._model = model
         self._provider = provider
         self._timeout_s = timeout_s
+        self._max_reply_bytes = check_cap(max_reply_bytes)
         self._base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         # Local servers ignore the key, but the SDK insists on one. OPENAI_API_KEY is read only for
         # provider "openai", so a real OpenAI key is never sent to some other server.
@@ -84,8 +90,18 @@ class OpenAIChat:
         )
         api_key = self._api_key
         try:
+            http = capped_client(
+                openai.DefaultAsyncHttpxClient,
+                self._max_reply_bytes,
+                model=self.model,
+                provider=self._provider,
+            )
             async with openai.AsyncOpenAI(
-                api_key=api_key, base_url=self._base_url, timeout=self._timeout_s, max_retries=0
+                api_key=api_key,
+                base_url=self._base_url,
+                timeout=self._timeout_s,
+                max_retries=0,
+                http_client=http,
             ) as client:
                 response = await client.chat.completions.create(model=self._model, messages=wire, **options)
         except openai.APITimeoutError as exc:
@@ -93,6 +109,8 @@ class OpenAIChat:
                 f"{self.model} did not answer within {self._timeout_s:g}s", provider=self._provider
             ) from exc
         except openai.APIConnectionError as exc:
+            if (too_large := oversized(exc)) is not None:
+                raise too_large from None
             raise LLMTransientError(
                 f"could not reach {self.model} at {self._endpoint()}: {exc.__cause__ or exc}",
                 provider=self._provider,

@@ -87,13 +87,16 @@ def build_services(
     )
     if not chosen_settings.namespace.strip():
         raise ConfigError("namespace is empty; pass a name such as 'default' or 'team-a'")
-    main_llm = get_llm(llm if llm is not None and not isinstance(llm, str) else chosen_settings.llm)
+    cap = chosen_settings.llm_max_reply_bytes
+    main_llm = get_llm(
+        llm if llm is not None and not isinstance(llm, str) else chosen_settings.llm, max_reply_bytes=cap
+    )
     chosen_llm = (
         reflection_llm
         if reflection_llm is not None and not isinstance(reflection_llm, str)
         else chosen_settings.reflection_llm
     )
-    reflecting_llm = get_llm(chosen_llm) or main_llm
+    reflecting_llm = get_llm(chosen_llm, max_reply_bytes=cap) or main_llm
     reflectors = _reflectors(chosen_settings)
     the_clock = clock or time.time
     scope = Scope(
