@@ -83,3 +83,40 @@ def test_previous_schema_is_migrated_and_reindexed(tmp_path: Path) -> None:
         assert again.get_lesson("les_old1").learned_from == "Speed up the nightly reports"
     finally:
         again.close()
+
+
+def recomputed_stats(conn: sqlite3.Connection) -> dict[str, tuple[int, int]]:
+    rows = conn.execute(
+        "SELECT l.namespace, count(*), sum(lb_doc_len(d.sz)) FROM lessons l "
+        "JOIN lessons_fts_docsize d ON d.id = l.rowid GROUP BY l.namespace"
+    ).fetchall()
+    return {ns: (docs, tokens) for ns, docs, tokens in rows}
+
+
+def kept_stats(conn: sqlite3.Connection) -> dict[str, tuple[int, int]]:
+    rows = conn.execute("SELECT namespace, docs, tokens FROM lexical_stats WHERE docs > 0").fetchall()
+    return {ns: (docs, tokens) for ns, docs, tokens in rows}
+
+
+def test_per_namespace_lexical_stats_are_backfilled_and_kept_in_step(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    old_bank(path, ["rotate the signing keys every quarter", "vacuum the analytics tables weekly"])
+    clock = Clock()
+    store = SQLiteStore(path, clock=clock)
+    try:
+        conn = store.dialect.connection()
+        assert kept_stats(conn) == recomputed_stats(conn) == {"default": (2, 13)}
+        first = store.write_lesson(lesson("keep the deploy window short", clock, namespace="b")).lesson
+        store.write_lesson(
+            lesson("keep the deploy window short", clock, namespace="b", tags=["ops", "deploy"])
+        )
+        store.update_lesson(first.model_copy(update={"content": "keep every deploy window under an hour"}))
+        store.import_lessons(
+            [lesson(f"bulk lesson {n} about caches", clock, namespace="b") for n in range(5)]
+            + [lesson("bulk lesson 1 about caches", clock, namespace="b", tags=["cache"])]
+        )
+        assert store.delete_lesson("default", "les_old0")
+        assert kept_stats(conn) == recomputed_stats(conn)
+        assert kept_stats(conn)["b"][0] == 6
+    finally:
+        store.close()

@@ -11,9 +11,10 @@ Invariants:
 - No caller's commit runs a WAL checkpoint (which copies pages back and syncs, for
   milliseconds): connections turn auto-checkpointing off and a background thread
   checkpoints once the WAL passes ``CHECKPOINT_WAL_BYTES``.
-- ``lessons_fts`` (FTS5, porter stemming over content, tags and ``learned_from``, ranked by
-  BM25 with :data:`~lessonbank.stores.lexical.FIELD_WEIGHTS`), ``lesson_tags`` and
-  ``lesson_vectors`` follow the ``lessons`` table through triggers, so they never disagree with it.
+- ``lessons_fts`` (FTS5, porter stemming over content, tags and ``learned_from``; ranked per
+  namespace by :mod:`.sqlite_search`), ``lexical_stats``, ``lesson_tags`` and ``lesson_vectors``
+  follow the ``lessons`` table through triggers, so they never disagree with it. The triggers call
+  ``lb_doc_len``, a function every connection of this store registers.
 - Vectors are plain BLOBs scanned by the caller's in-process index (no extension to load):
   ``lesson_vectors.seq`` (AUTOINCREMENT) orders their writes; SQLite serialises writers, so
   sequence numbers are committed in order.
@@ -40,11 +41,10 @@ from lessonbank.errors import StoreError
 from lessonbank.lessons import CONFIDENCE_STEP
 from lessonbank.models import MAX_TAGS, Decision, Episode, Lesson, VerificationResult, from_timestamp
 from lessonbank.ports import Candidate, LessonQuery, VectorChanges
-from lessonbank.stores import lexical
-from lessonbank.stores.lexical import CACHED_MIN_DF, FIELD_WEIGHTS, choose_terms, common_idf
-from lessonbank.stores.sql.dialect import Connection, lesson_filter, question_marks
+from lessonbank.stores.sql.dialect import Connection, question_marks
 from lessonbank.stores.sql.migrations.sqlite import MIGRATIONS
 from lessonbank.stores.sql.sqlite_files import open_target
+from lessonbank.stores.sql.sqlite_search import FtsSearch, register_functions
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -59,11 +59,6 @@ LESSON_COLUMNS = (
 )
 _NAMES = [column.strip() for column in LESSON_COLUMNS.split(",")]
 _EXTRA_FIELDS = ("situation", "mistake", "correction")
-_RANK = "bm25(" + ", ".join(repr(FIELD_WEIGHTS[f]) for f in ("content", "tags", "learned_from")) + ")"
-_CANDIDATE_COLUMNS = (
-    "l.id, l.access_count, l.confidence, l.pinned, coalesce(l.last_accessed, l.created_at) AS used, "
-    "l.importance, l.helpful, l.harmful"
-)
 # Insert a lesson, or reinforce the one with the same content as LessonWriter.reinforced does: one
 # more use, a little more confidence, the union of both tag lists (stored order first, capped).
 _UPSERT = (
@@ -74,13 +69,6 @@ _UPSERT = (
     "SELECT value FROM json_each(excluded.tags) WHERE value NOT IN (SELECT value FROM json_each(lessons.tags)) "
     f"LIMIT {MAX_TAGS}))"
 )
-
-
-def fts_query(terms: Sequence[str], column: str | None = None) -> str:
-    """An FTS5 MATCH expression OR-ing the terms, each quoted so no term is read as syntax;
-    limited to one column when ``column`` is given."""
-    expression = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
-    return f"{column} : ({expression})" if column else expression
 
 
 class SQLiteDialect:
@@ -120,8 +108,7 @@ class SQLiteDialect:
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._closed = False
-        self._df_cache: dict[str, int] = {}
-        self._df_size = 0
+        self.fts = FtsSearch(self)
         self._stop_checkpoints = threading.Event()
         self._checkpointer: threading.Thread | None = None
         self._uri, self.read_only = open_target(self.path)
@@ -146,6 +133,7 @@ class SQLiteDialect:
                 self._uri, isolation_level=None, check_same_thread=False, timeout=timeout, uri=True
             )
             conn.row_factory = sqlite3.Row
+            register_functions(conn)
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             mode = "wal" if self.read_only else conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         except sqlite3.Error as exc:
@@ -353,6 +341,13 @@ class SQLiteDialect:
                 "json_each(l.tags) t WHERE l.rowid > ?",
                 (last,),
             )
+            conn.execute(
+                "INSERT INTO lexical_stats (namespace, docs, tokens) SELECT l.namespace, count(*), "
+                "sum(lb_doc_len(d.sz)) FROM lessons l JOIN lessons_fts_docsize d ON d.id = l.rowid "
+                "WHERE l.rowid > ? GROUP BY l.namespace ORDER BY l.namespace ON CONFLICT (namespace) "
+                "DO UPDATE SET docs = docs + excluded.docs, tokens = tokens + excluded.tokens",
+                (last,),
+            )
             conn.execute("DELETE FROM bulk_load")
             conn.executemany(_UPSERT, repeats)
             conn.execute("RELEASE bulk")
@@ -370,75 +365,10 @@ class SQLiteDialect:
         *,
         content_only: bool = False,
     ) -> list[Candidate]:
-        """Top ``limit`` lessons by BM25 over the query's selective terms that pass the filters.
-
-        BM25 costs FTS5 a few microseconds per matching row, so the work is bounded: terms are
-        taken rarest first while their postings fit ``lexical.POSTINGS_BUDGET``; words found in more
-        lessons than that act as stopwords (their IDF is small anyway). When every word of the
-        query is that common, the newest lessons holding its rarest word are taken unranked,
-        all with the same relevance, so use and recency order them. ``content_only`` limits
-        matching to the content column (the near-duplicate check).
-        """
-        column = "content" if content_only else None
-        chosen, rarest = choose_terms(self._document_frequencies(conn, terms))
-        if rarest is None:
-            return []
-        where, params = lesson_filter(self, query, self.clock())
-        if chosen:
-            rows = conn.execute(
-                f"SELECT {_CANDIDATE_COLUMNS}, -m.rank FROM (SELECT rowid, rank FROM lessons_fts "
-                "WHERE lessons_fts MATCH ? AND rank MATCH ?) m "
-                f"JOIN lessons l ON l.rowid = m.rowid WHERE {where} ORDER BY m.rank LIMIT ?",
-                (fts_query(chosen, column), _RANK, *params, limit),
-            ).fetchall()
-        else:
-            rows = conn.execute(
-                f"SELECT {_CANDIDATE_COLUMNS}, ? FROM (SELECT rowid FROM lessons_fts WHERE lessons_fts MATCH ? "
-                f"ORDER BY rowid DESC LIMIT ?) m JOIN lessons l ON l.rowid = m.rowid WHERE {where} LIMIT ?",
-                (
-                    common_idf(self._df_size, rarest[0]),
-                    fts_query([rarest[1]], column),
-                    lexical.POSTINGS_BUDGET,
-                    *params,
-                    limit,
-                ),
-            ).fetchall()
-        return [_candidate(row, float(row[8])) for row in rows]
-
-    def _document_frequencies(self, conn: Connection, terms: Sequence[str]) -> dict[str, int]:
-        """How many lessons hold each term, capped just above the postings budget.
-
-        Counting costs one step per posting, so only frequent terms are cached (rare ones are
-        cheap, and their counts matter exactly); the cache is dropped when the bank grows 10 %.
-        """
-        size = conn.execute("SELECT coalesce(max(rowid), 0) FROM lessons").fetchone()[0]
-        if size > self._df_size * 1.1 or size < self._df_size:
-            self._df_cache.clear()
-            self._df_size = size
-        out: dict[str, int] = {}
-        for term in terms:
-            df = self._df_cache.get(term)
-            if df is None:
-                df = conn.execute(
-                    "SELECT count(*) FROM (SELECT 1 FROM lessons_fts WHERE lessons_fts MATCH ? LIMIT ?)",
-                    (fts_query([term]), lexical.POSTINGS_BUDGET + 1),
-                ).fetchone()[0]
-                if df >= CACHED_MIN_DF:
-                    self._df_cache[term] = df
-            out[term] = df
-        return out
+        return self.fts.search(conn, query, terms, limit, content_only=content_only)
 
     def candidates(self, conn: Connection, query: LessonQuery, lesson_ids: Sequence[str]) -> list[Candidate]:
-        where, params = lesson_filter(self, query, self.clock())
-        # CROSS JOIN fixes the loop order: each id is looked up by the unique index, where the
-        # planner left alone would walk the namespace index over every lesson.
-        rows = conn.execute(
-            f"SELECT {_CANDIDATE_COLUMNS} FROM json_each(?) j CROSS JOIN lessons l ON l.id = j.value "
-            f"WHERE {where}",
-            (json.dumps(list(lesson_ids)), *params),
-        ).fetchall()
-        by_id = {row[0]: _candidate(row, 0.0) for row in rows}
-        return [by_id[lesson_id] for lesson_id in dict.fromkeys(lesson_ids) if lesson_id in by_id]
+        return self.fts.candidates(conn, query, lesson_ids)
 
     @staticmethod
     def credit(
@@ -551,12 +481,6 @@ def split_sql(script: str) -> list[str]:
     if "\n".join(current).strip():
         statements.append("\n".join(current))
     return statements
-
-
-def _candidate(row: sqlite3.Row, relevance: float) -> Candidate:
-    return Candidate(
-        row[0], relevance, row[1], row[2], bool(row[3]), row[4], float(row[5]), int(row[6]), int(row[7])
-    )
 
 
 def _ts(value: datetime | None) -> float | None:

@@ -196,4 +196,55 @@ MIGRATIONS: list[str] = [
         INSERT INTO lesson_tags (lesson_rowid, tag) SELECT new.rowid, value FROM json_each(new.tags);
     END;
     """,
+    # 3: lexical statistics per namespace. FTS5's bm25() reads table-wide figures, so ranking in
+    # one namespace moved with another's data; recall now computes BM25 itself (sqlite_search.py)
+    # from each lesson's FTS5 term instances and length, and this table's lesson count and total
+    # length per namespace, which the lessons triggers keep in step (lb_doc_len decodes a lesson's
+    # FTS5 docsize record; the store registers it on every connection).
+    """
+    CREATE VIRTUAL TABLE lesson_term_instances USING fts5vocab (lessons_fts, 'instance');
+    CREATE TABLE lexical_stats (
+        namespace TEXT PRIMARY KEY,
+        docs INTEGER NOT NULL,
+        tokens INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    INSERT INTO lexical_stats (namespace, docs, tokens)
+        SELECT l.namespace, count(*), coalesce(sum(lb_doc_len(d.sz)), 0)
+        FROM lessons l LEFT JOIN lessons_fts_docsize d ON d.id = l.rowid GROUP BY l.namespace;
+
+    DROP TRIGGER lessons_ai;
+    DROP TRIGGER lessons_ad;
+    DROP TRIGGER lessons_au;
+    CREATE TRIGGER lessons_ai AFTER INSERT ON lessons WHEN NOT EXISTS (SELECT 1 FROM bulk_load) BEGIN
+        INSERT INTO lessons_fts (rowid, content, tags, learned_from)
+            VALUES (new.rowid, new.content, new.tags, new.learned_from);
+        INSERT INTO lesson_tags (lesson_rowid, tag) SELECT new.rowid, value FROM json_each(new.tags);
+        INSERT INTO lexical_stats (namespace, docs, tokens)
+            VALUES (new.namespace, 1, (SELECT lb_doc_len(sz) FROM lessons_fts_docsize WHERE id = new.rowid))
+            ON CONFLICT (namespace) DO UPDATE SET docs = docs + 1, tokens = tokens + excluded.tokens;
+    END;
+    CREATE TRIGGER lessons_ad AFTER DELETE ON lessons BEGIN
+        UPDATE lexical_stats SET docs = docs - 1,
+            tokens = tokens - coalesce((SELECT lb_doc_len(sz) FROM lessons_fts_docsize WHERE id = old.rowid), 0)
+            WHERE namespace = old.namespace;
+        INSERT INTO lessons_fts (lessons_fts, rowid, content, tags, learned_from)
+            VALUES ('delete', old.rowid, old.content, old.tags, old.learned_from);
+        DELETE FROM lesson_tags WHERE lesson_rowid = old.rowid;
+        DELETE FROM lesson_vectors WHERE lesson_rowid = old.rowid;
+    END;
+    CREATE TRIGGER lessons_au AFTER UPDATE OF content, tags, learned_from ON lessons BEGIN
+        UPDATE lexical_stats
+            SET tokens = tokens - coalesce((SELECT lb_doc_len(sz) FROM lessons_fts_docsize WHERE id = old.rowid), 0)
+            WHERE namespace = old.namespace;
+        INSERT INTO lessons_fts (lessons_fts, rowid, content, tags, learned_from)
+            VALUES ('delete', old.rowid, old.content, old.tags, old.learned_from);
+        INSERT INTO lessons_fts (rowid, content, tags, learned_from)
+            VALUES (new.rowid, new.content, new.tags, new.learned_from);
+        UPDATE lexical_stats
+            SET tokens = tokens + coalesce((SELECT lb_doc_len(sz) FROM lessons_fts_docsize WHERE id = new.rowid), 0)
+            WHERE namespace = new.namespace;
+        DELETE FROM lesson_tags WHERE lesson_rowid = old.rowid;
+        INSERT INTO lesson_tags (lesson_rowid, tag) SELECT new.rowid, value FROM json_each(new.tags);
+    END;
+    """,
 ]

@@ -1,0 +1,207 @@
+"""SQLite lexical recall: BM25 over the FTS5 index, with every statistic taken per namespace.
+
+FTS5's own ``bm25()`` reads table-wide statistics (lesson count, mean length, document
+frequencies), so one namespace's data would move another's ranking. Here FTS5 only finds the
+postings; the score is FTS5's BM25 formula (:mod:`~lessonbank.stores.lexical`) computed in SQL
+from the namespace's own figures.
+
+Invariants:
+
+- ``lesson_term_instances`` (``fts5vocab`` ``instance``) gives each matching lesson's term
+  frequency per column, ``lessons_fts_docsize`` its length in tokens (FTS5's own counts);
+- ``lexical_stats`` holds each namespace's lesson count and total length, kept in step with
+  ``lessons`` by its triggers (and by the bulk import, which stands the triggers aside);
+- document frequencies count only the namespace's lessons, capped just above the postings
+  budget, and the "newest postings" fallback takes the namespace's own newest lessons.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import unicodedata
+from collections.abc import Sequence
+from typing import Any
+
+from lessonbank.ports import Candidate, LessonQuery
+from lessonbank.stores import lexical
+from lessonbank.stores.lexical import (
+    BM25_B,
+    BM25_K1,
+    CACHED_MIN_DF,
+    FIELD_WEIGHTS,
+    choose_terms,
+    common_idf,
+    idf,
+)
+from lessonbank.stores.sql.dialect import Connection, Dialect, lesson_filter
+from lessonbank.text import stem
+
+CANDIDATE_COLUMNS = (
+    "l.id, l.access_count, l.confidence, l.pinned, coalesce(l.last_accessed, l.created_at) AS used, "
+    "l.importance, l.helpful, l.harmful"
+)
+# Each FTS5 column's weight, as SQL over the instance table's ``col``.
+_COLUMN_WEIGHT = (
+    "CASE i.col "
+    + " ".join(f"WHEN '{name}' THEN {weight!r}" for name, weight in FIELD_WEIGHTS.items())
+    + " ELSE 1.0 END"
+)
+DOC_LENGTH_FUNCTION = "lb_doc_len"
+
+
+def doc_length(sizes: bytes | None) -> int:
+    """A lesson's length in tokens from its ``lessons_fts_docsize`` record: one SQLite varint
+    (big-endian groups of 7 bits, the high bit set on all but the last byte) per column, summed."""
+    total = value = 0
+    for byte in sizes or b"":
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            total, value = total + value, 0
+    return total
+
+
+def register_functions(conn: sqlite3.Connection) -> None:
+    """The SQL functions the schema's triggers and the search call (on every connection)."""
+    conn.create_function(DOC_LENGTH_FUNCTION, 1, doc_length, deterministic=True)
+
+
+def indexed_form(term: str) -> str:
+    """A query word as FTS5's ``porter unicode61 remove_diacritics 2`` tokenizer stores it."""
+    folded = unicodedata.normalize("NFKD", term.lower())
+    return stem("".join(ch for ch in folded if not unicodedata.combining(ch)))
+
+
+def fts_query(terms: Sequence[str], column: str | None = None) -> str:
+    """An FTS5 MATCH expression OR-ing the terms, each quoted so no term is read as syntax;
+    limited to one column when ``column`` is given."""
+    expression = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+    return f"{column} : ({expression})" if column else expression
+
+
+class FtsSearch:
+    """BM25 recall over the FTS5 index, with per-namespace statistics and caches."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+        self._df_cache: dict[str, tuple[int, dict[str, int]]] = {}
+
+    def search(
+        self,
+        conn: Connection,
+        query: LessonQuery,
+        terms: Sequence[str],
+        limit: int,
+        *,
+        content_only: bool = False,
+    ) -> list[Candidate]:
+        """Top ``limit`` lessons by BM25 over the query's selective terms that pass the filters.
+
+        Terms are taken rarest first while their postings fit ``lexical.POSTINGS_BUDGET``; words
+        found in more of the namespace's lessons than that act as stopwords. When every word is
+        that common, the namespace's newest lessons holding its rarest word are taken unranked,
+        all with the same relevance, so use and recency order them. ``content_only`` limits
+        matching to the content column (the near-duplicate check).
+        """
+        docs, tokens = self.corpus_stats(conn, query.namespace)
+        frequencies = self._document_frequencies(conn, query.namespace, terms, docs)
+        chosen, rarest = choose_terms(frequencies)
+        if rarest is None:
+            return []
+        where, params = lesson_filter(self.dialect, query, self.dialect.clock())
+        if not chosen:
+            rows = conn.execute(
+                f"SELECT {CANDIDATE_COLUMNS}, ? FROM (SELECT lessons_fts.rowid AS doc FROM lessons_fts "
+                "JOIN lessons n ON n.rowid = lessons_fts.rowid WHERE lessons_fts MATCH ? AND n.namespace = ? "
+                f"ORDER BY lessons_fts.rowid DESC LIMIT ?) m JOIN lessons l ON l.rowid = m.doc WHERE {where} "
+                "LIMIT ?",
+                (
+                    common_idf(docs, rarest[0]),
+                    fts_query([rarest[1]], "content" if content_only else None),
+                    query.namespace,
+                    lexical.POSTINGS_BUDGET,
+                    *params,
+                    limit,
+                ),
+            ).fetchall()
+            return [candidate(row, float(row[8])) for row in rows]
+        weights = [(indexed_form(term), idf(docs, frequencies[term])) for term in chosen]
+        forms = list(dict.fromkeys(form for form, _ in weights))
+        avg_len = tokens / docs if docs else 0.0
+        # BM25 per term = idf × tf·(k1+1) / (tf + k1·(1 − b + b·length/avg_len)), tf weighted by column.
+        flat = BM25_K1 * (1.0 - BM25_B) if avg_len else BM25_K1
+        per_token = BM25_K1 * BM25_B / avg_len if avg_len else 0.0
+        wanted = ", ".join(["(?, ?)"] * len(weights))
+        rows = conn.execute(
+            f"WITH wanted (term, idf) AS (VALUES {wanted}), "
+            f"tf (doc, term, freq) AS (SELECT i.doc, i.term, sum({_COLUMN_WEIGHT}) FROM lesson_term_instances i "
+            f"WHERE i.term IN ({','.join('?' * len(forms))}){' AND i.col = ?' if content_only else ''} "
+            "GROUP BY i.doc, i.term) "
+            f"SELECT {CANDIDATE_COLUMNS}, sum(w.idf * t.freq * ? / (t.freq + ? + ? * "
+            f"{DOC_LENGTH_FUNCTION}(d.sz))) AS rel FROM tf t JOIN wanted w ON w.term = t.term "
+            "JOIN lessons l ON l.rowid = t.doc JOIN lessons_fts_docsize d ON d.id = t.doc "
+            f"WHERE {where} GROUP BY l.rowid ORDER BY rel DESC, l.rowid DESC LIMIT ?",
+            (
+                *(value for pair in weights for value in pair),
+                *forms,
+                *(["content"] if content_only else []),
+                BM25_K1 + 1.0,
+                flat,
+                per_token,
+                *params,
+                limit,
+            ),
+        ).fetchall()
+        return [candidate(row, float(row[8])) for row in rows]
+
+    def corpus_stats(self, conn: Connection, namespace: str) -> tuple[int, int]:
+        """The namespace's lesson count and total length in tokens."""
+        row = conn.execute(
+            "SELECT docs, tokens FROM lexical_stats WHERE namespace = ?", (namespace,)
+        ).fetchone()
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
+    def _document_frequencies(
+        self, conn: Connection, namespace: str, terms: Sequence[str], docs: int
+    ) -> dict[str, int]:
+        """How many of the namespace's lessons hold each term, capped just above the postings budget.
+
+        Counting costs one step per posting, so only frequent terms are cached (rare ones are
+        cheap, and their counts matter exactly); a namespace's cache is dropped when it grows or
+        shrinks by 10 %.
+        """
+        size, cache = self._df_cache.get(namespace, (docs, {}))
+        if docs > size * 1.1 or docs < size:
+            size, cache = docs, {}
+        self._df_cache[namespace] = (size, cache)
+        out: dict[str, int] = {}
+        for term in terms:
+            df = cache.get(term)
+            if df is None:
+                df = conn.execute(
+                    "SELECT count(*) FROM (SELECT 1 FROM lessons_fts JOIN lessons n ON n.rowid = lessons_fts.rowid "
+                    "WHERE lessons_fts MATCH ? AND n.namespace = ? LIMIT ?)",
+                    (fts_query([term]), namespace, lexical.POSTINGS_BUDGET + 1),
+                ).fetchone()[0]
+                if df >= CACHED_MIN_DF:
+                    cache[term] = df
+            out[term] = df
+        return out
+
+    def candidates(self, conn: Connection, query: LessonQuery, lesson_ids: Sequence[str]) -> list[Candidate]:
+        where, params = lesson_filter(self.dialect, query, self.dialect.clock())
+        # CROSS JOIN fixes the loop order: each id is looked up by the unique index, where the
+        # planner left alone would walk the namespace index over every lesson.
+        rows = conn.execute(
+            f"SELECT {CANDIDATE_COLUMNS} FROM json_each(?) j CROSS JOIN lessons l ON l.id = j.value "
+            f"WHERE {where}",
+            (json.dumps(list(lesson_ids)), *params),
+        ).fetchall()
+        by_id = {row[0]: candidate(row, 0.0) for row in rows}
+        return [by_id[lesson_id] for lesson_id in dict.fromkeys(lesson_ids) if lesson_id in by_id]
+
+
+def candidate(row: Sequence[Any], relevance: float) -> Candidate:
+    return Candidate(
+        row[0], relevance, row[1], row[2], bool(row[3]), row[4], float(row[5]), int(row[6]), int(row[7])
+    )
