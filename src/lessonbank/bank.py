@@ -23,7 +23,8 @@ from lessonbank.models import ContextBlock, Decision, Episode, Hit, Job, Lesson,
 from lessonbank.ports import LessonSort, Store
 from lessonbank.reflectors.base import Reflector
 from lessonbank.retrieval import Retriever
-from lessonbank.services.catalog import ExportFormat
+from lessonbank.services.recording import flush_answer
+from lessonbank.services.transfer import ExportFormat, ExportTarget
 from lessonbank.services.wiring import Services, build_services
 from lessonbank.settings import Settings
 from lessonbank.text import TokenCounter
@@ -92,15 +93,6 @@ class _Bank:
         if job is not None:
             self._kick()
         return result
-
-    @staticmethod
-    def _flushed(pending: dict[str, int], worker: Worker | None, deadline: float) -> bool | None:
-        """flush()'s answer once it has one: True when no job is queued, leased or finishing (False if
-        some wait for an LLM), False at the deadline; None while jobs are still to run."""
-        finishing = worker is not None and worker.finishing > 0
-        if not pending.get("queued") and not pending.get("leased") and not finishing:
-            return not pending.get("waiting")
-        return False if time.monotonic() >= deadline else None
 
     @property
     def settings(self) -> Settings:
@@ -238,7 +230,7 @@ class LessonBank(_Bank):
         self._kick()
         deadline = time.monotonic() + timeout
         while True:
-            done = self._flushed(self.pending(), self._thread.worker if self._thread else None, deadline)
+            done = flush_answer(self.pending(), self._thread.worker if self._thread else None, deadline)
             if done is not None:
                 return done
             if self._thread is not None:
@@ -352,11 +344,15 @@ class LessonBank(_Bank):
         self.services.catalog.forget(lesson_id)
 
     def import_lessons(self, records: Iterable[Lesson | dict[str, Any]]) -> dict[str, int]:
-        """Bulk-add lessons (same content reinforces). Invalid records are skipped and counted."""
+        """Bulk-add lessons, read and written 1,000 at a time (same content reinforces); invalid ones skipped."""
         return self.services.intake.import_lessons(records)
 
-    def export(self, format: ExportFormat = "json") -> str:
-        return self.services.catalog.export(format)
+    def export(self, format: ExportFormat = "json", *, live_only: bool = False) -> str:
+        return self.services.catalog.export(format, live_only=live_only)
+
+    def export_to(self, dest: ExportTarget, format: ExportFormat = "json", *, live_only: bool = False) -> int:
+        """Stream :meth:`export` to a path (replaced once whole) or a text stream; returns the lesson count."""
+        return self.services.catalog.export_to(dest, format, live_only=live_only)
 
     def search_reflections(
         self,
@@ -477,7 +473,7 @@ class AsyncLessonBank(_Bank):
         self._kick()
         deadline = time.monotonic() + timeout
         while True:
-            done = self._flushed(await self.pending(), self._worker, deadline)
+            done = flush_answer(await self.pending(), self._worker, deadline)
             if done is not None:
                 return done
             if self._worker is not None:
@@ -570,10 +566,15 @@ class AsyncLessonBank(_Bank):
         await _in_thread(self.services.catalog.forget)(lesson_id)
 
     async def import_lessons(self, records: Iterable[Lesson | dict[str, Any]]) -> dict[str, int]:
-        return await _in_thread(self.services.intake.import_lessons)(list(records))
+        return await _in_thread(self.services.intake.import_lessons)(records)  # read in the thread, lazily
 
-    async def export(self, format: ExportFormat = "json") -> str:
-        return await _in_thread(self.services.catalog.export)(format)
+    async def export(self, format: ExportFormat = "json", *, live_only: bool = False) -> str:
+        return await _in_thread(self.services.catalog.export)(format, live_only=live_only)
+
+    async def export_to(
+        self, dest: ExportTarget, format: ExportFormat = "json", *, live_only: bool = False
+    ) -> int:
+        return await _in_thread(self.services.catalog.export_to)(dest, format, live_only=live_only)
 
     async def search_reflections(
         self,

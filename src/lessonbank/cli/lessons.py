@@ -4,23 +4,25 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import AbstractContextManager, nullcontext
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, BinaryIO
 
 import typer
 from rich.table import Table
 
 from lessonbank.cli.common import (
     emit_json,
+    err,
     fail,
-    json_records,
     lesson_row,
     out,
     print_lessons,
-    read_text,
     writable_file,
 )
+from lessonbank.errors import InputError
+from lessonbank.services.transfer import IMPORT_BATCH, RecordReader, batched
 
 
 def add(
@@ -87,16 +89,57 @@ def import_(
     ctx: typer.Context,
     path: Annotated[str, typer.Argument(help="JSON Lines (or a JSON array) of lessons; - for stdin")],
 ) -> None:
-    """Import lessons; each record needs at least "content". Same content reinforces."""
+    """Import lessons; each record needs at least "content". Same content reinforces.
+
+    The input is read a piece at a time, so a backup of any size imports in flat memory. A file
+    holding a JSON array is read through once first: if it is broken, nothing is imported."""
+    what = "stdin" if path == "-" else path
     if path != "-" and not Path(path).is_file():
         fail(f"no such file: {path}", 2)
-    records, unreadable = json_records(read_text(path), "stdin" if path == "-" else path)
-    records = [r if isinstance(r, dict) else {"content": r} if isinstance(r, str) else {} for r in records]
-    with ctx.obj.bank() as bank:
-        result = bank.import_lessons(records)
-    out.print(
-        f"added {result['added']}, reinforced {result['reinforced']}, skipped {result['skipped'] + unreadable}"
-    )
+    try:
+        with ctx.obj.bank() as bank, _opened(path) as stream:
+            if path != "-" and _starts_array(stream):
+                for _ in RecordReader(stream, what):  # parse only: a broken array stops here
+                    pass
+                stream.seek(0)
+            reader = RecordReader(stream, what, on_skip=lambda message: err.print(message, markup=False))
+            records = (
+                {"content": r} if isinstance(r, str) else r if isinstance(r, dict) else {} for r in reader
+            )
+            total = {"added": 0, "reinforced": 0, "skipped": 0}
+            try:
+                # Batches from here, so a read that breaks half way (stdin) can say what was kept.
+                for batch in batched(records, IMPORT_BATCH):
+                    result = bank.import_lessons(batch)
+                    total = {key: total[key] + result[key] for key in total}
+            except InputError as exc:
+                if any(total.values()):
+                    fail(f"{exc}; imported before it: {_counts(total, reader.skipped)}", 2)
+                raise
+    except OSError as exc:
+        fail(f"cannot read {what}: {exc.strerror or exc}", 2)
+    if reader.empty:
+        err.print(f"{what} is empty: nothing to import", markup=False)
+    out.print(_counts(total, reader.skipped))
+
+
+def _counts(result: dict[str, int], unreadable: int) -> str:
+    return f"added {result['added']}, reinforced {result['reinforced']}, skipped {result['skipped'] + unreadable}"
+
+
+def _opened(path: str) -> AbstractContextManager[BinaryIO]:
+    return nullcontext(sys.stdin.buffer) if path == "-" else open(path, "rb")
+
+
+def _starts_array(stream: BinaryIO) -> bool:
+    """Whether the file is a JSON array (its first non-blank byte is ``[``); the file is rewound."""
+    first = b""
+    while piece := stream.read(1 << 12):
+        first = piece.lstrip(b"\xef\xbb\xbf \t\r\n")
+        if first:
+            break
+    stream.seek(0)
+    return first.startswith(b"[")
 
 
 class _ExportFormat(StrEnum):
@@ -109,19 +152,20 @@ def export(
     ctx: typer.Context,
     fmt: Annotated[_ExportFormat, typer.Option("--format", "-f")] = _ExportFormat.json,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to a file")] = None,
+    live_only: Annotated[
+        bool, typer.Option("--live-only", help="Leave out superseded and expired lessons (not a full backup)")
+    ] = False,
 ) -> None:
-    """Export every lesson of the namespace."""
+    """Export every lesson of the namespace: a full backup, superseded and expired lessons marked.
+
+    Written as it is read, in flat memory; a file is replaced only once the export is whole."""
     if output:
         writable_file(output)
     with ctx.obj.bank() as bank:
-        text = bank.export(fmt.value)
-    if output:
         try:
-            output.write_text(text + ("" if text.endswith("\n") else "\n"), encoding="utf-8")
+            bank.export_to(output or sys.stdout, fmt.value, live_only=live_only)
         except OSError as exc:
-            fail(f"cannot write {output}: {exc.strerror or exc}", 2)
-    else:
-        sys.stdout.write(text + ("" if text.endswith("\n") else "\n"))
+            fail(f"cannot write {output or 'stdout'}: {exc.strerror or exc}", 2)
 
 
 def stats(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:

@@ -1,19 +1,33 @@
-"""Reading the bank as a whole: list, get, show any record by id, forget, export, stats."""
+"""Reading the bank as a whole: list, get, show any record by id, forget, export (streamed), stats."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-from typing import Any, Literal
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from lessonbank.errors import InputError, NotFoundError
 from lessonbank.llm import LLM
 from lessonbank.models import LESSON_STATUSES, Lesson
 from lessonbank.ports import LessonQuery, LessonSort
 from lessonbank.services.scope import Scope
-from lessonbank.services.sections import render_lesson
+from lessonbank.services.transfer import (
+    ExportTarget,
+    Mark,
+    check_format,
+    export_chunks,
+    write_chunks,
+)
 
-ExportFormat = Literal["json", "jsonl", "markdown"]
+EXPORT_PAGE = 1_000  # lessons read per store call by an export
+
+
+def lesson_mark(lesson: Lesson, now: float) -> Mark:
+    """What makes ``lesson`` no longer live, as an export marks it: superseded first, then expired."""
+    if lesson.superseded_by is not None:
+        return "superseded"
+    if lesson.expires_at is not None and lesson.expires_at.timestamp() <= now:
+        return "expired"
+    return None
 
 
 class Catalog:
@@ -66,35 +80,65 @@ class Catalog:
             "reflections": [r.model_dump(mode="json") for r in reflections],
         }
 
-    def export(self, fmt: str) -> str:
-        """Every lesson of the namespace, whatever its status, as json, jsonl or markdown."""
-        lessons = self.all_lessons()
-        if fmt == "json":
-            return json.dumps(
-                [lesson.model_dump(mode="json") for lesson in lessons], indent=2, ensure_ascii=False
-            )
-        if fmt == "jsonl":
-            return "".join(lesson.model_dump_json() + "\n" for lesson in lessons)
-        if fmt == "markdown":
-            parts = [f"# Lessons — namespace `{self.scope.namespace}`", ""]
-            for lesson in lessons:
-                parts += [
-                    f"## {lesson.id} · {lesson.kind} · confidence {lesson.confidence:.2f}",
-                    "",
-                    render_lesson(lesson),
-                    "",
-                    f"tags: {', '.join(lesson.tags)}",
-                    "",
-                ]
-            return "\n".join(parts)
-        raise InputError(f"unknown export format {fmt!r}; use json, jsonl or markdown", field="format")
+    def export(self, fmt: str, *, live_only: bool = False) -> str:
+        """Every lesson of the namespace as json, jsonl or markdown (see :meth:`iter_export`)."""
+        return "".join(self.iter_export(fmt, live_only=live_only))
 
-    def all_lessons(self) -> list[Lesson]:
-        query = LessonQuery(self.scope.namespace, statuses=list(LESSON_STATUSES))
-        out: list[Lesson] = []
-        while batch := self.scope.store.list_lessons(query, limit=1000, offset=len(out)):
-            out.extend(batch)
-        return out
+    def export_to(self, target: ExportTarget, fmt: str, *, live_only: bool = False) -> int:
+        """:meth:`export` written to a path or a text stream as it is read, ending with a newline;
+        returns how many lessons it holds. A path is replaced only once the export is whole."""
+        check_format(fmt)
+        written = 0
+
+        def counted() -> Iterator[tuple[Lesson, Mark]]:
+            nonlocal written
+            for item in self.marked_lessons(live_only=live_only):
+                written += 1
+                yield item
+
+        write_chunks(export_chunks(counted(), fmt, self.scope.namespace), target)
+        return written
+
+    def iter_export(self, fmt: str, *, live_only: bool = False) -> Iterator[str]:
+        """The export as text chunks, a record at a time: a backup (every status, superseded and
+        expired lessons included and marked, see :mod:`~lessonbank.services.transfer`), or only the
+        live lessons with ``live_only``."""
+        check_format(fmt)
+        return export_chunks(self.marked_lessons(live_only=live_only), fmt, self.scope.namespace)
+
+    def marked_lessons(self, *, live_only: bool = False) -> Iterator[tuple[Lesson, Mark]]:
+        """The namespace's lessons, newest first, a page at a time, each with its mark (None: live).
+
+        ``list_lessons`` gives the live ones of every status. A superseded lesson is reached from
+        the lesson that superseded it (its ``supersedes`` pointer, checked against the older one's
+        ``superseded_by``, so each comes once) and follows that lesson's page. Pages are read by
+        offset: a lesson written during the export shifts the pages by one, so the previous page's
+        ids are kept to skip the repeat. Memory holds one page and its predecessors at a time."""
+        store, namespace = self.scope.store, self.scope.namespace
+        query = LessonQuery(namespace, statuses=list(LESSON_STATUSES))
+        offset, previous = 0, set[str]()
+        while page := store.list_lessons(query, limit=EXPORT_PAGE, offset=offset):
+            offset += len(page)
+            fresh = [lesson for lesson in page if lesson.id not in previous]
+            previous = {lesson.id for lesson in page}
+            now = self.scope.clock()
+            yield from ((lesson, lesson_mark(lesson, now)) for lesson in fresh)
+            if not live_only:
+                yield from ((lesson, lesson_mark(lesson, now)) for lesson in self._superseded_by(fresh))
+
+    def _superseded_by(self, lessons: list[Lesson]) -> Iterator[Lesson]:
+        """The lessons ``lessons`` superseded, and those they superseded in turn, nearest first."""
+        newer = [lesson for lesson in lessons if lesson.supersedes]
+        while newer:
+            ids = [lesson.supersedes for lesson in newer if lesson.supersedes]
+            found = {old.id: old for old in self.scope.store.get_lessons(ids, namespace=self.scope.namespace)}
+            older = [
+                old
+                for lesson in newer
+                if (old := found.get(lesson.supersedes or "")) is not None and old.superseded_by == lesson.id
+            ]
+            yield from older
+            newer = [lesson for lesson in older if lesson.supersedes]
 
     def stats(self) -> dict[str, Any]:
         stats = self.scope.store.stats(self.scope.namespace).as_dict()

@@ -7,11 +7,12 @@ operator's view of the queue (list, retry, purge, count) live here too.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from lessonbank.errors import InputError
-from lessonbank.jobs import NO_LLM_DETAIL
+from lessonbank.jobs import NO_LLM_DETAIL, Worker
 from lessonbank.llm import LLM
 from lessonbank.models import Decision, Episode, Job
 from lessonbank.policy import (
@@ -30,6 +31,15 @@ from lessonbank.reflectors.base import Reflector
 from lessonbank.reflectors.insight import goal_episode
 from lessonbank.services.attribution import LastContexts, check_context_ids
 from lessonbank.services.scope import Scope, check_count
+
+
+def flush_answer(pending: dict[str, int], worker: Worker | None, deadline: float) -> bool | None:
+    """flush()'s answer once it has one: True when no job is queued, leased or finishing (False if
+    some wait for an LLM), False at the deadline; None while jobs are still to run."""
+    finishing = worker is not None and worker.finishing > 0
+    if not pending.get("queued") and not pending.get("leased") and not finishing:
+        return not pending.get("waiting")
+    return False if time.monotonic() >= deadline else None
 
 
 class Recorder:

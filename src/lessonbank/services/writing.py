@@ -25,10 +25,12 @@ from lessonbank.retrieval import Retriever
 from lessonbank.retrieval.dedup import place_by_vector
 from lessonbank.services.pools import Pools
 from lessonbank.services.scope import Scope, check_text_arg
+from lessonbank.services.transfer import IMPORT_BATCH, STATE_KEY, batched
 
 log = logging.getLogger("lessonbank")
 
 MANUAL_TAGS = ("reflexion", "trigger:manual", "user-supplied")
+_DERIVED = frozenset({"content_hash", STATE_KEY})
 
 
 def provenance(task: str) -> str | None:
@@ -176,17 +178,23 @@ class LessonIntake:
         return done
 
     def import_lessons(self, records: Iterable[Lesson | dict[str, Any]]) -> dict[str, int]:
-        """Bulk-add lessons (same content reinforces). Invalid records are skipped and counted."""
-        lessons, skipped = [], 0
-        for index, record in enumerate(records):
-            try:
-                lessons.append(self._imported(record))
-            except (ValueError, TypeError) as exc:
-                skipped += 1
-                log.warning("import: record %d skipped: %s", index + 1, " ".join(str(exc).split())[:300])
-        added, reinforced = self.scope.store.import_lessons(lessons)
-        counts = {"added": added, "reinforced": reinforced, "skipped": skipped}
-        if self.retriever.embedder is not None and added:
+        """Bulk-add lessons (same content reinforces). Invalid records are skipped and counted.
+
+        ``records`` is read lazily and written :data:`IMPORT_BATCH` at a time, so an import of any size
+        holds one batch in memory; should ``records`` raise, the batches before are kept."""
+        counts = {"added": 0, "reinforced": 0, "skipped": 0}
+        for batch in batched(enumerate(records, 1), IMPORT_BATCH):
+            lessons = []
+            for number, record in batch:
+                try:
+                    lessons.append(self._imported(record))
+                except (ValueError, TypeError) as exc:
+                    counts["skipped"] += 1
+                    log.warning("import: record %d skipped: %s", number, " ".join(str(exc).split())[:300])
+            added, reinforced = self.scope.store.import_lessons(lessons) if lessons else (0, 0)
+            counts["added"] += added
+            counts["reinforced"] += reinforced
+        if self.retriever.embedder is not None and counts["added"]:
             counts["embedded"] = self.embed_missing()
         return counts
 
@@ -197,7 +205,8 @@ class LessonIntake:
             return guarded(record.model_copy(update={"namespace": namespace}))
         if not isinstance(record, dict):
             raise TypeError(f"a lesson to import is a dict or a Lesson, not {type(record).__name__}")
-        data = {key: value for key, value in record.items() if value is not None and key != "content_hash"}
+        # An export's mark (``state``) is derived from the fields kept, like the content hash.
+        data = {key: value for key, value in record.items() if value is not None and key not in _DERIVED}
         data["namespace"] = namespace
         data.setdefault("source", "import")
         return guarded(data)

@@ -1,0 +1,279 @@
+"""Export and import in bounded memory: text written a record at a time, records read a piece at a time.
+
+Export formats: ``json`` (one array, two-space indent), ``jsonl`` (one record per line) and
+``markdown`` (for people). A backup holds every lesson, whatever its status; a lesson that is no
+longer live carries a mark: ``"state": "superseded"`` or ``"state": "expired"`` in a JSON record
+(its ``superseded_by`` / ``expires_at`` say by what and since when), and the same words in its
+markdown heading. Import drops the mark and keeps the fields, so a restored lesson stays what it was.
+
+Reading: :class:`RecordReader` takes a binary stream and yields the records of a JSON array (parsed
+one element at a time with :meth:`json.JSONDecoder.raw_decode`) or of JSON Lines. A line that is not
+JSON is skipped and counted; a JSON array that breaks stops the read with :class:`InputError`.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator
+from itertools import chain, islice
+from pathlib import Path
+from typing import IO, Any, BinaryIO, Literal, TextIO, TypeVar
+
+from lessonbank.errors import InputError
+from lessonbank.models import Lesson
+from lessonbank.services.sections import render_lesson
+
+ExportFormat = Literal["json", "jsonl", "markdown"]
+EXPORT_FORMATS: tuple[str, ...] = ("json", "jsonl", "markdown")
+ExportTarget = str | os.PathLike[str] | TextIO
+Mark = Literal["superseded", "expired"] | None
+
+STATE_KEY = "state"  # the key of the mark on a record of a lesson that is no longer live
+IMPORT_BATCH = 1_000  # records validated and written per store call: memory stays flat, commits few
+READ_CHUNK = 1 << 16
+MAX_RECORD_CHARS = 32 << 20  # one record (line or array element) past this is refused, not buffered on
+_WHITESPACE = " \t\r\n"
+T = TypeVar("T")
+
+
+def check_format(fmt: object) -> None:
+    if fmt not in EXPORT_FORMATS:
+        raise InputError(f"unknown export format {fmt!r}; use json, jsonl or markdown", field="format")
+
+
+def batched(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """``items`` in lists of ``size`` (the last one shorter), pulled only as each list is wanted."""
+    iterator = iter(items)
+    while batch := list(islice(iterator, size)):
+        yield batch
+
+
+def export_record(lesson: Lesson, mark: Mark) -> dict[str, Any]:
+    record = lesson.model_dump(mode="json")
+    if mark is not None:
+        record[STATE_KEY] = mark
+    return record
+
+
+def export_line(lesson: Lesson, mark: Mark) -> str:
+    """One JSON Lines record: pydantic's own JSON (as before marks existed), the mark added last."""
+    line = lesson.model_dump_json()
+    return line if mark is None else f'{line[:-1]},"{STATE_KEY}":"{mark}"}}'
+
+
+def export_chunks(marked: Iterable[tuple[Lesson, Mark]], fmt: str, namespace: str) -> Iterator[str]:
+    """The export text of ``marked`` lessons, a record at a time; joined, it is the whole export.
+
+    ``json`` is byte for byte ``json.dumps(records, indent=2, ensure_ascii=False)``: each element is
+    dumped alone and indented one level (JSON strings hold no raw newline, so this is exact)."""
+    check_format(fmt)
+    if fmt == "json":
+        opening = "[\n  "
+        for lesson, mark in marked:
+            dumped = json.dumps(export_record(lesson, mark), indent=2, ensure_ascii=False)
+            yield opening + dumped.replace("\n", "\n  ")
+            opening = ",\n  "
+        yield "]" if opening == "[\n  " else "\n]"
+    elif fmt == "jsonl":
+        for lesson, mark in marked:
+            yield export_line(lesson, mark) + "\n"
+    else:
+        yield f"# Lessons — namespace `{namespace}`\n"
+        for lesson, mark in marked:
+            heading = f"## {lesson.id} · {lesson.kind} · confidence {lesson.confidence:.2f}"
+            if mark == "superseded":
+                heading += f" · superseded by {lesson.superseded_by}"
+            elif mark == "expired" and lesson.expires_at is not None:
+                heading += f" · expired {lesson.expires_at.isoformat(timespec='seconds')}"
+            yield f"\n{heading}\n\n{render_lesson(lesson)}\n\ntags: {', '.join(lesson.tags)}\n"
+
+
+def write_chunks(chunks: Iterable[str], target: ExportTarget) -> None:
+    """Write ``chunks`` to a text stream, or to a file path, and end with a newline.
+
+    A path is written to a temporary file beside it and renamed over it at the end, so a failed
+    export never leaves a half backup where the last good one was."""
+    if not isinstance(target, str | os.PathLike):
+        _write(chunks, target)
+        return
+    path = Path(target)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with temporary.open("w", encoding="utf-8", newline="") as file:
+            _write(chunks, file)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def _write(chunks: Iterable[str], stream: IO[str]) -> None:
+    last = ""
+    for chunk in chunks:
+        if chunk:
+            stream.write(chunk)
+            last = chunk
+    if not last.endswith("\n"):
+        stream.write("\n")
+
+
+class RecordReader:
+    """The records of a JSON array or of JSON Lines in ``stream``, read a piece at a time.
+
+    The first character that is not whitespace decides: ``[`` is one JSON array, anything else is
+    JSON Lines. A line that is not JSON (or not UTF-8, or nested too deeply) is skipped: ``skipped``
+    counts it and ``on_skip`` gets a message naming its line. An array that is not JSON raises
+    :class:`InputError` (records before the fault were already yielded). ``empty`` tells, after the
+    read, that the input held nothing but whitespace."""
+
+    def __init__(self, stream: BinaryIO, what: str, *, on_skip: Callable[[str], None] | None = None) -> None:
+        self.stream, self.what, self.on_skip = stream, what, on_skip
+        self.skipped = 0
+        self.records = 0
+        self.empty = False
+        self.is_array = False
+
+    def __iter__(self) -> Iterator[Any]:
+        chunks = iter(lambda: self.stream.read(READ_CHUNK), b"")
+        head = b""
+        for index, chunk in enumerate(chunks):
+            if index == 0 and chunk.startswith(codecs.BOM_UTF8):
+                chunk = chunk[len(codecs.BOM_UTF8) :]
+            # Leading whitespace is dropped as it comes, so only the first real piece is held.
+            head = (head + chunk).lstrip(_WHITESPACE.encode())
+            if head:
+                break
+        if not head:
+            self.empty = True
+            return
+        self.is_array = head.startswith(b"[")
+        pieces = chain([head], chunks)
+        records = self._array(pieces) if self.is_array else self._lines(pieces)
+        for record in records:
+            self.records += 1
+            yield record
+
+    def _skip(self, number: int, why: str) -> None:
+        self.skipped += 1
+        if self.on_skip is not None:
+            self.on_skip(f"line {number} skipped: {why}")
+
+    def _lines(self, pieces: Iterator[bytes]) -> Iterator[Any]:
+        parts: list[bytes] = []
+        number, size, dropping = 0, 0, False
+        for piece in chain(pieces, [b"\n"]):  # the last line may have no newline of its own
+            start = 0
+            while (end := piece.find(b"\n", start)) >= 0:
+                number += 1
+                if not dropping:
+                    raw = b"".join([*parts, piece[start:end]])
+                    if raw.strip():
+                        yield from self._line(number, raw)
+                parts, size, dropping, start = [], 0, False, end + 1
+            if not dropping:
+                parts.append(piece[start:])
+                size += len(piece) - start
+                if size > MAX_RECORD_CHARS:  # refused now, and the rest of it read past, never held
+                    self._skip(number + 1, f"longer than {MAX_RECORD_CHARS >> 20} MB")
+                    parts, size, dropping = [], 0, True
+
+    def _line(self, number: int, raw: bytes) -> Iterator[Any]:
+        try:
+            yield json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            self._skip(number, f"not valid UTF-8 (byte {exc.start})")
+        except json.JSONDecodeError as exc:
+            self._skip(number, f"not JSON ({exc.msg})")
+        except RecursionError:
+            self._skip(number, "nested too deeply to read as JSON")
+
+    def _array(self, pieces: Iterator[bytes]) -> Iterator[Any]:
+        text = _Text(pieces, self.what)
+        text.skip_whitespace()
+        text.pos += 1  # the "["
+        decoder, count = json.JSONDecoder(), 0
+        while True:
+            if not text.skip_whitespace():
+                raise self._broken(count, "the array is not closed (the input stops early)")
+            if text.buffer[text.pos] == "]" and count == 0:
+                text.pos += 1
+                break
+            try:
+                value, text.pos = text.decode(decoder)
+            except json.JSONDecodeError as exc:
+                raise self._broken(count, exc.msg) from None
+            except RecursionError:
+                raise InputError(f"{self.what} is nested too deeply to read as JSON", field="input") from None
+            yield value
+            count += 1
+            if not text.skip_whitespace():
+                raise self._broken(count, "the array is not closed (the input stops early)")
+            separator = text.buffer[text.pos]
+            text.pos += 1
+            if separator == "]":
+                break
+            if separator != ",":
+                raise self._broken(count, f"expected ',' or ']', found {separator!r}")
+        if text.skip_whitespace():
+            raise self._broken(count, "more text after the array")
+
+    def _broken(self, count: int, why: str) -> InputError:
+        return InputError(f"{self.what} is not JSON after record {count:,}: {why}", field="input")
+
+
+class _Text:
+    """Decoded text over byte pieces, with a read position; what is behind the position is dropped."""
+
+    def __init__(self, pieces: Iterator[bytes], what: str) -> None:
+        self.pieces, self.what = pieces, what
+        self.decoder = codecs.getincrementaldecoder("utf-8")()
+        self.buffer, self.pos, self.eof, self.offset = "", 0, False, 0
+
+    def more(self, wanted: int = READ_CHUNK) -> bool:
+        """Read at least ``wanted`` more characters when there are; False at the end of the input."""
+        self.buffer, self.pos = self.buffer[self.pos :], 0
+        added = 0
+        while added < wanted and not self.eof:
+            piece = next(self.pieces, None)
+            try:
+                text = self.decoder.decode(piece or b"", final=piece is None)
+            except UnicodeDecodeError as exc:
+                raise InputError(
+                    f"{self.what} is not valid UTF-8 (byte {self.offset + exc.start}); send UTF-8 text",
+                    field="input",
+                ) from None
+            self.eof = piece is None
+            self.offset += len(piece or b"")
+            self.buffer += text
+            added += len(text)
+        return added > 0
+
+    def skip_whitespace(self) -> bool:
+        """Move past whitespace; False when the input ends first."""
+        while True:
+            while self.pos < len(self.buffer) and self.buffer[self.pos] in _WHITESPACE:
+                self.pos += 1
+            if self.pos < len(self.buffer):
+                return True
+            if not self.more():
+                return False
+
+    def decode(self, decoder: json.JSONDecoder) -> tuple[Any, int]:
+        """The JSON value at the position and the position after it, reading on while it is cut off.
+
+        A value that ends the buffer may go on (``12`` of ``123``), so it is taken only with a
+        character after it or at the end of the input. The window doubles on each retry, so a long
+        record is parsed a few times, not once per piece."""
+        while True:
+            try:
+                value, end = decoder.raw_decode(self.buffer, self.pos)
+                if end < len(self.buffer) or self.eof:
+                    return value, end
+            except json.JSONDecodeError:
+                if self.eof or len(self.buffer) - self.pos > MAX_RECORD_CHARS:
+                    raise
+            window = len(self.buffer) - self.pos
+            if not self.more(max(READ_CHUNK, window)):
+                return decoder.raw_decode(self.buffer, self.pos)
