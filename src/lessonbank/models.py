@@ -26,6 +26,12 @@ TAG_MAX_CHARS = 64
 LEARNED_FROM_MAX_CHARS = 1_000
 MAX_TAGS = 32
 MAX_CONTEXT_IDS = 1_000  # far above any context block; keeps one record() within bounded work
+# Text a model or a tool wrote is cut, never refused (the writer cannot be asked again), to these
+# lengths with a visible marker (see ``truncated``). A reflection's reply: 32,000 chars is ~8,000
+# tokens, the largest output budget of any cycle; each parsed field gets the same cap.
+MODEL_TEXT_MAX_CHARS = 32_000
+SKIP_REASON_MAX_CHARS = 1_000  # a skip reason is one line from the model
+JOB_TEXT_MAX_CHARS = 2_000  # a job's last_error and detail: a short operator-facing line
 
 Status = Literal["success", "failure", "partial"]
 Importance = Literal["low", "normal", "high"]
@@ -68,6 +74,27 @@ def utcnow() -> datetime:
 
 def from_timestamp(ts: float | None) -> datetime | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC)
+
+
+def truncated(text: str, limit: int) -> str:
+    """``text`` if it fits in ``limit`` chars, else its head and ``…[truncated N chars]``, ``limit``
+    chars in all (so cutting again changes nothing: a record read back validates unchanged)."""
+    if len(text) <= limit:
+        return text
+    marker = f"…[truncated {len(text) - limit} chars]"
+    keep = max(0, limit - len(marker) - 2)  # the marker's count grows by at most two digits
+    return text[:keep] + f"…[truncated {len(text) - keep} chars]"
+
+
+def _truncated_strings(value: Any, limit: int) -> Any:
+    """``value`` with every string in it (nested in dicts and lists) cut to ``limit`` chars."""
+    if isinstance(value, str):
+        return truncated(value, limit)
+    if isinstance(value, dict):
+        return {key: _truncated_strings(item, limit) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_truncated_strings(item, limit) for item in value]
+    return value
 
 
 def _check_text(value: Any, field: str) -> Any:
@@ -307,6 +334,22 @@ class Reflection(Record):
     cost_usd: float | None = None
     created_at: datetime = Field(default_factory=utcnow)
 
+    @field_validator("raw_output")
+    @classmethod
+    def _raw_output(cls, value: str) -> str:
+        return truncated(value, MODEL_TEXT_MAX_CHARS)
+
+    @field_validator("skip_reason")
+    @classmethod
+    def _skip_reason(cls, value: str | None) -> str | None:
+        return None if value is None else truncated(value, SKIP_REASON_MAX_CHARS)
+
+    @field_validator("parsed")
+    @classmethod
+    def _parsed(cls, value: dict[str, Any]) -> dict[str, Any]:
+        capped: dict[str, Any] = _truncated_strings(value, MODEL_TEXT_MAX_CHARS)
+        return capped
+
 
 class Job(Record):
     """Durable background work. ``waiting`` jobs need something (an LLM) before they can run."""
@@ -328,6 +371,11 @@ class Job(Record):
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
+
+    @field_validator("last_error", "detail")
+    @classmethod
+    def _short_text(cls, value: str | None) -> str | None:
+        return None if value is None else truncated(value, JOB_TEXT_MAX_CHARS)
 
 
 class Hit(BaseModel):

@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager
 
 from lessonbank import queueing
 from lessonbank.errors import LeaseLostError, NotFoundError, StoreError
-from lessonbank.models import Job, JobStatus
+from lessonbank.models import JOB_TEXT_MAX_CHARS, Job, JobStatus, truncated
 from lessonbank.scoping import check_id_free, visible
 from lessonbank.stores.leases import parse_owner, pid_alive
 
@@ -104,11 +104,12 @@ class MemoryJobQueue:
 
     def _done(self, db: JobTable, job: Job, detail: str) -> None:
         """Mark the leased ``job`` done (the store writes its result in the same step)."""
-        db.jobs[job.id] = queueing.done(job, self.clock(), detail)
+        db.jobs[job.id] = queueing.done(job, self.clock(), truncated(detail, JOB_TEXT_MAX_CHARS))
 
     def fail_job(self, job_id: str, owner: str, *, error: str, retry_at: float | None) -> Job:
         with self._db() as db:
             job = self._leased(db, job_id, owner)
+            error = truncated(error, JOB_TEXT_MAX_CHARS)
             failed = db.jobs[job_id] = queueing.failed(job, self.clock(), error, retry_at)
             return _copy(failed)
 
@@ -123,7 +124,8 @@ class MemoryJobQueue:
     def _give_back(self, job_id: str, owner: str, status: JobStatus, detail: str | None) -> None:
         with self._db() as db:
             job = self._leased(db, job_id, owner)
-            db.jobs[job_id] = queueing.given_back(job, self.clock(), status, detail)
+            short = None if detail is None else truncated(detail, JOB_TEXT_MAX_CHARS)
+            db.jobs[job_id] = queueing.given_back(job, self.clock(), status, short)
 
     def next_run_after(self, namespaces: Sequence[str] | None) -> float | None:
         """When the next queued job becomes due (or a lease expires), for workers deciding how long to sleep."""

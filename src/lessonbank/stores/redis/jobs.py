@@ -26,7 +26,7 @@ from redis.exceptions import ResponseError
 
 from lessonbank import queueing
 from lessonbank.errors import LeaseLostError, NotFoundError, StoreError
-from lessonbank.models import Job, JobStatus
+from lessonbank.models import JOB_TEXT_MAX_CHARS, Job, JobStatus, truncated
 from lessonbank.scoping import check_id_free, visible
 from lessonbank.stores.leases import parse_owner, pid_alive
 from lessonbank.stores.redis.db import GROUP, Pipe, RedisDatabase
@@ -290,7 +290,7 @@ class RedisJobQueue:
 
         def plan(pipe: Pipe) -> Callable[[Pipe], Job]:
             job, entry = self.leased(pipe, job_id, owner)
-            new = queueing.failed(job, now, error, retry_at)
+            new = queueing.failed(job, now, truncated(error, JOB_TEXT_MAX_CHARS), retry_at)
 
             def write(p: Pipe) -> Job:
                 self._q_requeue(p, job, new, entry)
@@ -311,7 +311,8 @@ class RedisJobQueue:
     def _give_back(self, job_id: str, owner: str, status: JobStatus, detail: str | None) -> None:
         def plan(pipe: Pipe) -> Callable[[Pipe], None]:
             job, entry = self.leased(pipe, job_id, owner)
-            new = queueing.given_back(job, self.db.clock(), status, detail)
+            short = None if detail is None else truncated(detail, JOB_TEXT_MAX_CHARS)
+            new = queueing.given_back(job, self.db.clock(), status, short)
             return lambda p: self._q_requeue(p, job, new, entry)
 
         self.db.transact(plan)

@@ -40,7 +40,7 @@ from lessonbank.lessons import (
     pick_near_duplicate,
     sort_lessons,
 )
-from lessonbank.models import Decision, Episode, Job, Lesson, Reflection
+from lessonbank.models import JOB_TEXT_MAX_CHARS, Decision, Episode, Job, Lesson, Reflection, truncated
 from lessonbank.ports import (
     NEAR_DUPLICATE_JACCARD,
     Candidate,
@@ -534,7 +534,7 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
                 WriteResult(p if isinstance(p, Lesson) else r.lesson, r.action)
                 for p, r in zip(planned, results, strict=True)
             ]
-            done = queueing.done(job, self.clock(), detail)
+            done = queueing.done(job, self.clock(), truncated(detail, JOB_TEXT_MAX_CHARS))
 
             def write(p: Pipe) -> list[WriteResult]:
                 self._q_apply(p, steps, None)

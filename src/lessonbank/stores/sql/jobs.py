@@ -18,7 +18,7 @@ from typing import Any
 
 from lessonbank import queueing
 from lessonbank.errors import LeaseLostError, NotFoundError, StoreError
-from lessonbank.models import Job, JobStatus, from_timestamp
+from lessonbank.models import JOB_TEXT_MAX_CHARS, Job, JobStatus, from_timestamp, truncated
 from lessonbank.scoping import check_id_free, visible
 from lessonbank.stores.leases import parse_owner, pid_alive
 from lessonbank.stores.sql.dialect import Connection, Dialect, question_marks
@@ -152,11 +152,11 @@ class SQLJobQueue:
             raise LeaseLostError(f"job {job_id} is no longer leased by {owner}")
 
     def mark_done(self, conn: Connection, job_id: str, detail: str, now: float) -> None:
-        done, values = assignments(queueing.finishing(now, detail))
+        done, values = assignments(queueing.finishing(now, truncated(detail, JOB_TEXT_MAX_CHARS)))
         conn.execute(f"UPDATE jobs SET {done} WHERE id = ?", (*values, job_id))
 
     def fail_job(self, job_id: str, owner: str, *, error: str, retry_at: float | None) -> Job:
-        changes = queueing.failing(self.dialect.clock(), error, retry_at)
+        changes = queueing.failing(self.dialect.clock(), truncated(error, JOB_TEXT_MAX_CHARS), retry_at)
         failed, values = assignments(changes)
 
         def run() -> Job:
@@ -178,6 +178,8 @@ class SQLJobQueue:
         self._give_back(job_id, owner, queueing.WAITING, detail)
 
     def _give_back(self, job_id: str, owner: str, status: JobStatus, detail: str | None) -> None:
+        detail = None if detail is None else truncated(detail, JOB_TEXT_MAX_CHARS)
+
         def run() -> None:
             with self.dialect.tx() as conn:
                 self.check_lease(conn, job_id, owner)
