@@ -102,7 +102,9 @@ def import_(
                 for _ in RecordReader(stream, what):  # parse only: a broken array stops here
                     pass
                 stream.seek(0)
-            reader = RecordReader(stream, what, on_skip=lambda message: err.print(message, markup=False))
+            reader = RecordReader(
+                stream, what, on_skip=lambda message: err.print(message, markup=False, soft_wrap=True)
+            )
             records = (
                 {"content": r} if isinstance(r, str) else r if isinstance(r, dict) else {} for r in reader
             )
@@ -119,7 +121,7 @@ def import_(
     except OSError as exc:
         fail(f"cannot read {what}: {exc.strerror or exc}", 2)
     if reader.empty:
-        err.print(f"{what} is empty: nothing to import", markup=False)
+        err.print(f"{what} is empty: nothing to import", markup=False, soft_wrap=True)
     out.print(_counts(total, reader.skipped))
 
 

@@ -75,7 +75,7 @@ def export_chunks(marked: Iterable[tuple[Lesson, Mark]], fmt: str, namespace: st
             dumped = json.dumps(export_record(lesson, mark), indent=2, ensure_ascii=False)
             yield opening + dumped.replace("\n", "\n  ")
             opening = ",\n  "
-        yield "]" if opening == "[\n  " else "\n]"
+        yield "[]" if opening == "[\n  " else "\n]"  # nothing yielded yet: an empty array
     elif fmt == "jsonl":
         for lesson, mark in marked:
             yield export_line(lesson, mark) + "\n"
@@ -138,11 +138,14 @@ class RecordReader:
     def __iter__(self) -> Iterator[Any]:
         chunks = iter(lambda: self.stream.read(READ_CHUNK), b"")
         head = b""
-        for index, chunk in enumerate(chunks):
-            if index == 0 and chunk.startswith(codecs.BOM_UTF8):
-                chunk = chunk[len(codecs.BOM_UTF8) :]
+        for chunk in chunks:  # enough bytes to see a byte order mark, which is dropped
+            head += chunk
+            if len(head) >= len(codecs.BOM_UTF8):
+                break
+        head = head.removeprefix(codecs.BOM_UTF8).lstrip(_WHITESPACE.encode())
+        for chunk in chunks if not head else ():
             # Leading whitespace is dropped as it comes, so only the first real piece is held.
-            head = (head + chunk).lstrip(_WHITESPACE.encode())
+            head = chunk.lstrip(_WHITESPACE.encode())
             if head:
                 break
         if not head:
@@ -176,7 +179,7 @@ class RecordReader:
                 parts.append(piece[start:])
                 size += len(piece) - start
                 if size > MAX_RECORD_CHARS:  # refused now, and the rest of it read past, never held
-                    self._skip(number + 1, f"longer than {MAX_RECORD_CHARS >> 20} MB")
+                    self._skip(number + 1, f"longer than {MAX_RECORD_CHARS:,} bytes")
                     parts, size, dropping = [], 0, True
 
     def _line(self, number: int, raw: bytes) -> Iterator[Any]:
