@@ -139,6 +139,27 @@ class StoreStats:
         self.by_day = dict(sorted(self.by_day.items()))
 
 
+@dataclass(frozen=True)
+class RetentionCutoffs:
+    """What retention deletes: records older than these times (Unix s); None keeps that kind forever."""
+
+    episodes_before: float | None = None  # by created_at
+    reflections_before: float | None = None  # by created_at
+    done_jobs_before: float | None = None  # done jobs, by finished_at
+
+
+@dataclass
+class Purged:
+    """How many records of each kind retention deleted (or, in a dry run, would delete)."""
+
+    episodes: int = 0
+    reflections: int = 0
+    jobs: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
 class EpisodeStore(Protocol):
     """Episodes and the reflections made of them."""
 
@@ -298,7 +319,23 @@ class JobNotifier(Protocol):
         ...
 
 
-class Store(EpisodeStore, LessonStore, LessonSearch, VectorStore, JobQueue, JobAdmin, Protocol):
+class RetentionStore(Protocol):
+    """Deleting old records by age (the retention settings; ``lessonbank.services.retention``)."""
+
+    def purge_old(self, namespace: str, cutoffs: RetentionCutoffs, *, dry_run: bool = False) -> Purged:
+        """Delete the namespace's reflections created before ``reflections_before``, its done jobs
+        finished before ``done_jobs_before``, and its episodes created before ``episodes_before`` that
+        no unfinished job needs (a queued, leased, waiting or dead job keeps its episode: it may still
+        run). Each kind is deleted independently: an episode's reflections outlive it when their own
+        cut-off keeps them, and are still found by ``reflections_for_episode``. Lessons are never
+        touched (they keep their text; their provenance ids may then name nothing). With ``dry_run``,
+        count what would go and delete nothing."""
+        ...
+
+
+class Store(
+    EpisodeStore, LessonStore, LessonSearch, VectorStore, JobQueue, JobAdmin, RetentionStore, Protocol
+):
     """Every port in one backend. Methods are synchronous and thread-safe.
 
     ``notifier`` is the store's :class:`JobNotifier` when it can push job announcements, else None.

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from lessonbank.cli.common import Options, fail
 from lessonbank.cli.episodes import record, reflect
-from lessonbank.cli.jobs import jobs, worker
+from lessonbank.cli.jobs import jobs, purge, worker
 from lessonbank.cli.learned import goal_app, insights, replay, rules
 from lessonbank.cli.lessons import add, export, forget, import_, lessons, show, stats
 from lessonbank.cli.loop import analytics, loop_app
@@ -38,6 +38,7 @@ COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("import", import_),
     ("export", export),
     ("jobs", jobs),
+    ("purge", purge),
     ("embed", embed),
     ("stats", stats),
     ("worker", worker),

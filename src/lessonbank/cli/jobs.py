@@ -1,4 +1,5 @@
-"""Background reflection: ``jobs`` (inspect, retry, purge, drain, decisions) and the ``worker`` process."""
+"""Background reflection: ``jobs`` (inspect, retry, purge, drain, decisions), the ``worker`` process,
+and ``purge`` (retention: old episodes, reflections and done jobs)."""
 
 from __future__ import annotations
 
@@ -134,3 +135,50 @@ def worker(
         asyncio.run(run())
         handed_back = f"; {runner.released} unfinished job(s) handed back" if runner.released else ""
         err.print(f"worker stopped after {runner.processed} job(s){handed_back}")
+
+
+def purge(
+    ctx: typer.Context,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would go; delete nothing")] = False,
+    older_than: Annotated[
+        float | None,
+        typer.Option(
+            "--older-than",
+            help="Days: purge every kind older than this (default: each kind's LESSONBANK_*_RETENTION_DAYS)",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Delete episodes, reflections and done jobs past retention, in this namespace.
+
+    Episodes a job that is not done still needs are kept; lessons are never deleted (they keep their
+    text). Retention is off unless LESSONBANK_EPISODE_RETENTION_DAYS, LESSONBANK_REFLECTION_RETENTION_DAYS
+    or LESSONBANK_DONE_JOB_RETENTION_DAYS is set, or --older-than is given. ``jobs purge`` still removes
+    done (and --dead) jobs whatever their age.
+    """
+    with ctx.obj.bank() as bank:
+        settings = bank.settings
+        configured = (
+            settings.episode_retention_days,
+            settings.reflection_retention_days,
+            settings.done_job_retention_days,
+        )
+        if older_than is None and not any(configured):
+            if as_json:
+                emit_json({"episodes": 0, "reflections": 0, "jobs": 0, "dry_run": dry_run})
+            else:
+                out.print(
+                    "nothing to purge: no retention is set; set LESSONBANK_EPISODE_RETENTION_DAYS, "
+                    "LESSONBANK_REFLECTION_RETENTION_DAYS or LESSONBANK_DONE_JOB_RETENTION_DAYS, "
+                    "or pass --older-than DAYS"
+                )
+            return
+        counts = bank.services.retention.apply(older_than_days=older_than, dry_run=dry_run)
+        if as_json:
+            emit_json({**counts, "dry_run": dry_run})
+            return
+        verb = "would purge" if dry_run else "purged"
+        out.print(
+            f"{verb} {counts['episodes']} episode(s), {counts['reflections']} reflection(s), "
+            f"{counts['jobs']} done job(s) in namespace {bank.namespace}"
+        )

@@ -24,6 +24,7 @@ from lessonbank.services.context import ContextBuilder
 from lessonbank.services.pools import Pools
 from lessonbank.services.recording import Recorder
 from lessonbank.services.reflecting import ReflectionHandler
+from lessonbank.services.retention import Retention
 from lessonbank.services.scope import Scope
 from lessonbank.services.writing import LessonIntake
 from lessonbank.settings import Settings
@@ -50,6 +51,7 @@ class Services:
     context: ContextBuilder
     pools: Pools
     catalog: Catalog
+    retention: Retention
 
     def new_worker(self, namespaces: Sequence[str] | None) -> Worker:
         """A worker running this bank's reflection jobs, with the settings the bank has now."""
@@ -132,6 +134,7 @@ def build_services(
         ),
         pools=pools,
         catalog=Catalog(scope, reflection_llm=reflecting_llm),
+        retention=Retention(scope),
     )
 
 

@@ -52,6 +52,8 @@ from lessonbank.ports import (
     JobNotifier,
     LessonQuery,
     LessonSort,
+    Purged,
+    RetentionCutoffs,
     StoreStats,
     VectorChanges,
     WriteResult,
@@ -67,6 +69,7 @@ from lessonbank.stores.lexical import (
 )
 from lessonbank.stores.memory_index import Space
 from lessonbank.stores.memory_jobs import JobTable, MemoryJobQueue, count_jobs_in, insert_job
+from lessonbank.stores.memory_retention import purge_old
 from lessonbank.stores.parts import ReadsOneLesson
 from lessonbank.text import keywords
 
@@ -514,6 +517,12 @@ class MemoryStore(MemoryJobQueue, ReadsOneLesson):
                 db.reflections[reflection.id] = _copied(reflection).model_copy(update={"lesson_ids": ids})
             self._done(db, job, detail)
             return [WriteResult(_copied(result.lesson), result.action) for result in results]
+
+    # ----------------------------------------------------------------- retention
+
+    def purge_old(self, namespace: str, cutoffs: RetentionCutoffs, *, dry_run: bool = False) -> Purged:
+        with self._db() as db:
+            return purge_old(db, db.episodes, db.reflections, namespace, cutoffs, dry_run=dry_run)
 
     # ----------------------------------------------------------------- stats
 

@@ -417,14 +417,7 @@ class RedisJobQueue:
                             return lambda p: 0
 
                         def write(p: Pipe) -> int:
-                            p.delete(self._job_key(job))
-                            p.srem(self.db.k(namespace, "jobs", job.status), job.id)
-                            p.zrem(self.db.k(namespace, "jobs"), job.id)
-                            p.zrem(self.db.k(namespace, "delayed"), job.id)
-                            p.zrem(self.db.k(namespace, "leases"), job.id)
-                            p.delete(self.db.k(namespace, "dedupe", job.dedupe_key))
-                            p.hdel(self.db.where_key, job.id)
-                            self.q_unstream(p, job, entry)
+                            self.q_delete_job(p, job, entry)
                             return 1
 
                         return write
@@ -433,6 +426,18 @@ class RedisJobQueue:
             return count
 
         return self.db.run(run)
+
+    def q_delete_job(self, pipe: Pipe, job: Job, entry: str) -> None:
+        """Queue the removal of ``job`` (read under WATCH, with its stream ``entry``) and all its index entries."""
+        ns = job.namespace
+        pipe.delete(self._job_key(job))
+        pipe.srem(self.db.k(ns, "jobs", job.status), job.id)
+        pipe.zrem(self.db.k(ns, "jobs"), job.id)
+        pipe.zrem(self.db.k(ns, "delayed"), job.id)
+        pipe.zrem(self.db.k(ns, "leases"), job.id)
+        pipe.delete(self.db.k(ns, "dedupe", job.dedupe_key))
+        pipe.hdel(self.db.where_key, job.id)
+        self.q_unstream(pipe, job, entry)
 
     def count_jobs(self, namespaces: Sequence[str] | None) -> dict[str, int]:
         def run() -> dict[str, int]:

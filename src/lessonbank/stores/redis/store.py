@@ -47,6 +47,8 @@ from lessonbank.ports import (
     JobNotifier,
     LessonQuery,
     LessonSort,
+    Purged,
+    RetentionCutoffs,
     StoreStats,
     WriteResult,
 )
@@ -63,6 +65,7 @@ from lessonbank.stores.redis.index import (
 )
 from lessonbank.stores.redis.jobs import RedisJobQueue
 from lessonbank.stores.redis.pools import RedisPools
+from lessonbank.stores.redis.retention import RedisRetention
 from lessonbank.stores.redis.vectors import RedisVectors
 from lessonbank.text import keywords
 
@@ -86,6 +89,7 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
         self.pools = RedisPools(self.db, self.index)
         self.jobs = RedisJobQueue(self.db)
         self.vectors = RedisVectors(self.db, self.index)
+        self.retention = RedisRetention(self.db, self.jobs)
         self.writer = LessonWriter(lambda: self.clock())
 
     @property
@@ -548,6 +552,9 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
             return write
 
         return self.db.transact(plan)
+
+    def purge_old(self, namespace: str, cutoffs: RetentionCutoffs, *, dry_run: bool = False) -> Purged:
+        return self.retention.purge_old(namespace, cutoffs, dry_run=dry_run)
 
     # ----------------------------------------------------------------- stats
 

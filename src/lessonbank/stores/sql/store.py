@@ -37,6 +37,8 @@ from lessonbank.ports import (
     JobNotifier,
     LessonQuery,
     LessonSort,
+    Purged,
+    RetentionCutoffs,
     StoreStats,
     WriteResult,
 )
@@ -44,6 +46,7 @@ from lessonbank.scoping import check_id_free, visible
 from lessonbank.stores.parts import ForwardsJobs, ForwardsVectors, ReadsOneLesson
 from lessonbank.stores.sql.dialect import SORTS, Connection, Dialect, lesson_filter, question_marks
 from lessonbank.stores.sql.jobs import SQLJobQueue
+from lessonbank.stores.sql.retention import purge_old
 from lessonbank.text import keywords
 
 Clock = Callable[[], float]
@@ -414,6 +417,11 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
                 return results
 
         return self.dialect.run(run)
+
+    # ----------------------------------------------------------------- retention
+
+    def purge_old(self, namespace: str, cutoffs: RetentionCutoffs, *, dry_run: bool = False) -> Purged:
+        return purge_old(self.dialect, namespace, cutoffs, dry_run=dry_run)
 
     # ----------------------------------------------------------------- stats
 
