@@ -47,12 +47,19 @@ def test_near_duplicate_reinforces_and_confidence_caps_at_one(db_url: str) -> No
     base = "always run database migrations before starting the integration test suite in ci pipelines"
     with LessonBank(db_url) as bank:
         first = bank.add_lesson(base)
+        retyped = (
+            "Always run the database migrations before starting the integration test suite in CI pipelines."
+        )
         for _ in range(6):
-            bank.add_lesson(base + " today")  # one extra token: Jaccard 12/13 ≥ 0.85
+            bank.add_lesson(retyped)  # one more stopword, case and a full stop: the same lesson
         (only,) = bank.lessons()
         assert only.id == first.id and only.access_count == 6 and only.confidence == 1.0
+        # One more content word: Jaccard 12/13 ≥ 0.85, yet another lesson, marked for consolidation.
+        today = bank.add_lesson(base + " today")
+        assert today.id != first.id and today.metadata["similar_to"][0]["id"] == first.id
         different = bank.add_lesson("cache the docker layers between ci runs to speed up builds")
-        assert different.id != first.id and len(bank.lessons()) == 2
+        assert different.id != first.id and "similar_to" not in different.metadata
+        assert len(bank.lessons()) == 3
 
 
 def test_near_duplicates_of_another_kind_are_kept_apart(db_url: str) -> None:

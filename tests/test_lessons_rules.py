@@ -48,7 +48,7 @@ def test_same_content_wins_and_nothing_else_is_read() -> None:
 
 def test_a_named_duplicate_counts_only_while_live() -> None:
     named = stored("retry the upload", superseded_by="les_newer")
-    similar = stored("retry the upload step")
+    similar = stored("Retry the uploads.")
     new = stored("retry uploads")
     asked, read = reader({("named", named.id): named, ("similar", similar.id): similar})
     decision = WRITER.decide(new, similar=similar, duplicate_of=named.id, read=read)

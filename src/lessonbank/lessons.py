@@ -2,9 +2,14 @@
 
 - **Writing** (:class:`LessonWriter`): a lesson with the same content (``content_hash``) as a stored
   one reinforces it; else the live lesson the caller named as its duplicate (``duplicate_of``, e.g.
-  found by cosine); else the stored near duplicate (token Jaccard ≥ the threshold, same kind); else
-  it is added, and the live lesson it ``supersedes`` is marked ``superseded_by`` it. The lesson it
-  supersedes is never the one reinforced: "never do X" replacing "do X" is no repeat.
+  found by cosine); else the stored near duplicate, when it is the same lesson (token Jaccard ≥ the
+  threshold, same kind, and :func:`~lessonbank.text.same_lesson`: the same content words in the
+  same order, negations, code spans, identifiers and numbers); else it is added, and the live lesson
+  it ``supersedes`` is marked ``superseded_by`` it. The lesson it supersedes is never the one
+  reinforced: "never do X" replacing "do X" is no repeat.
+- **Nothing is merged on a likeness**: a near duplicate that is not the same lesson ("whitespace
+  *after* keywords" / "*before* keywords") is added, and names the stored one in
+  ``metadata["similar_to"]``: a candidate for the consolidation cycle to propose, never a silent merge.
 - **Insights are per goal** (seed 000): the content hash of an insight includes its ``goal_id``
   (:func:`hash_scope`), and no lookup reinforces an insight of another goal, so the same insight
   text for two goals is two lessons. Insights stored before this rule keep their unscoped hash;
@@ -34,7 +39,7 @@ from typing import Literal
 from lessonbank.errors import InputError
 from lessonbank.models import MAX_TAGS, Decision, Episode, Lesson, from_timestamp
 from lessonbank.ports import NEAR_DUPLICATE_JACCARD, LessonQuery, LessonSort, WriteResult
-from lessonbank.text import content_hash, jaccard, words
+from lessonbank.text import content_hash, jaccard, same_lesson, words
 
 CONFIDENCE_STEP = 0.05
 INSIGHTS_PER_GOAL = 3
@@ -89,7 +94,11 @@ class LessonWriter:
         found: list[Lookup] = [("hash", lesson.content_hash)]
         if duplicate_of is not None and duplicate_of != lesson.supersedes:
             found.append(("named", duplicate_of))
-        if similar is not None and similar.id != lesson.supersedes:
+        if (
+            similar is not None
+            and similar.id != lesson.supersedes
+            and same_lesson(lesson.content, similar.content)
+        ):
             found.append(("similar", similar.id))
         return found
 
@@ -119,6 +128,14 @@ class LessonWriter:
             if found is not None and self.accepts(lookup, found, lesson.namespace, lesson=lesson):
                 return WriteDecision("reinforced", self.reinforced(found, lesson.tags), previous=found)
         supersedes = lesson.supersedes if lesson.supersedes not in (None, lesson.id) else None
+        if (
+            similar is not None
+            and similar.id not in (lesson.supersedes, lesson.id)
+            and same_scope(lesson, similar)
+        ):
+            lesson = similar_to(
+                lesson, similar.id, jaccard(words(lesson.content), words(similar.content)), "words"
+            )
         return WriteDecision("added", lesson, supersedes=supersedes)
 
     def reinforced(self, stored: Lesson, new_tags: Sequence[str]) -> Lesson:
@@ -231,20 +248,36 @@ def same_scope(new: Lesson, stored: Lesson) -> bool:
     return new.kind == stored.kind and new.goal_id == stored.goal_id
 
 
+def similar_to(lesson: Lesson, other_id: str, similarity: float, by: str) -> Lesson:
+    """``lesson`` naming ``other_id`` as a lesson it resembles (``metadata["similar_to"]``): a
+    candidate pair for the consolidation cycle, which proposes a merge to a person."""
+    marks = [
+        m for m in lesson.metadata.get("similar_to", []) if isinstance(m, dict) and m.get("id") != other_id
+    ]
+    marks.append({"id": other_id, "similarity": round(float(similarity), 4), "by": by})
+    return lesson.model_copy(update={"metadata": {**lesson.metadata, "similar_to": marks}})
+
+
 def pick_near_duplicate(
     content: str, candidates: Sequence[Lesson], threshold: float = NEAR_DUPLICATE_JACCARD
 ) -> Lesson | None:
-    """The most similar candidate at or above ``threshold`` token Jaccard, if any.
+    """The candidate that is the same lesson (:func:`~lessonbank.text.same_lesson`: the writer
+    reinforces it), else the most similar one at or above ``threshold`` token Jaccard (the writer
+    marks it ``similar_to``), if any.
 
     All words count, stopwords included: "do not run X" must not merge into "run X".
     """
     tokens = words(content)
-    best: tuple[float, Lesson] | None = None
+    best: tuple[bool, float, Lesson] | None = None
     for candidate in candidates:
         similarity = jaccard(tokens, words(candidate.content))
-        if similarity >= threshold and (best is None or similarity > best[0]):
-            best = (similarity, candidate)
-    return best[1] if best else None
+        same = same_lesson(content, candidate.content)
+        if similarity < threshold and not same:
+            continue
+        rank = (same, similarity)
+        if best is None or rank > best[:2]:
+            best = (*rank, candidate)
+    return best[2] if best else None
 
 
 def episode_credit(episode: Episode) -> tuple[int, int]:

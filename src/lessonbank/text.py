@@ -95,6 +95,49 @@ def keywords(text: str) -> list[str]:
     return list(seen)
 
 
+# Imperative negations only: "no", "stop", "without" and "instead of" also occur in plain
+# paraphrases ("stop at the first failure", "run without a cache").
+_NEGATION = re.compile(
+    r"\b(not|never|don't|dont|doesn't|avoid|avoids|avoiding|shouldn't|mustn't|can't|cannot)\b",
+    re.IGNORECASE,
+)
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+# A word that names something in code: holds "_", ".", "()", "[", a leading "*", a digit, or a
+# capital after a small letter (sys.version, *args, os.path.getmtime(), camelCase, utf8); an
+# all-capitals word is an acronym ("CI" and "ci" are one word).
+_IDENTIFIER = re.compile(r"\*{0,2}[A-Za-z_][\w.]*(?:\(\)|\[[^\]\s]*\])?")
+_CODE_LIKE = re.compile(r"[_.(\[*\d]|[a-z][A-Z]")
+
+
+def negations(text: str) -> int:
+    """How many negation cues a text holds ("do not", "never", "avoid", ...)."""
+    return len(_NEGATION.findall(text))
+
+
+def literals(text: str) -> frozenset[str]:
+    """What must match exactly for two texts to be one lesson: code spans, identifiers, numbers."""
+    found = set(_CODE_SPAN.findall(text)) | set(_NUMBER.findall(text))
+    found.update(w.rstrip(".") for w in _IDENTIFIER.findall(text) if _CODE_LIKE.search(w.rstrip(".")))
+    return frozenset(found)
+
+
+def same_lesson(a: str, b: str) -> bool:
+    """Whether two texts say the same thing word for word, give or take case, spacing, punctuation,
+    stopwords and inflection: the same content words (stemmed) in the same order, the same negation
+    cues, and the same code spans, identifiers and numbers. "Check whitespace *after* keywords" and
+    "... *before* keywords", or ``sys.version[0]`` and ``sys.version[2]``, are two lessons."""
+    return (
+        _content_stems(a) == _content_stems(b)
+        and sorted(m.lower() for m in _NEGATION.findall(a)) == sorted(m.lower() for m in _NEGATION.findall(b))
+        and literals(a) == literals(b)
+    )
+
+
+def _content_stems(text: str) -> list[str]:
+    return list(dict.fromkeys(stem(w) for w in words(text) if w not in STOPWORDS))
+
+
 def normalize(text: str) -> str:
     """Case- and whitespace-folded text: what counts as "the same content"."""
     return " ".join(text.lower().split())

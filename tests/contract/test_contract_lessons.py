@@ -98,9 +98,21 @@ def test_near_duplicates_reinforce_but_other_kinds_and_opposites_stay_apart(
 ) -> None:
     base = "always run the database migrations before starting the api server in staging"
     first = store.write_lesson(lesson(base, clock)).lesson
-    near = store.write_lesson(lesson(base + " today", clock))
+    near = store.write_lesson(
+        lesson("Always run database migrations before starting the API server in staging.", clock)
+    )
     assert near.action == "reinforced" and near.lesson.id == first.id
-    other_kind = store.write_lesson(lesson(base + " today", clock, kind="principle"))
+    # One more word: nearly the same text, yet not the same lesson; added, and marked for review.
+    today = store.write_lesson(lesson(base + " today", clock))
+    assert today.action == "added" and today.lesson.metadata["similar_to"][0]["id"] == first.id
+    assert store.get_lesson(today.lesson.id).metadata["similar_to"][0]["by"] == "words"
+    other_kind = store.write_lesson(
+        lesson(
+            "Always run database migrations before starting the API server in staging.",
+            clock,
+            kind="principle",
+        )
+    )
     assert other_kind.action == "added"
     assert store.write_lesson(lesson("run X", clock)).action == "added"
     assert store.write_lesson(lesson("do not run X", clock)).action == "added"

@@ -75,8 +75,8 @@ def test_near_duplicate_check_compares_content_only(store: Store, clock: Clock) 
         lesson("rotate the staging api keys monthly", clock, learned_from="deploy the api")
     )
     assert other.action == "added"
-    # Near-identical content under another provenance: reinforced.
-    again = store.write_lesson(lesson(base + " today", clock, learned_from="something else entirely"))
+    # The same content retyped under another provenance: reinforced.
+    again = store.write_lesson(lesson(base.capitalize() + ".", clock, learned_from="something else entirely"))
     assert again.action == "reinforced" and again.lesson.id == first.id
 
 

@@ -1,12 +1,14 @@
-"""Dedup on write with vectors: reinforce a near-duplicate, supersede a contradicted lesson.
+"""Dedup on write with vectors: mark a likely duplicate for review, supersede a contradicted lesson.
 
-The store already folds exact repeats (content hash) and word-for-word near repeats (token
-Jaccard). Vectors catch the rest: the same advice in other words. For each new lesson, the
-closest live lessons of the same namespace and kind are compared:
+The store folds exact repeats (content hash) and the same lesson retyped (token Jaccard and
+:func:`~lessonbank.text.same_lesson`). Vectors find the rest: the same advice in other words. That is
+a judgement, so it is never applied here: the new lesson is added and names the stored one in
+``metadata["similar_to"]``, a candidate pair for the consolidation cycle's proposal to a person.
+For each new lesson, the closest live lessons of the same namespace and kind are compared:
 
 - cosine ≥ ``threshold`` (``Settings.dedup_cosine``, measured in bench/dedup.py), the same
-  polarity, and worded differently (token Jaccard < ``TEMPLATE_JACCARD``) → the new lesson is the
-  same advice in other words: the stored one is reinforced instead. Two texts that share most of
+  polarity, and worded differently (token Jaccard < ``TEMPLATE_JACCARD``) → the new lesson is
+  likely the same advice in other words: marked ``similar_to`` the stored one. Two texts that share most of
   their words yet are not word-for-word repeats (those the store folds itself) are siblings — "check
   whitespace *after* keywords" and "... *before* keywords", ``os.path.getctime`` and ``getmtime`` —
   whose few different words are the point; embeddings put them at cosine 0.92–0.99, so they are kept;
@@ -16,7 +18,7 @@ closest live lessons of the same namespace and kind are compared:
   correction says something else (correction cosine < ``CORRECTION_AGREES``, or the opposite
   polarity) → supersedes it too: the environment changed and the old correction no longer holds;
 - a seed-004 lesson about the same situation whose correction says the same thing (correction
-  cosine ≥ ``threshold``, same polarity) → a duplicate, even when the two share most of their words:
+  cosine ≥ ``threshold``, same polarity) → a likely duplicate (marked), even when the two share most of their words:
   the situation and correction fields are compared one by one, so the sibling guard is not needed.
 
 Nothing is ever deleted here; a superseded lesson can be inspected and restored.
@@ -25,12 +27,12 @@ Nothing is ever deleted here; a superseded lesson can be inspected and restored.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
+from lessonbank.lessons import similar_to
 from lessonbank.models import Lesson
-from lessonbank.text import jaccard, words
+from lessonbank.text import jaccard, negations, words
 
 if TYPE_CHECKING:
     from lessonbank.retrieval.hybrid import Retriever
@@ -44,19 +46,6 @@ TEMPLATE_JACCARD = 0.6
 RELATED_COSINE = 0.5  # below this the neighbours are not about the same thing at all
 SITUATION_COSINE = 0.9
 CORRECTION_AGREES = 0.75
-
-# Imperative negations only: "no", "stop", "without" and "instead of" also occur in plain
-# paraphrases ("stop at the first failure", "run without a cache"), and a false cue would
-# supersede a lesson that should have been reinforced.
-_NEGATION = re.compile(
-    r"\b(not|never|don't|dont|doesn't|avoid|avoids|avoiding|shouldn't|mustn't|can't|cannot)\b",
-    re.IGNORECASE,
-)
-
-
-def negations(text: str) -> int:
-    """How many negation cues a text holds ("do not", "never", "avoid", ...)."""
-    return len(_NEGATION.findall(text))
 
 
 def same_polarity(a: str, b: str) -> bool:
@@ -78,22 +67,24 @@ def verdict_for(new: str, old: str, cosine: float, threshold: float) -> Verdict 
 def place_by_vector(
     retriever: Retriever, lessons: Sequence[Lesson], duplicate_of: dict[str, str], threshold: float
 ) -> list[Lesson]:
-    """The lessons to write, each marked to supersede a contradicted lesson where one is found.
+    """The lessons to write, each marked to supersede a contradicted lesson, or ``similar_to`` a
+    likely duplicate, where one is found.
 
-    Near-duplicates are recorded in ``duplicate_of`` (new id → stored id) for the store to
-    reinforce. A failure to embed leaves the lesson as it was (the store's own checks still run).
+    ``duplicate_of`` (new id → stored id, for the store to reinforce) is left as the caller passed
+    it: a likeness found by vectors is never merged at write time. A failure to embed leaves the
+    lesson as it was (the store's own checks still run).
     """
     placed: list[Lesson] = []
     for lesson in lessons:
         try:
-            placed.append(_place(retriever, lesson, duplicate_of, threshold))
+            placed.append(_place(retriever, lesson, threshold))
         except Exception as exc:
             log.warning("vector dedup skipped for a %s lesson (%s: %s)", lesson.kind, type(exc).__name__, exc)
             placed.append(lesson)
     return placed
 
 
-def _place(retriever: Retriever, lesson: Lesson, duplicate_of: dict[str, str], threshold: float) -> Lesson:
+def _place(retriever: Retriever, lesson: Lesson, threshold: float) -> Lesson:
     near = [(c, cosine) for c, cosine in retriever.nearest(lesson, NEIGHBOURS) if cosine >= RELATED_COSINE]
     if not near:
         return lesson
@@ -106,8 +97,12 @@ def _place(retriever: Retriever, lesson: Lesson, duplicate_of: dict[str, str], t
         if verdict is None:
             verdict = _compare_fields(retriever, lesson, old, threshold)
         if verdict == "duplicate":
-            duplicate_of[lesson.id] = old.id
-            return lesson
+            # The same advice in other words, by the embedder's judgement: a candidate for the
+            # consolidation cycle's proposal, never merged here (the store still folds a lesson
+            # that is the same word for word).
+            return similar_to(
+                lesson, old.id, cosine, f"vector:{retriever.embedder.name if retriever.embedder else '?'}"
+            )
         if verdict == "supersede":
             return lesson.model_copy(update={"supersedes": old.id})
     return lesson

@@ -267,6 +267,7 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
             target = decision.lesson.id
             steps[target] = (steps[target][0] if target in steps else decision.previous, decision.lesson)
             return decision.result()
+        lesson = decision.lesson  # as the writer added it (it may name a lesson it resembles)
         pipe.watch(self.index.lesson_key(ns, lesson.id))
         check_id_free("lesson", lesson.id, ns, pipe.hget(self.db.where_key, lesson.id))
         steps[lesson.id] = (None, lesson)

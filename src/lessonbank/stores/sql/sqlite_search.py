@@ -110,9 +110,10 @@ class FtsSearch:
             return []
         where, params = lesson_filter(self.dialect, query, self.dialect.clock())
         if not chosen:
+            # The namespace's newest postings of the rarest word (CROSS JOIN: the postings stay outermost).
             rows = conn.execute(
                 f"SELECT {CANDIDATE_COLUMNS}, ? FROM (SELECT lessons_fts.rowid AS doc FROM lessons_fts "
-                "JOIN lessons n ON n.rowid = lessons_fts.rowid WHERE lessons_fts MATCH ? AND n.namespace = ? "
+                "CROSS JOIN lessons n ON n.rowid = lessons_fts.rowid WHERE lessons_fts MATCH ? AND n.namespace = ? "
                 f"ORDER BY lessons_fts.rowid DESC LIMIT ?) m JOIN lessons l ON l.rowid = m.doc WHERE {where} "
                 "LIMIT ?",
                 (
@@ -138,9 +139,11 @@ class FtsSearch:
             f"WHERE i.term IN ({','.join('?' * len(forms))}){' AND i.col = ?' if content_only else ''} "
             "GROUP BY i.doc, i.term) "
             f"SELECT {CANDIDATE_COLUMNS}, sum(w.idf * t.freq * ? / (t.freq + ? + ? * "
-            f"{DOC_LENGTH_FUNCTION}(d.sz))) AS rel FROM tf t JOIN wanted w ON w.term = t.term "
-            "JOIN lessons l ON l.rowid = t.doc JOIN lessons_fts_docsize d ON d.id = t.doc "
-            f"WHERE {where} GROUP BY l.rowid ORDER BY rel DESC, l.rowid DESC LIMIT ?",
+            # CROSS JOIN keeps the postings outermost: the planner left alone may walk the
+            # namespace index over every lesson and probe the postings for each.
+            f"{DOC_LENGTH_FUNCTION}(d.sz))) AS rel FROM tf t CROSS JOIN wanted w CROSS JOIN lessons l "
+            "CROSS JOIN lessons_fts_docsize d WHERE w.term = t.term AND l.rowid = t.doc AND d.id = t.doc "
+            f"AND {where} GROUP BY l.rowid ORDER BY rel DESC, l.rowid DESC LIMIT ?",
             (
                 *(value for pair in weights for value in pair),
                 *forms,
@@ -179,7 +182,7 @@ class FtsSearch:
             df = cache.get(term)
             if df is None:
                 df = conn.execute(
-                    "SELECT count(*) FROM (SELECT 1 FROM lessons_fts JOIN lessons n ON n.rowid = lessons_fts.rowid "
+                    "SELECT count(*) FROM (SELECT 1 FROM lessons_fts CROSS JOIN lessons n ON n.rowid = lessons_fts.rowid "
                     "WHERE lessons_fts MATCH ? AND n.namespace = ? LIMIT ?)",
                     (fts_query([term]), namespace, lexical.POSTINGS_BUDGET + 1),
                 ).fetchone()[0]
