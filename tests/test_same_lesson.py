@@ -33,6 +33,7 @@ SAME = [
     ("Checks for uses of os.path.getmtime() in tests", "Check for use of os.path.getmtime() in tests."),
     ("Never push to main on Friday", "never push to  main on Friday."),
     ("Keep CI green before merging", "keep ci green before merging"),
+    ("Don't rebase 'main' after review", "don't rebase 'main' after the review."),
 ]
 DISTINCT = [
     (ARGS, KWARGS),
@@ -43,6 +44,8 @@ DISTINCT = [
     ("Use rg instead of grep", "Use grep instead of rg"),
     ("Pin `numpy<2` in CI", "Pin `numpy<3` in CI"),
     ("Call os.path.getmtime() for the change time", "Call os.path.getctime() for the change time"),
+    ('Checks for whitespace before ")", "]" or "}".', 'Checks for whitespace before ",", ";" or ":".'),
+    ("Quote it as 'x' in shell", "Quote it as 'y' in shell"),
 ]
 
 

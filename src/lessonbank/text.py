@@ -101,7 +101,8 @@ _NEGATION = re.compile(
     r"\b(not|never|don't|dont|doesn't|avoid|avoids|avoiding|shouldn't|mustn't|can't|cannot)\b",
     re.IGNORECASE,
 )
-_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+# Code spans, and short quoted text (the quotes around ")" or ":" in "whitespace before ')'").
+_CODE_SPAN = re.compile(r"`([^`\n]+)`|\"([^\"\n]{1,40})\"|(?<!\w)'([^'\n]{1,40})'(?!\w)")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 # A word that names something in code: holds "_", ".", "()", "[", a leading "*", a digit, or a
 # capital after a small letter (sys.version, *args, os.path.getmtime(), camelCase, utf8); an
@@ -116,8 +117,10 @@ def negations(text: str) -> int:
 
 
 def literals(text: str) -> frozenset[str]:
-    """What must match exactly for two texts to be one lesson: code spans, identifiers, numbers."""
-    found = set(_CODE_SPAN.findall(text)) | set(_NUMBER.findall(text))
+    """What must match exactly for two texts to be one lesson: code spans and short quoted text,
+    identifiers, numbers."""
+    found = {span for groups in _CODE_SPAN.findall(text) for span in groups if span}
+    found.update(_NUMBER.findall(text))
     found.update(w.rstrip(".") for w in _IDENTIFIER.findall(text) if _CODE_LIKE.search(w.rstrip(".")))
     return frozenset(found)
 
