@@ -142,3 +142,30 @@ def test_cli_purge(cli: Any, tmp_path: Path) -> None:
 
     bad = cli("--db", db, "purge", "--older-than", "-3", ok=False)
     assert bad.returncode == 2 and b"older_than_days must be a number of days > 0" in bad.stderr
+
+
+def test_the_facades_apply_retention(tmp_path: Path) -> None:
+    import asyncio
+
+    from lessonbank import AsyncLessonBank
+
+    clock = Clock()
+    url = f"sqlite:///{tmp_path / 'bank.db'}"
+    with LessonBank(url, clock=clock, worker=False) as bank:
+        bank.record({"task": "old task", "status": "success", "created_at": clock.at()})
+        clock.now += 10 * DAY
+        assert bank.apply_retention(older_than_days=5, dry_run=True) == {
+            "episodes": 1,
+            "reflections": 0,
+            "jobs": 0,
+        }
+        assert bank.apply_retention(older_than_days=5)["episodes"] == 1
+        assert bank.stats()["episodes"] == 0
+
+    async def main() -> dict[str, int]:
+        async with AsyncLessonBank(url, clock=clock, worker=False) as abank:
+            await abank.record({"task": "another", "status": "success", "created_at": clock.at()})
+            clock.now += 10 * DAY
+            return await abank.apply_retention(older_than_days=5)
+
+    assert asyncio.run(main())["episodes"] == 1

@@ -1,0 +1,16 @@
+"""LessonBank (:mod:`.sync`) and AsyncLessonBank (:mod:`.aio`): two thin facades over one bank's
+services (:mod:`lessonbank.services`), sharing one constructor (:mod:`.base`).
+
+``record()`` only validates, redacts and writes the episode with its job in one transaction;
+reflection happens in a worker (an asyncio task in a background thread for LessonBank, a
+task on the caller's loop for AsyncLessonBank, or a separate ``lessonbank worker``).
+
+The services are synchronous and thread-safe through the store; LessonBank calls them directly
+and AsyncLessonBank from a thread, so the two can never drift apart in behaviour.
+"""
+
+from lessonbank.bank.aio import AsyncLessonBank
+from lessonbank.bank.base import BankBase
+from lessonbank.bank.sync import LessonBank
+
+__all__ = ["AsyncLessonBank", "BankBase", "LessonBank"]

@@ -1,0 +1,286 @@
+"""LessonBank: the synchronous facade; reflections run on a background thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from lessonbank.bank.base import BankBase, GoalState
+from lessonbank.jobs import Worker, WorkerThread
+from lessonbank.loop.records import search_reflections
+from lessonbank.models import ContextBlock, Decision, Episode, Hit, Job, Lesson, LessonKind
+from lessonbank.ports import LessonSort
+from lessonbank.services.recording import flush_answer
+from lessonbank.services.transfer import ExportFormat, ExportTarget
+
+if TYPE_CHECKING:
+    pass
+
+
+class LessonBank(BankBase):
+    """The synchronous bank. Reflections run on a background thread; ``flush()`` waits for them.
+
+    >>> bank = LessonBank("sqlite:///bank.db", llm="openai:gpt-4o-mini", namespace="team-a")  # doctest: +SKIP
+    """
+
+    def _start(self) -> None:
+        self._thread: WorkerThread | None = None
+        self._thread_lock = threading.Lock()
+        pending = self.pending()
+        if pending.get("waiting") or pending.get("queued"):
+            self._kick()
+
+    def _kick(self) -> None:
+        if not (self.settings.worker and self.reflection_llm):
+            return
+        with self._thread_lock:
+            if self._thread is None or not self._thread.thread.is_alive():
+                # Jobs recorded while no LLM was configured become runnable now, before flush() looks.
+                self.store.release_waiting([self.namespace])
+                self._thread = WorkerThread(self.new_worker([self.namespace]))
+        self._thread.wake()
+
+    def record(
+        self, episode: Episode | dict[str, Any], *, context_ids: Sequence[str] | None = None
+    ) -> Episode:
+        """Store an episode and, if the policy says so, queue its reflection. Never waits for an LLM."""
+        return self._queued(self.services.recorder.record(episode, context_ids))
+
+    def reflect(self, episode_id: str, *, reflector: str | None = None) -> Decision:
+        """Queue a reflection on a stored episode (trigger ``manual``), whatever the policy said.
+
+        ``reflector`` defaults to the one the policy table gives the episode's situation.
+        """
+        return self._queued(self.services.recorder.reflect(episode_id, reflector))
+
+    def finish_goal(
+        self,
+        goal_id: str,
+        *,
+        title: str | None = None,
+        status: GoalState = "completed",
+        outputs: Sequence[str] = (),
+        errors: Sequence[str] = (),
+        agent: str | None = None,
+    ) -> Episode:
+        """Report a goal's terminal state; its insight is reflected in the background (never waits)."""
+        return self._queued(
+            self.services.recorder.finish_goal(
+                goal_id, title=title, status=status, outputs=outputs, errors=errors, agent=agent
+            )
+        )
+
+    def insights(self, *, goal_id: str | None = None) -> list[Lesson]:
+        """Live goal insights by importance: the goal's, or (no goal) those of the 10 most recently reflected goals."""
+        return self.services.pools.insights(goal_id)
+
+    def rules(self, *, agent: str | None = None, stream: str | None = None) -> list[Lesson]:
+        """Live rules (kind ``principle``), strategic first; ``agent=None`` lists every agent's."""
+        return self.services.pools.rules(agent, stream)
+
+    def replay(self, *, task: str | None = None, task_type: str | None = None, k: int = 3) -> list[Lesson]:
+        """Replay examples for a task: exact task type first, then keyword overlap, ≥ 1 failure when one matches."""
+        return self.services.pools.replay(task, task_type, k)
+
+    def confirm_rule(self, rule_id: str) -> Lesson:
+        """Mark a rule helpful: a confirmation that extends it and, across 4+ weeks, promotes it."""
+        return self.services.pools.confirm_rule(rule_id)
+
+    def decisions(self, *, agent: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        """The policy's latest decisions, newest first (reflect with which trigger and reflector, or skip and why)."""
+        return self.services.recorder.decisions(agent, limit)
+
+    def new_worker(self, namespaces: Sequence[str] | None = None) -> Worker:
+        """A worker that runs this bank's reflection jobs (``namespaces=None``: every namespace).
+
+        It is not started: ``await worker.run()`` (``until_idle=True`` to drain and return).
+        """
+        return self.services.new_worker(namespaces)
+
+    def pending(self) -> dict[str, int]:
+        """This namespace's jobs counted by status (``queued``, ``waiting``, ``leased``, ``done``, ``dead``)."""
+        return self.services.recorder.pending()
+
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Wait until this namespace has no queued or running jobs. False on timeout or when jobs wait for an LLM."""
+        self._kick()
+        deadline = time.monotonic() + timeout
+        while True:
+            done = flush_answer(self.pending(), self._thread.worker if self._thread else None, deadline)
+            if done is not None:
+                return done
+            if self._thread is not None:
+                self._thread.wake()
+            time.sleep(0.02)
+
+    def add_lesson(
+        self,
+        text: str,
+        *,
+        tags: Iterable[str] = (),
+        kind: LessonKind = "lesson",
+        task_type: str | None = None,
+        agent: str | None = None,
+        goal_id: str | None = None,
+        importance: float = 0.5,
+        pinned: bool = False,
+        learned_from: str | None = None,
+    ) -> Lesson:
+        """Store a lesson you already know (no LLM). Tags ``reflexion``, ``trigger:manual``, ``user-supplied``.
+
+        ``learned_from``: the task it was learned on, indexed with it so a similar task finds it.
+        """
+        return self.services.intake.add_lesson(
+            text,
+            tags=tags,
+            kind=kind,
+            task_type=task_type,
+            agent=agent,
+            goal_id=goal_id,
+            importance=importance,
+            pinned=pinned,
+            learned_from=learned_from,
+        )
+
+    def recall(
+        self,
+        query: str,
+        *,
+        k: int = 5,
+        kind: str | Sequence[str] | None = None,
+        tags: Sequence[str] = (),
+        task_type: str | None = None,
+        agent: str | None = None,
+        goal_id: str | None = None,
+        mode: str | None = None,
+        hyde: bool | None = None,
+    ) -> list[Hit]:
+        """The ``k`` lessons most relevant to ``query``, best first.
+
+        ``mode``: ``lexical``, ``vector``, ``hybrid``, or ``auto`` (the default: hybrid when an
+        embedder is configured, else lexical). ``hyde`` overrides the bank's HyDE setting.
+        """
+        context = self.services.context
+        filters = context.query(kind=kind, tags=tags, task_type=task_type, agent=agent, goal_id=goal_id)
+        return context.recall(query, k, filters, mode, hyde)
+
+    def embed_missing(self) -> int:
+        """Embed every lesson that has no vector for the configured embedder; returns how many.
+
+        Writes through the bank embed as they go; this catches up after an embedder is first
+        configured, changed, or was unavailable. Content already embedded is never embedded twice.
+        """
+        return self.services.intake.embed_missing()
+
+    def context(
+        self,
+        task: str | None = None,
+        *,
+        goal_id: str | None = None,
+        agent: str | None = None,
+        task_type: str | None = None,
+        budget_tokens: int = 800,
+        formats: Sequence[str] | None = None,
+        kind: str | Sequence[str] | None = None,
+        tags: Sequence[str] = (),
+    ) -> ContextBlock:
+        """A prompt block for ``task``, never over ``budget_tokens``; injection counts as use.
+
+        ``formats``: any of ``long_term_memory``, ``past_reflections`` (insights of ``goal_id``),
+        ``learned_rules`` (rules of ``agent``), ``replay`` (examples of ``task_type``); by default
+        ``long_term_memory`` plus the section of each of ``goal_id`` / ``agent`` / ``task_type`` given.
+        """
+        context = self.services.context
+        filters = context.query(kind=kind, tags=tags)
+        return context.context(
+            task, budget_tokens, formats, filters, goal_id=goal_id, agent=agent, task_type=task_type
+        )
+
+    def lessons(
+        self,
+        *,
+        kind: str | Sequence[str] | None = None,
+        tags: Sequence[str] = (),
+        status: str | Sequence[str] = "active",
+        limit: int = 100,
+        offset: int = 0,
+        sort: LessonSort = "created",
+    ) -> list[Lesson]:
+        query = self.services.context.query(kind=kind, tags=tags, status=status)
+        return self.services.catalog.lessons(query, limit=limit, offset=offset, sort=sort)
+
+    def get_lesson(self, lesson_id: str) -> Lesson:
+        return self.services.catalog.get_lesson(lesson_id)
+
+    def show(self, record_id: str) -> dict[str, Any]:
+        return self.services.catalog.show(record_id)
+
+    def forget(self, lesson_id: str) -> None:
+        """Delete a lesson from this namespace. Raises NotFoundError if there is none with that id."""
+        self.services.catalog.forget(lesson_id)
+
+    def import_lessons(self, records: Iterable[Lesson | dict[str, Any]]) -> dict[str, int]:
+        """Bulk-add lessons, read and written 1,000 at a time (same content reinforces); invalid ones skipped."""
+        return self.services.intake.import_lessons(records)
+
+    def export(self, format: ExportFormat = "json", *, live_only: bool = False) -> str:
+        return self.services.catalog.export(format, live_only=live_only)
+
+    def export_to(self, dest: ExportTarget, format: ExportFormat = "json", *, live_only: bool = False) -> int:
+        """Stream :meth:`export` to a path (replaced once whole) or a text stream; returns the lesson count."""
+        return self.services.catalog.export_to(dest, format, live_only=live_only)
+
+    def search_reflections(
+        self,
+        *,
+        failure_category: str | Sequence[str] | None = None,
+        min_confidence: float = 0.0,
+        keywords: Sequence[str] = (),
+        limit: int = 10,
+    ) -> list[dict[str, Any]]:
+        """Past loop reflections (AIWG records, newest first) by failure category, confidence, keywords."""
+        return search_reflections(
+            self,
+            failure_category=failure_category,
+            min_confidence=min_confidence,
+            keywords=keywords,
+            limit=limit,
+        )
+
+    def jobs(self, *, status: str | Sequence[str] | None = None, limit: int = 100) -> list[Job]:
+        return self.services.recorder.jobs(status, limit)
+
+    def retry_jobs(self, job_ids: Sequence[str] | None = None) -> int:
+        """Requeue dead-lettered jobs (all, or the given ids). Returns how many."""
+        count = self.services.recorder.retry_jobs(job_ids)
+        self._kick()
+        return count
+
+    def purge_jobs(self, *, statuses: Sequence[str] = ("done",)) -> int:
+        return self.services.recorder.purge_jobs(statuses)
+
+    def apply_retention(
+        self, *, older_than_days: float | None = None, dry_run: bool = False
+    ) -> dict[str, int]:
+        """Delete the episodes, reflections and done jobs past the retention settings (or older than
+        ``older_than_days``); lessons are never deleted here. Returns how many of each went."""
+        return self.services.retention.apply(older_than_days=older_than_days, dry_run=dry_run)
+
+    def stats(self) -> dict[str, Any]:
+        return self.services.catalog.stats()
+
+    def close(self) -> None:
+        """Stop the worker (jobs in flight go back to the queue) and close the store."""
+        with self._thread_lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.stop()
+        self.store.close()
+
+    def __enter__(self) -> LessonBank:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
