@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import sqlite3
 import subprocess
@@ -88,6 +89,13 @@ def machine_info() -> dict[str, Any]:
     }
 
 
+def write_corpus(path: Path, size: int) -> None:
+    lessons = _corpus.make_lessons(_corpus.load_source(SEED), size, SEED)
+    with path.open("w", encoding="utf-8") as file:
+        for lesson in lessons:
+            file.write(json.dumps(lesson, ensure_ascii=False) + "\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -96,7 +104,11 @@ def main() -> int:
     parser.add_argument("--label", default="", help="a name for this run in the JSON, e.g. before / after")
     parser.add_argument("--out", type=Path, default=Path("bench/results/export_import.json"))
     parser.add_argument("--workdir", type=Path, help="where the banks and files go (default: a temp dir)")
+    parser.add_argument("--write-corpus", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.write_corpus:
+        write_corpus(args.write_corpus, args.size)
+        return 0
 
     machine = machine_info()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="lessonbank_export_import_"))
@@ -110,11 +122,11 @@ def main() -> int:
     source = lessonbank_source(env)
 
     corpus = workdir / "corpus.jsonl"
-    lessons = _corpus.make_lessons(_corpus.load_source(SEED), args.size, SEED)
-    with corpus.open("w", encoding="utf-8") as file:
-        for lesson in lessons:
-            file.write(json.dumps(lesson, ensure_ascii=False) + "\n")
-    del lessons
+    # Made in a child: a child starts with its parent's memory (fork, then exec), and Linux counts that
+    # in the child's peak RSS; this process must stay smaller than anything it measures.
+    subprocess.run(
+        [sys.executable, __file__, "--write-corpus", str(corpus), "--size", str(args.size)], check=True
+    )
 
     def db(name: str) -> list[str]:
         return ["--db", f"sqlite:///{workdir / name}"]
@@ -150,6 +162,7 @@ def main() -> int:
         "size": args.size,
         "lessonbank": source,
         "machine": {**machine, "load_average_after": [round(x, 2) for x in os.getloadavg()]},
+        "bench_process_max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "steps": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
