@@ -221,6 +221,11 @@ class AsyncLessonBank(BankBase):
     async def purge_jobs(self, *, statuses: Sequence[str] = ("done",)) -> int:
         return await in_thread(self.services.recorder.purge_jobs)(statuses)
 
+    async def rescreen(self, *, dry_run: bool = False) -> dict[str, int]:
+        return await in_thread(self.services.intake.rescreen)(
+            (lesson for lesson, _ in self.services.catalog.marked_lessons()), dry_run=dry_run
+        )
+
     async def apply_retention(
         self, *, older_than_days: float | None = None, dry_run: bool = False
     ) -> dict[str, int]:

@@ -261,6 +261,14 @@ class LessonBank(BankBase):
     def purge_jobs(self, *, statuses: Sequence[str] = ("done",)) -> int:
         return self.services.recorder.purge_jobs(statuses)
 
+    def rescreen(self, *, dry_run: bool = False) -> dict[str, int]:
+        """Redact and screen every stored lesson again with today's rules (run after an upgrade):
+        secrets redacted, instruction-like lessons quarantined. Returns ``checked``, ``redacted``,
+        ``quarantined``; ``dry_run`` only counts."""
+        return self.services.intake.rescreen(
+            (lesson for lesson, _ in self.services.catalog.marked_lessons()), dry_run=dry_run
+        )
+
     def apply_retention(
         self, *, older_than_days: float | None = None, dry_run: bool = False
     ) -> dict[str, int]:

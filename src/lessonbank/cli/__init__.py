@@ -9,7 +9,7 @@ One module per command group, each a set of plain functions that register nothin
 
 - ``app``: the Typer app, global options, the command table, ``main`` and error translation
 - ``common``: the options object, consoles, JSON output and input helpers every group uses
-- ``lessons``: add, lessons, show, forget, import, export, stats
+- ``lessons``: add, lessons, show, forget, rescreen, import, export, stats
 - ``retrieval``: recall, context, embed
 - ``episodes``: record, reflect
 - ``jobs``: jobs, worker

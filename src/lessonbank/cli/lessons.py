@@ -1,4 +1,5 @@
-"""What the bank holds: ``add``, ``lessons``, ``show``, ``forget``, ``import``, ``export``, ``stats``."""
+"""What the bank holds: ``add``, ``lessons``, ``show``, ``forget``, ``rescreen``, ``import``, ``export``,
+``stats``."""
 
 from __future__ import annotations
 
@@ -83,6 +84,29 @@ def forget(ctx: typer.Context, lesson_id: Annotated[str, typer.Argument(help="Le
     with ctx.obj.bank() as bank:
         bank.forget(lesson_id)
     out.print(f"forgot {lesson_id}")
+
+
+def rescreen(
+    ctx: typer.Context,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Count what would change; write nothing")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Redact and screen every stored lesson again with this version's rules.
+
+    Run it after an upgrade: a lesson stored before a secret pattern or an injection rule existed
+    gets its secrets redacted, or is quarantined for a person. Running it again changes nothing."""
+    with ctx.obj.bank() as bank:
+        counts = bank.rescreen(dry_run=dry_run)
+    if as_json:
+        emit_json({**counts, "dry_run": dry_run})
+        return
+    verb = "would change" if dry_run else "changed"
+    out.print(
+        f"checked {counts['checked']} lesson(s); {verb}: {counts['redacted']} redacted, "
+        f"{counts['quarantined']} quarantined"
+    )
 
 
 def import_(

@@ -64,15 +64,10 @@ def verdict_for(new: str, old: str, cosine: float, threshold: float) -> Verdict 
     return "duplicate"
 
 
-def place_by_vector(
-    retriever: Retriever, lessons: Sequence[Lesson], duplicate_of: dict[str, str], threshold: float
-) -> list[Lesson]:
+def place_by_vector(retriever: Retriever, lessons: Sequence[Lesson], threshold: float) -> list[Lesson]:
     """The lessons to write, each marked to supersede a contradicted lesson, or ``similar_to`` a
-    likely duplicate, where one is found.
-
-    ``duplicate_of`` (new id → stored id, for the store to reinforce) is left as the caller passed
-    it: a likeness found by vectors is never merged at write time. A failure to embed leaves the
-    lesson as it was (the store's own checks still run).
+    likely duplicate, where one is found (a likeness found by vectors is never merged at write
+    time). A failure to embed leaves the lesson as it was (the store's own checks still run).
     """
     placed: list[Lesson] = []
     for lesson in lessons:

@@ -99,10 +99,7 @@ class ReflectionHandler:
             summary = "; ".join(lesson.content.replace("\n", " | ") for lesson in lessons) or f"skip: {skip}"
             return JobResult(reflection=None, lessons=[], detail=f"persist off, logged only: {summary}")
         lessons = await asyncio.to_thread(place_active, self.pools, lessons)
-        duplicate_of: dict[str, str] = {}
         if self.retriever.embedder is not None and lessons:
-            lessons = await asyncio.to_thread(
-                place_by_vector, self.retriever, lessons, duplicate_of, settings.dedup_cosine
-            )
+            lessons = await asyncio.to_thread(place_by_vector, self.retriever, lessons, settings.dedup_cosine)
         detail = f"skipped by {name}: {skip}" if skip else f"reflected by {name}: {len(lessons)} lesson(s)"
-        return JobResult(reflection=reflection, lessons=lessons, detail=detail, duplicate_of=duplicate_of)
+        return JobResult(reflection=reflection, lessons=lessons, detail=detail)

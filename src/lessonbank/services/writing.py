@@ -53,6 +53,13 @@ def guarded(record: Lesson | dict[str, Any]) -> Lesson:
     return lesson.model_copy(update={"status": "quarantined", "metadata": metadata})
 
 
+def _texts(lesson: Lesson) -> tuple[Any, ...]:
+    """What redaction may change in a lesson (the quarantine reason aside)."""
+    fields = ("content", "situation", "mistake", "correction", "learned_from", "tags")
+    metadata = {key: value for key, value in lesson.metadata.items() if key != "quarantine_reason"}
+    return (*(getattr(lesson, name) for name in fields), metadata)
+
+
 def place_active(pools: Pools, lessons: Sequence[Lesson]) -> list[Lesson]:
     """``lessons`` placed in their pools (see :meth:`Pools.place`), in order; a quarantined lesson
     is left as it is: it makes no room, confirms no rule, and does not expire."""
@@ -140,11 +147,9 @@ class LessonIntake:
 
     def write(self, lessons: Sequence[Lesson]) -> list[WriteResult]:
         """Write lessons outside a job: vector dedup first (with an embedder), then their vectors."""
-        duplicate_of: dict[str, str] = {}
         if self.retriever.embedder is not None and lessons:
-            lessons = place_by_vector(self.retriever, lessons, duplicate_of, self.scope.settings.dedup_cosine)
-        store = self.scope.store
-        results = [store.write_lesson(lesson, duplicate_of=duplicate_of.get(lesson.id)) for lesson in lessons]
+            lessons = place_by_vector(self.retriever, lessons, self.scope.settings.dedup_cosine)
+        results = [self.scope.store.write_lesson(lesson) for lesson in lessons]
         self.embed_written(results)
         return results
 
@@ -196,6 +201,33 @@ class LessonIntake:
             counts["reinforced"] += reinforced
         if self.retriever.embedder is not None and counts["added"]:
             counts["embedded"] = self.embed_missing()
+        return counts
+
+    def rescreen(self, lessons: Iterable[Lesson], *, dry_run: bool = False) -> dict[str, int]:
+        """Pass stored ``lessons`` (the namespace's, e.g. ``Catalog.marked_lessons``) through today's
+        gate (:func:`guarded`): a lesson written before a redaction pattern or an injection rule
+        existed gets its secrets redacted, or is quarantined. Returns how many were ``checked``,
+        ``redacted`` and ``quarantined``; with ``dry_run``, only counts. Running it again changes nothing.
+
+        A lesson whose redacted text is the same as another stored lesson's is that lesson: the stored
+        one is reinforced and the raw copy removed, so no secret stays and nothing learned is lost."""
+        if not isinstance(dry_run, bool):
+            raise InputError(f"dry_run must be true or false, got {dry_run!r}", field="dry_run")
+        store, counts = self.scope.store, {"checked": 0, "redacted": 0, "quarantined": 0}
+        for stored in lessons:
+            counts["checked"] += 1
+            gated = guarded(stored)
+            redacted = _texts(gated) != _texts(stored)
+            quarantined = gated.status == "quarantined" and stored.status != "quarantined"
+            counts["redacted"] += redacted
+            counts["quarantined"] += quarantined
+            if dry_run or not (redacted or quarantined):
+                continue
+            try:
+                store.update_lesson(gated)
+            except InputError:  # its redacted content is another stored lesson's: fold it in
+                store.write_lesson(gated)
+                store.delete_lesson(self.scope.namespace, stored.id)
         return counts
 
     def _imported(self, record: Lesson | dict[str, Any]) -> Lesson:
