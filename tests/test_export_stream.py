@@ -99,17 +99,16 @@ def _lessons_of(jsonl: str) -> list[Lesson]:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs a store listing that keeps expired lessons (LessonQuery live_only=False): see the report",
-)
-def test_backup_holds_an_expired_lesson_no_one_superseded(tmp_path: Path) -> None:
-    with LessonBank(f"sqlite:///{tmp_path / 'a.db'}") as bank:
+@pytest.mark.parametrize("db", ["sqlite", "memory"])
+def test_backup_holds_an_expired_lesson_no_one_superseded(tmp_path: Path, db: str) -> None:
+    url = f"sqlite:///{tmp_path / 'a.db'}" if db == "sqlite" else "memory://"
+    with LessonBank(url) as bank:
         past = utcnow() - timedelta(days=1)
         expired = bank.store.write_lesson(
             Lesson(namespace=bank.namespace, content="the old VPN needs the split tunnel", expires_at=past)
         ).lesson
         records = json.loads(bank.export("json"))
+        assert bank.export("json", live_only=True) == "[]"
     assert [(r["id"], r.get("state")) for r in records] == [(expired.id, "expired")]
 
 

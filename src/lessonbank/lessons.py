@@ -309,7 +309,7 @@ def matches(
             return False
     if query.tags and not set(query.tags) <= set(tags):
         return False
-    return not superseded and (expires_at is None or expires_at > now)
+    return not query.live_only or (not superseded and (expires_at is None or expires_at > now))
 
 
 def content_taken(holder_id: str | None, lesson: Lesson) -> None:

@@ -47,7 +47,9 @@ LessonSort = Literal["created", "score", "access", "confidence", "utility"]
 
 @dataclass(frozen=True)
 class LessonQuery:
-    """Filters shared by listing and recall. ``tags`` must all be present on a lesson."""
+    """Filters shared by listing and recall. ``tags`` must all be present on a lesson.
+
+    ``live_only=False`` also lets superseded and expired lessons through (a backup lists them)."""
 
     namespace: str
     kinds: Sequence[str] | None = None
@@ -56,6 +58,7 @@ class LessonQuery:
     agent: str | None = None
     goal_id: str | None = None
     statuses: Sequence[str] = ("active",)
+    live_only: bool = True
 
 
 @dataclass(frozen=True)

@@ -400,3 +400,19 @@ def test_recall_matches_word_forms_as_sqlite_stems_them(store: Store, clock: Clo
     assert [c.lesson_id for c in store.search(LessonQuery(NS), ["edits"], 5)] == [made.id]
     assert [c.lesson_id for c in store.search(LessonQuery(NS), ["deploying"], 5)] == [deploys.id]
     assert [c.lesson_id for c in store.search(LessonQuery(NS), ["Reviewers"], 5)] == [deploys.id]
+
+
+def test_a_listing_that_is_not_live_only_holds_superseded_and_expired_lessons(
+    store: Store, clock: Clock
+) -> None:
+    old = store.write_lesson(lesson("cache the token between calls", clock)).lesson
+    new = store.write_lesson(lesson("never cache the token: it expires", clock, supersedes=old.id)).lesson
+    gone = store.write_lesson(lesson("use the old vpn", clock, expires_at=at(clock.now + 60))).lesson
+    clock.advance(120)
+    assert ids(store.list_lessons(LessonQuery(NS))) == [new.id]
+    everything = store.list_lessons(LessonQuery(NS, live_only=False))
+    assert sorted(ids(everything)) == sorted([old.id, new.id, gone.id])
+    assert {x.id: x.superseded_by for x in everything}[old.id] == new.id
+    # Filters still apply; recall never sees them.
+    assert ids(store.list_lessons(LessonQuery(NS, live_only=False, kinds=["principle"]))) == []
+    assert [c.lesson_id for c in store.search(LessonQuery(NS), ["cache", "vpn"], 10)] == [new.id]

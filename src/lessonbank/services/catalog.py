@@ -107,15 +107,13 @@ class Catalog:
         return export_chunks(self.marked_lessons(live_only=live_only), fmt, self.scope.namespace)
 
     def marked_lessons(self, *, live_only: bool = False) -> Iterator[tuple[Lesson, Mark]]:
-        """The namespace's lessons, newest first, a page at a time, each with its mark (None: live).
+        """The namespace's lessons, newest first, a page at a time, each with its mark (None: live):
+        every status, and superseded and expired lessons too unless ``live_only``.
 
-        ``list_lessons`` gives the live ones of every status. A superseded lesson is reached from
-        the lesson that superseded it (its ``supersedes`` pointer, checked against the older one's
-        ``superseded_by``, so each comes once) and follows that lesson's page. Pages are read by
-        offset: a lesson written during the export shifts the pages by one, so the previous page's
-        ids are kept to skip the repeat. Memory holds one page and its predecessors at a time."""
+        Pages are read by offset: a lesson written during the export shifts the pages by one, so
+        the previous page's ids are kept to skip the repeat. Memory holds two pages at a time."""
         store, namespace = self.scope.store, self.scope.namespace
-        query = LessonQuery(namespace, statuses=list(LESSON_STATUSES))
+        query = LessonQuery(namespace, statuses=list(LESSON_STATUSES), live_only=live_only)
         offset, previous = 0, set[str]()
         while page := store.list_lessons(query, limit=EXPORT_PAGE, offset=offset):
             offset += len(page)
@@ -123,22 +121,6 @@ class Catalog:
             previous = {lesson.id for lesson in page}
             now = self.scope.clock()
             yield from ((lesson, lesson_mark(lesson, now)) for lesson in fresh)
-            if not live_only:
-                yield from ((lesson, lesson_mark(lesson, now)) for lesson in self._superseded_by(fresh))
-
-    def _superseded_by(self, lessons: list[Lesson]) -> Iterator[Lesson]:
-        """The lessons ``lessons`` superseded, and those they superseded in turn, nearest first."""
-        newer = [lesson for lesson in lessons if lesson.supersedes]
-        while newer:
-            ids = [lesson.supersedes for lesson in newer if lesson.supersedes]
-            found = {old.id: old for old in self.scope.store.get_lessons(ids, namespace=self.scope.namespace)}
-            older = [
-                old
-                for lesson in newer
-                if (old := found.get(lesson.supersedes or "")) is not None and old.superseded_by == lesson.id
-            ]
-            yield from older
-            newer = [lesson for lesson in older if lesson.supersedes]
 
     def stats(self) -> dict[str, Any]:
         stats = self.scope.store.stats(self.scope.namespace).as_dict()

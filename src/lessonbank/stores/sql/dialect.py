@@ -179,9 +179,10 @@ def lesson_filter(dialect: Dialect, query: LessonQuery, now: float) -> tuple[str
         clause, more = dialect.tag_filter(query.tags)
         clauses.append(clause)
         params.extend(more)
-    clauses.append("l.superseded_by IS NULL")
-    clauses.append("(l.expires_at IS NULL OR l.expires_at > ?)")
-    params.append(now)
+    if query.live_only:
+        clauses.append("l.superseded_by IS NULL")
+        clauses.append("(l.expires_at IS NULL OR l.expires_at > ?)")
+        params.append(now)
     return " AND ".join(clauses), params
 
 
