@@ -98,15 +98,17 @@ def test_related_but_distinct_advice_is_kept_apart(tmp_path: Path) -> None:
         assert len(bank.lessons()) == 2
 
 
-def test_the_opposite_advice_supersedes_the_older_lesson_which_is_kept(tmp_path: Path) -> None:
+def test_the_opposite_advice_is_kept_and_flagged_as_a_contradiction(tmp_path: Path) -> None:
+    # Negation cues are a crude signal (on ruff's rules every such pair was two distinct rules):
+    # both lessons stay live, and the new one names the old for a person to decide.
     with _bank(tmp_path, {"cache the token": _angle(0.0), "do not cache the token": _angle(0.05)}) as bank:
         old = bank.add_lesson("cache the token between calls")
         new = bank.add_lesson("do not cache the token between calls: it expires in 60 s")
-        assert new.id != old.id and new.supersedes == old.id
-        kept = bank.get_lesson(old.id)
-        assert kept.superseded_by == new.id and kept.content == "cache the token between calls"
-        assert [h.lesson.id for h in bank.recall("cache the token", k=5)] == [new.id]
-        assert [h.lesson.id for h in bank.recall("cache the token", k=5, mode="lexical")] == [new.id]
+        assert new.id != old.id and new.supersedes is None
+        [mark] = new.metadata["contradicts"]
+        assert mark["id"] == old.id and mark["by"] == "vector:table-test"
+        assert bank.get_lesson(old.id).superseded_by is None
+        assert {h.lesson.id for h in bank.recall("cache the token", k=5)} == {old.id, new.id}
 
 
 def test_a_pinned_lesson_is_never_superseded(tmp_path: Path) -> None:

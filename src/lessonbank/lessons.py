@@ -248,14 +248,15 @@ def same_scope(new: Lesson, stored: Lesson) -> bool:
     return new.kind == stored.kind and new.goal_id == stored.goal_id
 
 
-def similar_to(lesson: Lesson, other_id: str, similarity: float, by: str) -> Lesson:
-    """``lesson`` naming ``other_id`` as a lesson it resembles (``metadata["similar_to"]``): a
-    candidate pair for the consolidation cycle, which proposes a merge to a person."""
-    marks = [
-        m for m in lesson.metadata.get("similar_to", []) if isinstance(m, dict) and m.get("id") != other_id
-    ]
+def similar_to(
+    lesson: Lesson, other_id: str, similarity: float, by: str, *, key: str = "similar_to"
+) -> Lesson:
+    """``lesson`` naming ``other_id`` as a lesson it resembles (``metadata["similar_to"]``) or seems
+    to contradict (``key="contradicts"``): a candidate pair for the consolidation cycle, which
+    proposes a merge, or flags the contradiction, to a person."""
+    marks = [m for m in lesson.metadata.get(key, []) if isinstance(m, dict) and m.get("id") != other_id]
     marks.append({"id": other_id, "similarity": round(float(similarity), 4), "by": by})
-    return lesson.model_copy(update={"metadata": {**lesson.metadata, "similar_to": marks}})
+    return lesson.model_copy(update={"metadata": {**lesson.metadata, key: marks}})
 
 
 def pick_near_duplicate(

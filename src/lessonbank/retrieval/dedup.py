@@ -1,4 +1,4 @@
-"""Dedup on write with vectors: mark a likely duplicate for review, supersede a contradicted lesson.
+"""Dedup on write with vectors: mark a likely duplicate or contradiction for review.
 
 The store folds exact repeats (content hash) and the same lesson retyped (token Jaccard and
 :func:`~lessonbank.text.same_lesson`). Vectors find the rest: the same advice in other words. That is
@@ -12,11 +12,15 @@ For each new lesson, the closest live lessons of the same namespace and kind are
   their words yet are not word-for-word repeats (those the store folds itself) are siblings — "check
   whitespace *after* keywords" and "... *before* keywords", ``os.path.getctime`` and ``getmtime`` —
   whose few different words are the point; embeddings put them at cosine 0.92–0.99, so they are kept;
-- cosine ≥ ``threshold`` but one says "do X" and the other "do not X" → the newer lesson wins:
-  it is added and the older is superseded (kept, marked ``superseded_by``, no longer recalled);
+- cosine ≥ ``threshold`` but one says "do X" and the other "do not X" → a likely contradiction:
+  the new lesson is added and names the stored one in ``metadata["contradicts"]``, for the
+  consolidation cycle to FLAG to a person. Negation cues are a crude signal: on ruff's rule texts
+  every such verdict joined two distinct rules ("negated ``==``" / "negated ``!=``"), so it hides
+  nothing by itself;
 - a seed-004 lesson about the same situation (situation cosine ≥ ``SITUATION_COSINE``) whose
   correction says something else (correction cosine < ``CORRECTION_AGREES``, or the opposite
-  polarity) → supersedes it too: the environment changed and the old correction no longer holds;
+  polarity) → the new lesson supersedes it (seed 004: the environment changed and the old
+  correction no longer holds; the old one is kept, marked ``superseded_by``, no longer recalled);
 - a seed-004 lesson about the same situation whose correction says the same thing (correction
   cosine ≥ ``threshold``, same polarity) → a likely duplicate (marked), even when the two share most of their words:
   the situation and correction fields are compared one by one, so the sibling guard is not needed.
@@ -39,7 +43,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("lessonbank.retrieval")
 
-Verdict = Literal["duplicate", "supersede"]
+Verdict = Literal["duplicate", "contradicts", "supersede"]
 
 NEIGHBOURS = 3
 TEMPLATE_JACCARD = 0.6
@@ -58,16 +62,16 @@ def verdict_for(new: str, old: str, cosine: float, threshold: float) -> Verdict 
     if cosine < threshold:
         return None
     if not same_polarity(new, old):
-        return "supersede"
+        return "contradicts"
     if jaccard(words(new), words(old)) >= TEMPLATE_JACCARD:
         return None  # siblings from one template: the words that differ are the lesson
     return "duplicate"
 
 
 def place_by_vector(retriever: Retriever, lessons: Sequence[Lesson], threshold: float) -> list[Lesson]:
-    """The lessons to write, each marked to supersede a contradicted lesson, or ``similar_to`` a
-    likely duplicate, where one is found (a likeness found by vectors is never merged at write
-    time). A failure to embed leaves the lesson as it was (the store's own checks still run).
+    """The lessons to write, each marked ``similar_to`` a likely duplicate or ``contradicts`` a likely
+    contradiction, or set to supersede a seed-004 lesson whose correction changed, where one is found
+    (a likeness found by vectors is never merged at write time). A failure to embed leaves the lesson as it was (the store's own checks still run).
     """
     placed: list[Lesson] = []
     for lesson in lessons:
@@ -88,16 +92,16 @@ def _place(retriever: Retriever, lesson: Lesson, threshold: float) -> Lesson:
         old = stored.get(candidate.lesson_id)
         if old is None or old.pinned:
             continue  # a pinned lesson is the human's word: never superseded automatically
-        verdict = verdict_for(lesson.content, old.content, cosine, threshold)
+        # Seed-004 fields, when both lessons have them, say more than the whole texts do.
+        verdict = _compare_fields(retriever, lesson, old, threshold)
         if verdict is None:
-            verdict = _compare_fields(retriever, lesson, old, threshold)
-        if verdict == "duplicate":
-            # The same advice in other words, by the embedder's judgement: a candidate for the
-            # consolidation cycle's proposal, never merged here (the store still folds a lesson
-            # that is the same word for word).
-            return similar_to(
-                lesson, old.id, cosine, f"vector:{retriever.embedder.name if retriever.embedder else '?'}"
-            )
+            verdict = verdict_for(lesson.content, old.content, cosine, threshold)
+        by = f"vector:{retriever.embedder.name if retriever.embedder else '?'}"
+        if verdict in ("duplicate", "contradicts"):
+            # The embedder's judgement: a candidate for the consolidation cycle's proposal, never
+            # applied here (the store still folds a lesson that is the same word for word).
+            key = "similar_to" if verdict == "duplicate" else "contradicts"
+            return similar_to(lesson, old.id, cosine, by, key=key)
         if verdict == "supersede":
             return lesson.model_copy(update={"supersedes": old.id})
     return lesson
