@@ -313,6 +313,39 @@ class Lesson(Record):
         return value.strip()[:LEARNED_FROM_MAX_CHARS].rstrip() or None
 
 
+AuditAction = Literal["archive", "restore", "approve", "delete", "edit", "quarantine"]
+AUDIT_ACTIONS: tuple[str, ...] = get_args(AuditAction)
+
+
+class AuditEntry(Record):
+    """One change to a lesson, as the audit log keeps it (seed 002: timestamp, action, item, actor,
+    approval, summary). ``before``/``after`` are the lesson as stored before and after (None: it did
+    not exist, or no longer does). ``actor`` is who changed it: ``api``, ``cli``, a person, or a cycle
+    (``reflection:<cycle id>``); ``proposal_id`` the consolidation proposal it applies, if any."""
+
+    id: str = Field(default_factory=lambda: new_id("aud"))
+    namespace: str = "default"
+    at: datetime = Field(default_factory=utcnow)
+    actor: str
+    action: AuditAction
+    lesson_id: str | None = None
+    before: dict[str, Any] | None = None
+    after: dict[str, Any] | None = None
+    proposal_id: str | None = None
+    summary: str = ""
+
+    def of(self, before: Lesson | None, after: Lesson | None) -> AuditEntry:
+        """This entry recording the change from ``before`` to ``after`` (the lessons as stored)."""
+        lesson = after or before
+        return self.model_copy(
+            update={
+                "lesson_id": self.lesson_id or (lesson.id if lesson is not None else None),
+                "before": None if before is None else before.model_dump(mode="json"),
+                "after": None if after is None else after.model_dump(mode="json"),
+            }
+        )
+
+
 class Reflection(Record):
     """What one reflector made of one episode: parsed output and lessons, or a skip with its reason."""
 

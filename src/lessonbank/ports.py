@@ -27,6 +27,8 @@ Invariants every store keeps:
   text hash no longer matches, which tells the bank to embed it again).
 - Outcome credit (``helpful``/``harmful``) is added atomically in the store, never read-modify-
   written by the caller, and an episode's credit is written in the episode's own transaction.
+- An audit entry given with a change to a lesson (``update_lesson``, ``delete_lesson``,
+  ``change_lesson``) is written in the change's transaction: both are stored or neither.
 """
 
 from __future__ import annotations
@@ -36,13 +38,16 @@ from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any, Literal, Protocol
 
-from lessonbank.models import Decision, Episode, Job, Lesson, Reflection
+from lessonbank.models import AuditEntry, Decision, Episode, Job, Lesson, Reflection
 
 NEAR_DUPLICATE_JACCARD = 0.85
 # The spend row of one reflector or one day in StoreStats, in this order.
 SPEND_FIELDS = ("reflections", "calls", "tokens_in", "tokens_out", "cost_usd", "unpriced_calls")
 
 LessonSort = Literal["created", "score", "access", "confidence", "utility"]
+# What ``LessonStore.change_lesson`` applies: the stored lesson → (the lesson to store, its audit
+# entry), or None for no change.
+LessonChange = Callable[[Lesson], "tuple[Lesson, AuditEntry] | None"]
 
 
 @dataclass(frozen=True)
@@ -222,13 +227,26 @@ class LessonStore(Protocol):
     def list_lessons(
         self, query: LessonQuery, *, limit: int = 100, offset: int = 0, sort: LessonSort = "created"
     ) -> list[Lesson]: ...
-    def update_lesson(self, lesson: Lesson) -> Lesson:
+    def update_lesson(self, lesson: Lesson, *, audit: AuditEntry | None = None) -> Lesson:
         """Overwrite every field of the stored lesson with ``lesson.id`` (same namespace), re-hashing its
         content; counters included. Returns the stored lesson. NotFoundError when absent. Expired
-        lessons can be updated (so an expiry can be extended or cleared)."""
+        lessons can be updated (so an expiry can be extended or cleared). With ``audit``, that entry
+        is written in the same transaction with ``before``/``after`` = the lesson stored before/after."""
         ...
 
-    def delete_lesson(self, namespace: str, lesson_id: str) -> bool: ...
+    def delete_lesson(self, namespace: str, lesson_id: str, *, audit: AuditEntry | None = None) -> bool:
+        """Delete the namespace's lesson (False when there is none). With ``audit``, that entry is
+        written in the same transaction, ``before`` = the lesson deleted, ``after`` = None."""
+        ...
+
+    def change_lesson(self, namespace: str, lesson_id: str, change: LessonChange) -> Lesson:
+        """Apply ``change`` to the namespace's lesson inside one transaction: ``change`` gets the lesson
+        as stored (read under the transaction's lock) and returns the lesson to store with the audit
+        entry to write beside it, or None to leave it as it is (nothing written). Returns the lesson
+        as stored after. NotFoundError when the namespace has no lesson with that id. ``change`` may
+        run more than once (a store that retries on conflict calls it again) and may raise."""
+        ...
+
     def purge_expired(self, namespace: str) -> int:
         """Delete the namespace's lessons whose ``expires_at`` ≤ the store clock; returns how many."""
         ...
@@ -336,8 +354,29 @@ class RetentionStore(Protocol):
         ...
 
 
+class AuditLog(Protocol):
+    """The audit log: one row per change to a lesson (who, when, what, before and after), kept
+    apart from the lessons so it outlives them. Rows a change makes are written with the change
+    (see ``LessonStore``); ``append_audit`` writes rows on their own."""
+
+    def append_audit(self, entries: Sequence[AuditEntry]) -> None: ...
+    def audit_log(
+        self, namespace: str, *, lesson_id: str | None = None, limit: int = 100
+    ) -> list[AuditEntry]:
+        """The namespace's audit rows (of ``lesson_id`` when given), newest first, at most ``limit``."""
+        ...
+
+
 class Store(
-    EpisodeStore, LessonStore, LessonSearch, VectorStore, JobQueue, JobAdmin, RetentionStore, Protocol
+    EpisodeStore,
+    LessonStore,
+    LessonSearch,
+    VectorStore,
+    JobQueue,
+    JobAdmin,
+    RetentionStore,
+    AuditLog,
+    Protocol,
 ):
     """Every port in one backend. Methods are synchronous and thread-safe.
 

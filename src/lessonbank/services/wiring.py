@@ -21,6 +21,7 @@ from lessonbank.retrieval import HyDE, Retriever
 from lessonbank.services.attribution import LastContexts
 from lessonbank.services.catalog import Catalog
 from lessonbank.services.context import ContextBuilder
+from lessonbank.services.lifecycle import Lifecycle
 from lessonbank.services.pools import Pools
 from lessonbank.services.recording import Recorder
 from lessonbank.services.reflecting import ReflectionHandler
@@ -52,6 +53,7 @@ class Services:
     pools: Pools
     catalog: Catalog
     retention: Retention
+    lifecycle: Lifecycle
 
     def new_worker(self, namespaces: Sequence[str] | None) -> Worker:
         """A worker running this bank's reflection jobs, with the settings the bank has now."""
@@ -135,6 +137,7 @@ def build_services(
         pools=pools,
         catalog=Catalog(scope, reflection_llm=reflecting_llm),
         retention=Retention(scope),
+        lifecycle=Lifecycle(scope),
     )
 
 

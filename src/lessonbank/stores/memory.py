@@ -45,7 +45,7 @@ from lessonbank.lessons import (
     pool_cap,
     sort_lessons,
 )
-from lessonbank.models import Decision, Episode, Job, Lesson, Reflection, from_timestamp, new_id
+from lessonbank.models import AuditEntry, Decision, Episode, Job, Lesson, Reflection, from_timestamp, new_id
 from lessonbank.ports import (
     NEAR_DUPLICATE_JACCARD,
     Candidate,
@@ -67,6 +67,7 @@ from lessonbank.stores.lexical import (
     idf,
     query_terms,
 )
+from lessonbank.stores.memory_audit import MemoryAuditLog
 from lessonbank.stores.memory_index import Space
 from lessonbank.stores.memory_jobs import JobTable, MemoryJobQueue, count_jobs_in, insert_job
 from lessonbank.stores.memory_retention import purge_old
@@ -96,6 +97,7 @@ class _Data(JobTable):
         self.reflections: dict[str, Reflection] = {}
         self.vectors: dict[tuple[str, str], dict[str, tuple[str, bytes, int]]] = {}  # in write order
         self.vector_seq: dict[tuple[str, str], int] = {}
+        self.audit: list[AuditEntry] = []  # in the order written
 
     def space(self, namespace: str) -> Space:
         return self.spaces.setdefault(namespace, Space())
@@ -115,7 +117,7 @@ def drop_database(name: str) -> None:
         _DATABASES.pop(name, None)
 
 
-class MemoryStore(MemoryJobQueue, ReadsOneLesson):
+class MemoryStore(MemoryJobQueue, MemoryAuditLog, ReadsOneLesson):
     """Every store port in process memory (see the module docstring): a test double that passes the
     contract suite. ``MemoryStore()`` is private; ``MemoryStore("name")`` shares the named database."""
 
@@ -335,7 +337,7 @@ class MemoryStore(MemoryJobQueue, ReadsOneLesson):
             found = [db.lessons[i] for i in newest if passes(db.lessons[i], query, now)]
             return [_copied(x) for x in sort_lessons(found, sort)[offset : offset + limit]]
 
-    def update_lesson(self, lesson: Lesson) -> Lesson:
+    def update_lesson(self, lesson: Lesson, *, audit: AuditEntry | None = None) -> Lesson:
         prepared = _copied(LessonWriter.prepared(lesson))
         with self._db() as db:
             old = db.lessons.get(prepared.id)
@@ -343,16 +345,20 @@ class MemoryStore(MemoryJobQueue, ReadsOneLesson):
                 raise NotFoundError("lesson", prepared.id)
             holder = db.space(prepared.namespace).by_hash.get(prepared.content_hash)
             content_taken(holder, prepared)
+            row = audit.of(old, prepared) if audit is not None else None  # before anything changes
             self._keep_cap(db, prepared)
             self._put(db, prepared, old)
+            db.audit += [row] if row is not None else []
             return _copied(prepared)
 
-    def delete_lesson(self, namespace: str, lesson_id: str) -> bool:
+    def delete_lesson(self, namespace: str, lesson_id: str, *, audit: AuditEntry | None = None) -> bool:
         with self._db() as db:
             lesson = db.lessons.get(lesson_id)
             if lesson is None or lesson.namespace != namespace:
                 return False
+            row = audit.of(lesson, None) if audit is not None else None
             self._remove(db, lesson)
+            db.audit += [row] if row is not None else []
             return True
 
     def purge_expired(self, namespace: str) -> int:

@@ -12,7 +12,8 @@ vectors in ``vectors.py``. Invariants:
   000 keys of an insight) are written and removed in one MULTI/EXEC.
 - Recall reads the token zsets of the query's selective words only (within the postings
   budget) and ranks with the same BM25 as the other stores: never a scan of every lesson.
-- An episode and its job, and a job's result and its completion, are each one MULTI/EXEC.
+- An episode and its job, and a job's result and its completion, are each one MULTI/EXEC; so are a
+  change to a lesson and its audit entry (``audit.py``).
 - The Redis Query Engine (FT.*) is detected (``query_engine``) but recall uses the token
   index above on every server, so results do not depend on the server edition.
 - Vectors are plain bytes in a hash per (namespace, model), scanned by the caller's in-process
@@ -40,11 +41,21 @@ from lessonbank.lessons import (
     pick_near_duplicate,
     sort_lessons,
 )
-from lessonbank.models import JOB_TEXT_MAX_CHARS, Decision, Episode, Job, Lesson, Reflection, truncated
+from lessonbank.models import (
+    JOB_TEXT_MAX_CHARS,
+    AuditEntry,
+    Decision,
+    Episode,
+    Job,
+    Lesson,
+    Reflection,
+    truncated,
+)
 from lessonbank.ports import (
     NEAR_DUPLICATE_JACCARD,
     Candidate,
     JobNotifier,
+    LessonChange,
     LessonQuery,
     LessonSort,
     Purged,
@@ -54,6 +65,7 @@ from lessonbank.ports import (
 )
 from lessonbank.scoping import check_id_free, visible
 from lessonbank.stores.parts import ForwardsJobs, ForwardsVectors, ReadsOneLesson
+from lessonbank.stores.redis.audit import ForwardsAudit, RedisAudit
 from lessonbank.stores.redis.db import Clock, Pipe, RedisDatabase
 from lessonbank.stores.redis.index import (
     LESSON_FIELDS,
@@ -72,7 +84,7 @@ from lessonbank.text import keywords
 IMPORT_CHUNK = 500
 
 
-class RedisStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
+class RedisStore(ForwardsJobs, ForwardsVectors, ForwardsAudit, ReadsOneLesson):
     """Redis persistence of episodes, lessons, reflections and jobs (see the module docstring).
 
     Built from parts over one :class:`RedisDatabase` (``db``): the lesson index (``index``), the job
@@ -90,6 +102,7 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
         self.jobs = RedisJobQueue(self.db)
         self.vectors = RedisVectors(self.db, self.index)
         self.retention = RedisRetention(self.db, self.jobs)
+        self.audit = RedisAudit(self.db)
         self.writer = LessonWriter(lambda: self.clock())
 
     @property
@@ -382,7 +395,7 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
 
         return self.db.run(run)
 
-    def delete_lesson(self, namespace: str, lesson_id: str) -> bool:
+    def delete_lesson(self, namespace: str, lesson_id: str, *, audit: AuditEntry | None = None) -> bool:
         def plan(pipe: Pipe) -> Callable[[Pipe], bool]:
             lesson = self.index.read_lesson(pipe, namespace, lesson_id)
             if lesson is None:
@@ -393,32 +406,52 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
 
             def write(p: Pipe) -> bool:
                 self.index.q_delete_lesson(p, lesson, models)
+                self.audit.q_append(p, [audit.of(lesson, None)] if audit is not None else [])
                 return True
 
             return write
 
         return self.db.transact(plan)
 
-    def update_lesson(self, lesson: Lesson) -> Lesson:
+    def update_lesson(self, lesson: Lesson, *, audit: AuditEntry | None = None) -> Lesson:
         lesson = self.writer.prepared(lesson)
 
         def plan(pipe: Pipe) -> Callable[[Pipe], Lesson]:
             old = self.index.read_lesson(pipe, lesson.namespace, lesson.id)
             if old is None:
                 raise NotFoundError("lesson", lesson.id)
-            hash_key = self.db.k(lesson.namespace, "hash", lesson.content_hash)
-            pipe.watch(hash_key)
-            holder = pipe.get(hash_key)
-            content_taken(holder, lesson)
-            steps: dict[str, Any] = {lesson.id: (old, lesson)}
-            self.pools.plan(pipe, lesson, steps)
-
-            def write(p: Pipe) -> Lesson:
-                return cast(Lesson, self._q_apply(p, steps, lesson))
-
-            return write
+            return self._plan_update(pipe, old, lesson, audit.of(old, lesson) if audit is not None else None)
 
         return self.db.transact(plan)
+
+    def change_lesson(self, namespace: str, lesson_id: str, change: LessonChange) -> Lesson:
+        def plan(pipe: Pipe) -> Callable[[Pipe], Lesson]:
+            old = self.index.read_lesson(pipe, namespace, lesson_id)
+            if old is None:
+                raise NotFoundError("lesson", lesson_id)
+            changed = change(old)
+            if changed is None:
+                return lambda p: old
+            return self._plan_update(pipe, old, self.writer.prepared(changed[0]), changed[1])
+
+        return self.db.transact(plan)
+
+    def _plan_update(
+        self, pipe: Pipe, old: Lesson, lesson: Lesson, audit: AuditEntry | None
+    ) -> Callable[[Pipe], Lesson]:
+        """WATCH and read what overwriting ``old`` with ``lesson`` needs; return what queues it (and
+        ``audit``, written in the same MULTI)."""
+        hash_key = self.db.k(lesson.namespace, "hash", lesson.content_hash)
+        pipe.watch(hash_key)
+        content_taken(pipe.get(hash_key), lesson)
+        steps: dict[str, Any] = {lesson.id: (old, lesson)}
+        self.pools.plan(pipe, lesson, steps)
+
+        def write(p: Pipe) -> Lesson:
+            self.audit.q_append(p, [audit] if audit is not None else [])
+            return cast(Lesson, self._q_apply(p, steps, lesson))
+
+        return write
 
     def purge_expired(self, namespace: str) -> int:
         expired = self.db.run(

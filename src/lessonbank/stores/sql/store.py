@@ -12,6 +12,8 @@ holds what is the same. Invariants:
   before, outside any write transaction, so writers are not kept waiting: two near duplicates
   written in the same instant by two processes may both be kept (exact duplicates never).
 - Filters and sorts are :func:`lessonbank.lessons.passes` and ``sort_lessons`` in SQL.
+- An audit entry given with a change to a lesson (update, delete, ``change_lesson``) is inserted
+  in the change's transaction (``audit.py``).
 """
 
 from __future__ import annotations
@@ -30,11 +32,12 @@ from lessonbank.lessons import (
     pick_near_duplicate,
     pool_cap,
 )
-from lessonbank.models import Decision, Episode, Job, Lesson, Reflection
+from lessonbank.models import AuditEntry, Decision, Episode, Job, Lesson, Reflection
 from lessonbank.ports import (
     NEAR_DUPLICATE_JACCARD,
     Candidate,
     JobNotifier,
+    LessonChange,
     LessonQuery,
     LessonSort,
     Purged,
@@ -44,6 +47,7 @@ from lessonbank.ports import (
 )
 from lessonbank.scoping import check_id_free, visible
 from lessonbank.stores.parts import ForwardsJobs, ForwardsVectors, ReadsOneLesson
+from lessonbank.stores.sql.audit import insert_audit, read_audit
 from lessonbank.stores.sql.dialect import SORTS, Connection, Dialect, lesson_filter, question_marks
 from lessonbank.stores.sql.jobs import SQLJobQueue
 from lessonbank.stores.sql.retention import purge_old
@@ -271,7 +275,7 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
         fresh id."""
         return self.dialect.import_lessons([self.writer.prepared(x) for x in lessons], self.writer.reinforced)
 
-    def update_lesson(self, lesson: Lesson) -> Lesson:
+    def update_lesson(self, lesson: Lesson, *, audit: AuditEntry | None = None) -> Lesson:
         lesson = self.writer.prepared(lesson)
 
         def run() -> int:
@@ -285,9 +289,12 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
                     if self._lessons_by_id(conn, [lesson.id]) == []:
                         return 0  # absent: NotFoundError before any other complaint
                     content_taken(holder[0], lesson)
+                before = self._locked_lesson(conn, lesson.namespace, lesson.id) if audit else None
                 changed = self.dialect.overwrite_lesson(conn, lesson)
                 if changed:
                     self._keep_cap(conn, lesson)
+                    if audit is not None:
+                        insert_audit(self.dialect, conn, [audit.of(before, lesson)])
                 return changed
 
         changed = self.dialect.run(run)
@@ -296,12 +303,65 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
         self.dialect.lessons_changed(lesson.namespace)
         return lesson
 
-    def delete_lesson(self, namespace: str, lesson_id: str) -> bool:
-        deleted = self._write_sql(
-            "DELETE FROM lessons WHERE id = ? AND namespace = ?", (lesson_id, namespace)
-        )
+    def delete_lesson(self, namespace: str, lesson_id: str, *, audit: AuditEntry | None = None) -> bool:
+        def run() -> bool:
+            with self.dialect.tx() as conn:
+                before = self._locked_lesson(conn, namespace, lesson_id) if audit else None
+                deleted = conn.execute(
+                    "DELETE FROM lessons WHERE id = ? AND namespace = ?", (lesson_id, namespace)
+                ).rowcount
+                if deleted and audit is not None:
+                    insert_audit(self.dialect, conn, [audit.of(before, None)])
+                return deleted > 0
+
+        deleted = self.dialect.run(run)
         self.dialect.lessons_changed(namespace)
-        return deleted > 0
+        return deleted
+
+    def change_lesson(self, namespace: str, lesson_id: str, change: LessonChange) -> Lesson:
+        def run() -> Lesson:
+            with self.dialect.tx() as conn:
+                old = self._locked_lesson(conn, namespace, lesson_id)
+                if old is None:
+                    raise NotFoundError("lesson", lesson_id)
+                changed = change(old)
+                if changed is None:
+                    return old
+                new, entry = changed
+                new = self.writer.prepared(new)
+                self.dialect.overwrite_lesson(conn, new, old)
+                insert_audit(self.dialect, conn, [entry])
+                return new
+
+        lesson = self.dialect.run(run)
+        self.dialect.lessons_changed(namespace)
+        return lesson
+
+    def _locked_lesson(self, conn: Connection, namespace: str, lesson_id: str) -> Lesson | None:
+        """The namespace's lesson, read for a write in this transaction (locked on PostgreSQL)."""
+        row = conn.execute(
+            f"SELECT {self.dialect.lesson_columns} FROM lessons l WHERE l.id = ? AND l.namespace = ?"
+            f"{self.dialect.for_update}",
+            (lesson_id, namespace),
+        ).fetchone()
+        return None if row is None else self.dialect.decode_lesson(row)
+
+    def append_audit(self, entries: Sequence[AuditEntry]) -> None:
+        def run() -> None:
+            with self.dialect.tx() as conn:
+                insert_audit(self.dialect, conn, entries)
+
+        if entries:
+            self.dialect.run(run)
+
+    def audit_log(
+        self, namespace: str, *, lesson_id: str | None = None, limit: int = 100
+    ) -> list[AuditEntry]:
+        def run() -> list[AuditEntry]:
+            with self.dialect.read() as conn:
+                return read_audit(self.dialect, conn, namespace, lesson_id, limit)
+
+        return self.dialect.run(run)
 
     def purge_expired(self, namespace: str) -> int:
         purged = self._write_sql(

@@ -131,4 +131,21 @@ MIGRATIONS: list[str] = [
     CREATE TRIGGER lesson_vectors_count AFTER INSERT OR DELETE ON lesson_vectors
         FOR EACH ROW EXECUTE FUNCTION lesson_vectors_count();
     """,
+    # 3: the audit log, one row per change to a lesson (lessonbank.ports.AuditLog). Not tied to the
+    # lessons table: a row outlives the lesson it records. ``seq`` orders the rows as written.
+    """
+    CREATE TABLE audit_log (
+        seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        id text NOT NULL UNIQUE,
+        namespace text NOT NULL,
+        at double precision NOT NULL,
+        actor text NOT NULL,
+        action text NOT NULL,
+        lesson_id text,
+        proposal_id text,
+        data jsonb NOT NULL
+    );
+    CREATE INDEX audit_log_namespace ON audit_log (namespace, seq);
+    CREATE INDEX audit_log_lesson ON audit_log (namespace, lesson_id, seq);
+    """,
 ]

@@ -247,4 +247,21 @@ MIGRATIONS: list[str] = [
         INSERT INTO lesson_tags (lesson_rowid, tag) SELECT new.rowid, value FROM json_each(new.tags);
     END;
     """,
+    # 4: the audit log, one row per change to a lesson (lessonbank.ports.AuditLog). Not tied to the
+    # lessons table: a row outlives the lesson it records. ``seq`` orders the rows as written.
+    """
+    CREATE TABLE audit_log (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        namespace TEXT NOT NULL,
+        at REAL NOT NULL,
+        actor TEXT NOT NULL,
+        action TEXT NOT NULL,
+        lesson_id TEXT,
+        proposal_id TEXT,
+        data TEXT NOT NULL
+    );
+    CREATE INDEX audit_log_namespace ON audit_log (namespace, seq);
+    CREATE INDEX audit_log_lesson ON audit_log (namespace, lesson_id, seq);
+    """,
 ]

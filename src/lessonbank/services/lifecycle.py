@@ -1,0 +1,112 @@
+"""A lesson's lifecycle: archive and restore (soft), approval of a quarantined or pending lesson, and
+the audit log that records every change a person, the API, the CLI or a cycle makes.
+
+Statuses: ``active`` (recalled and injected), ``pending`` (waiting for a person), ``quarantined`` (read
+as instructions to the model, held until approved), ``archived`` (kept, never recalled). Recall and
+context only see ``active``; :meth:`~lessonbank.LessonBank.forget` is the one hard delete.
+
+Rules, decided here and applied by the store inside the change's transaction
+(``Store.change_lesson``), so the status and its audit row are written together or not at all:
+
+- ``archive``: any status but ``archived`` → ``archived`` (audit action ``archive``, the reason in the
+  summary). Archiving an archived lesson is a no-op: nothing written, no audit row, the lesson returned
+  as it is (so a retried call or a proposal applied twice does no harm).
+- ``restore``: ``archived`` → ``active`` (action ``restore``); ``quarantined`` or ``pending`` →
+  ``active`` (action ``approve``: restoring is the person's approval). Restoring an active lesson is
+  a no-op, as above.
+- Every row names its actor: ``api`` by default, ``cli`` from the command line, or what the caller
+  passes (a consolidation cycle: ``reflection:<cycle id>``).
+
+What is audited: archive, restore, approve, delete (``forget``, ``before`` = the lesson), and any
+edit a caller makes through ``update_lesson`` with an audit entry. What is not: the write path's
+counters (reinforce's use count and confidence, outcome credit, the access count recall moves):
+they are counters, not changes to what a lesson says or whether it is seen, and one row per recall
+would grow the log with every prompt. A lesson's creation is recorded on the lesson itself
+(``source``, ``episode_id``, ``reflection_id``, ``created_at``), its supersession by
+``superseded_by``, and a quarantine on write by its status and ``metadata``.
+"""
+
+from __future__ import annotations
+
+from lessonbank.errors import InputError
+from lessonbank.models import AuditAction, AuditEntry, Lesson, LessonStatus
+from lessonbank.services.scope import Scope, check_count, check_text_arg
+
+REASON_MAX_CHARS = 1_000
+ACTOR_MAX_CHARS = 200
+
+
+def check_actor(actor: object) -> str:
+    """The actor, trimmed; refuse an empty or oversized one."""
+    check_text_arg(actor, "actor")
+    actor = str(actor).strip()
+    if not actor or len(actor) > ACTOR_MAX_CHARS:
+        raise InputError(
+            f"actor must be 1 to {ACTOR_MAX_CHARS} chars, e.g. 'api', 'cli' or 'reflection:<cycle id>'",
+            field="actor",
+        )
+    return actor
+
+
+class Lifecycle:
+    """Archive, restore and the audit log of one bank's namespace."""
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+
+    def entry(
+        self, action: AuditAction, actor: str, summary: str, lesson_id: str | None = None
+    ) -> AuditEntry:
+        """An audit row of this namespace, stamped now (the store fills in before and after)."""
+        return AuditEntry(
+            namespace=self.scope.namespace,
+            at=self.scope.now(),
+            actor=check_actor(actor),
+            action=action,
+            lesson_id=lesson_id,
+            summary=summary,
+        )
+
+    def archive(self, lesson_id: str, *, reason: str | None = None, actor: str = "api") -> Lesson:
+        """Archive the lesson (soft: kept, no longer recalled); a no-op when it is archived already."""
+        check_text_arg(lesson_id, "lesson_id")
+        if reason is not None:
+            check_text_arg(reason, "reason")
+            reason = " ".join(reason.split())[:REASON_MAX_CHARS] or None
+        actor = check_actor(actor)
+
+        def change(old: Lesson) -> tuple[Lesson, AuditEntry] | None:
+            if old.status == "archived":
+                return None
+            summary = f"archived (was {old.status})" + (f": {reason}" if reason else "")
+            return self._moved(old, "archived", "archive", actor, summary)
+
+        return self.scope.store.change_lesson(self.scope.namespace, lesson_id, change)
+
+    def restore(self, lesson_id: str, *, actor: str = "api") -> Lesson:
+        """Make the lesson active again: from archived (``restore``), or from quarantined or pending,
+        which is the person's approval (``approve``); a no-op when it is active already."""
+        check_text_arg(lesson_id, "lesson_id")
+        actor = check_actor(actor)
+
+        def change(old: Lesson) -> tuple[Lesson, AuditEntry] | None:
+            if old.status == "active":
+                return None
+            action: AuditAction = "restore" if old.status == "archived" else "approve"
+            verb = "restored" if action == "restore" else "approved"
+            return self._moved(old, "active", action, actor, f"{verb} (was {old.status})")
+
+        return self.scope.store.change_lesson(self.scope.namespace, lesson_id, change)
+
+    def _moved(
+        self, old: Lesson, status: LessonStatus, action: AuditAction, actor: str, summary: str
+    ) -> tuple[Lesson, AuditEntry]:
+        new = old.model_copy(update={"status": status, "updated_at": self.scope.now()})
+        return new, self.entry(action, actor, summary, old.id).of(old, new)
+
+    def audit(self, *, lesson_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
+        """The namespace's audit rows (of one lesson when given), newest first."""
+        if lesson_id is not None:
+            check_text_arg(lesson_id, "lesson_id")
+        check_count(limit, "limit", minimum=1)
+        return self.scope.store.audit_log(self.scope.namespace, lesson_id=lesson_id, limit=limit)
