@@ -170,9 +170,14 @@ class AsyncLessonBank(BankBase):
         limit: int = 100,
         offset: int = 0,
         sort: LessonSort = "created",
+        tier: str | None = None,
     ) -> list[Lesson]:
+        """Stored lessons of this namespace; with ``tier`` (active, fading, dormant, archive) only
+        those whose decay score is in that tier now, ``limit`` and ``offset`` counted within it."""
         query = self.services.context.query(kind=kind, tags=tags, status=status)
-        return await in_thread(self.services.catalog.lessons)(query, limit=limit, offset=offset, sort=sort)
+        return await in_thread(self.services.catalog.lessons)(
+            query, limit=limit, offset=offset, sort=sort, tier=tier
+        )
 
     async def get_lesson(self, lesson_id: str) -> Lesson:
         return await in_thread(self.services.catalog.get_lesson)(lesson_id)

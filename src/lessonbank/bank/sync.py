@@ -207,9 +207,12 @@ class LessonBank(BankBase):
         limit: int = 100,
         offset: int = 0,
         sort: LessonSort = "created",
+        tier: str | None = None,
     ) -> list[Lesson]:
+        """Stored lessons of this namespace; with ``tier`` (active, fading, dormant, archive) only
+        those whose decay score is in that tier now, ``limit`` and ``offset`` counted within it."""
         query = self.services.context.query(kind=kind, tags=tags, status=status)
-        return self.services.catalog.lessons(query, limit=limit, offset=offset, sort=sort)
+        return self.services.catalog.lessons(query, limit=limit, offset=offset, sort=sort, tier=tier)
 
     def get_lesson(self, lesson_id: str) -> Lesson:
         return self.services.catalog.get_lesson(lesson_id)

@@ -23,6 +23,7 @@ from lessonbank.cli.common import (
     writable_file,
 )
 from lessonbank.errors import InputError
+from lessonbank.services.consolidation.decay import decay_score, tier_of
 from lessonbank.services.transfer import IMPORT_BATCH, RecordReader, batched
 
 
@@ -56,13 +57,26 @@ def lessons(
     status: Annotated[str, typer.Option(help="active, pending, archived or quarantined")] = "active",
     sort: Annotated[str, typer.Option(help="created, access, confidence, utility, score")] = "created",
     limit: Annotated[int, typer.Option(min=1)] = 50,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    tier: Annotated[
+        str | None,
+        typer.Option(help="Only this decay tier: active, fading, dormant or archive (proposed for archive)"),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print JSON, with each lesson's decay and tier")
+    ] = False,
 ) -> None:
-    """List stored lessons."""
+    """List stored lessons (--tier: by how much each has decayed; pinned lessons never do)."""
     with ctx.obj.bank() as bank:
-        found = bank.lessons(kind=kind, tags=tag or [], status=status, sort=sort, limit=limit)
+        found = bank.lessons(kind=kind, tags=tag or [], status=status, sort=sort, limit=limit, tier=tier)
+        now = bank.services.catalog.scope.now()
     if as_json:
-        emit_json([lesson_row(lesson) for lesson in found])
+        scores = [decay_score(lesson, now) for lesson in found]
+        emit_json(
+            [
+                {**lesson_row(lesson), "decay": round(score, 4), "tier": tier_of(score)}
+                for lesson, score in zip(found, scores, strict=True)
+            ]
+        )
     elif not found:
         out.print("no lessons")
     else:

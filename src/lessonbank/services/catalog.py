@@ -9,7 +9,8 @@ from lessonbank.errors import InputError, NotFoundError
 from lessonbank.llm import LLM
 from lessonbank.models import LESSON_STATUSES, Lesson
 from lessonbank.ports import LessonQuery, LessonSort
-from lessonbank.services.scope import Scope
+from lessonbank.services.consolidation.decay import TIERS, lesson_tier
+from lessonbank.services.scope import Scope, check_count
 from lessonbank.services.transfer import (
     ExportTarget,
     Mark,
@@ -19,6 +20,7 @@ from lessonbank.services.transfer import (
 )
 
 EXPORT_PAGE = 1_000  # lessons read per store call by an export
+TIER_PAGE = 500  # lessons read per store call by a listing filtered by decay tier
 
 
 def lesson_mark(lesson: Lesson, now: float) -> Mark:
@@ -37,8 +39,38 @@ class Catalog:
         self.scope = scope
         self.reflection_llm = reflection_llm
 
-    def lessons(self, query: LessonQuery, *, limit: int, offset: int, sort: LessonSort) -> list[Lesson]:
-        return self.scope.store.list_lessons(query, limit=limit, offset=offset, sort=sort)
+    def lessons(
+        self, query: LessonQuery, *, limit: int, offset: int, sort: LessonSort, tier: str | None = None
+    ) -> list[Lesson]:
+        """A page of the lessons ``query`` matches, in ``sort`` order. With a ``tier`` (see
+        :mod:`~lessonbank.services.consolidation.decay`), only the lessons in that tier now: the store
+        is read a page at a time, so ``offset`` and ``limit`` count lessons of that tier."""
+        if tier is None:
+            return self.scope.store.list_lessons(query, limit=limit, offset=offset, sort=sort)
+        if tier not in TIERS:
+            raise InputError(f"unknown tier {tier!r}; use one of {', '.join(TIERS)}", field="tier")
+        check_count(limit, "limit")
+        check_count(offset, "offset")
+        store, now = self.scope.store, self.scope.now()
+        found: list[Lesson] = []
+        skip, read, previous = offset, 0, set[str]()
+        while len(found) < limit and (
+            page := store.list_lessons(query, limit=TIER_PAGE, offset=read, sort=sort)
+        ):
+            read += len(page)
+            # A lesson written meanwhile shifts the pages by one: skip the previous page's repeat.
+            fresh = [lesson for lesson in page if lesson.id not in previous]
+            previous = {lesson.id for lesson in page}
+            for lesson in fresh:
+                if lesson_tier(lesson, now) != tier:
+                    continue
+                if skip:
+                    skip -= 1
+                    continue
+                found.append(lesson)
+                if len(found) == limit:
+                    break
+        return found
 
     def get_lesson(self, lesson_id: str) -> Lesson:
         """A lesson of this namespace; another namespace's is NotFoundError."""
