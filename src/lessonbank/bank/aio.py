@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from lessonbank.bank.base import BankBase, GoalState, in_thread
 from lessonbank.jobs import Worker
 from lessonbank.loop.records import search_reflections
-from lessonbank.models import ContextBlock, Decision, Episode, Hit, Job, Lesson, LessonKind
+from lessonbank.models import AuditEntry, ContextBlock, Decision, Episode, Hit, Job, Lesson, LessonKind
 from lessonbank.ports import LessonSort
 from lessonbank.services.recording import flush_answer
 from lessonbank.services.transfer import ExportFormat, ExportTarget
@@ -187,6 +187,15 @@ class AsyncLessonBank(BankBase):
 
     async def forget(self, lesson_id: str) -> None:
         await in_thread(self.services.catalog.forget)(lesson_id)
+
+    async def archive(self, lesson_id: str, *, reason: str | None = None, actor: str = "api") -> Lesson:
+        return await in_thread(self.services.lifecycle.archive)(lesson_id, reason=reason, actor=actor)
+
+    async def restore(self, lesson_id: str, *, actor: str = "api") -> Lesson:
+        return await in_thread(self.services.lifecycle.restore)(lesson_id, actor=actor)
+
+    async def audit(self, *, lesson_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
+        return await in_thread(self.services.lifecycle.audit)(lesson_id=lesson_id, limit=limit)
 
     async def import_lessons(self, records: Iterable[Lesson | dict[str, Any]]) -> dict[str, int]:
         return await in_thread(self.services.intake.import_lessons)(records)  # read in the thread, lazily

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from lessonbank.bank.base import BankBase, GoalState
 from lessonbank.jobs import Worker, WorkerThread
 from lessonbank.loop.records import search_reflections
-from lessonbank.models import ContextBlock, Decision, Episode, Hit, Job, Lesson, LessonKind
+from lessonbank.models import AuditEntry, ContextBlock, Decision, Episode, Hit, Job, Lesson, LessonKind
 from lessonbank.ports import LessonSort
 from lessonbank.services.recording import flush_answer
 from lessonbank.services.transfer import ExportFormat, ExportTarget
@@ -223,6 +223,20 @@ class LessonBank(BankBase):
     def forget(self, lesson_id: str) -> None:
         """Delete a lesson from this namespace. Raises NotFoundError if there is none with that id."""
         self.services.catalog.forget(lesson_id)
+
+    def archive(self, lesson_id: str, *, reason: str | None = None, actor: str = "api") -> Lesson:
+        """Archive a lesson of this namespace (soft: kept, no longer recalled or injected), with an audit
+        row naming ``actor`` and ``reason``; a no-op on an archived lesson. NotFoundError if absent."""
+        return self.services.lifecycle.archive(lesson_id, reason=reason, actor=actor)
+
+    def restore(self, lesson_id: str, *, actor: str = "api") -> Lesson:
+        """Make an archived lesson active again; for a quarantined or pending one this is the approval
+        (audit action ``approve``). A no-op on an active lesson. NotFoundError if absent."""
+        return self.services.lifecycle.restore(lesson_id, actor=actor)
+
+    def audit(self, *, lesson_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
+        """The audit log of this namespace (of one lesson when given), newest first: who changed what, when."""
+        return self.services.lifecycle.audit(lesson_id=lesson_id, limit=limit)
 
     def import_lessons(self, records: Iterable[Lesson | dict[str, Any]]) -> dict[str, int]:
         """Bulk-add lessons, read and written 1,000 at a time (same content reinforces); invalid ones skipped."""

@@ -20,6 +20,7 @@ from lessonbank.cli.episodes import record, reflect
 from lessonbank.cli.jobs import jobs, purge, worker
 from lessonbank.cli.learned import goal_app, insights, replay, rules
 from lessonbank.cli.lessons import add, export, forget, import_, lessons, rescreen, show, stats
+from lessonbank.cli.lifecycle import archive, audit, restore
 from lessonbank.cli.loop import analytics, loop_app
 from lessonbank.cli.retrieval import context, embed, recall
 from lessonbank.errors import InputError, LessonbankError
@@ -35,6 +36,9 @@ COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("lessons", lessons),
     ("show", show),
     ("forget", forget),
+    ("archive", archive),
+    ("restore", restore),
+    ("audit", audit),
     ("rescreen", rescreen),
     ("import", import_),
     ("export", export),

@@ -10,6 +10,7 @@ from lessonbank.llm import LLM
 from lessonbank.models import LESSON_STATUSES, Lesson
 from lessonbank.ports import LessonQuery, LessonSort
 from lessonbank.services.consolidation.decay import TIERS, lesson_tier
+from lessonbank.services.lifecycle import Lifecycle
 from lessonbank.services.scope import Scope, check_count
 from lessonbank.services.transfer import (
     ExportTarget,
@@ -76,9 +77,12 @@ class Catalog:
         """A lesson of this namespace; another namespace's is NotFoundError."""
         return self.scope.store.get_lesson(lesson_id, namespace=self.scope.namespace)
 
-    def forget(self, lesson_id: str) -> None:
-        """Delete a lesson from this namespace. Raises NotFoundError if there is none with that id."""
-        if not self.scope.store.delete_lesson(self.scope.namespace, lesson_id):
+    def forget(self, lesson_id: str, *, actor: str = "api") -> None:
+        """Delete a lesson from this namespace (the hard delete; ``archive`` is the soft one), with an
+        audit row (``delete``, before = the lesson) in the same transaction. Raises NotFoundError if
+        there is none with that id."""
+        entry = Lifecycle(self.scope).entry("delete", actor, "deleted (forget)", lesson_id)
+        if not self.scope.store.delete_lesson(self.scope.namespace, lesson_id, audit=entry):
             raise NotFoundError("lesson", lesson_id)
 
     def show(self, record_id: str) -> dict[str, Any]:

@@ -1,0 +1,59 @@
+"""Lifecycle commands: ``archive`` and ``restore`` (soft; ``forget`` is the hard delete) and ``audit``,
+the log of every change to a lesson. Changes made here are audited with the actor ``cli``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from lessonbank.cli.common import emit_json, out
+
+ACTOR = "cli"
+
+
+def archive(
+    ctx: typer.Context,
+    lesson_id: Annotated[str, typer.Argument(help="Lesson id (les_…)")],
+    reason: Annotated[str | None, typer.Option(help="Why, kept in the audit log")] = None,
+) -> None:
+    """Archive a lesson: kept, no longer recalled or injected (lessonbank restore brings it back)."""
+    with ctx.obj.bank() as bank:
+        was = bank.get_lesson(lesson_id).status
+        bank.archive(lesson_id, reason=reason, actor=ACTOR)
+    out.print(f"{lesson_id} was already archived" if was == "archived" else f"archived {lesson_id}")
+
+
+def restore(ctx: typer.Context, lesson_id: Annotated[str, typer.Argument(help="Lesson id (les_…)")]) -> None:
+    """Make an archived lesson active again; for a quarantined or pending lesson, approve it."""
+    with ctx.obj.bank() as bank:
+        was = bank.get_lesson(lesson_id).status
+        bank.restore(lesson_id, actor=ACTOR)
+    if was == "active":
+        out.print(f"{lesson_id} is already active")
+    else:
+        out.print(f"{'restored' if was == 'archived' else 'approved'} {lesson_id} (was {was})")
+
+
+def audit(
+    ctx: typer.Context,
+    lesson: Annotated[str | None, typer.Option("--lesson", help="Only this lesson's changes")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many rows, newest first")] = 50,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the rows as JSON, with before and after")
+    ] = False,
+) -> None:
+    """Show the audit log: who changed which lesson, when, and how (newest first)."""
+    with ctx.obj.bank() as bank:
+        rows = bank.audit(lesson_id=lesson, limit=limit)
+    if as_json:
+        emit_json([row.model_dump(mode="json") for row in rows])
+        return
+    table = Table(show_lines=False)
+    for name in ("when", "actor", "action", "lesson", "summary"):
+        table.add_column(name, overflow="fold")
+    for row in rows:
+        when = row.at.strftime("%Y-%m-%d %H:%M:%S")
+        table.add_row(when, row.actor, row.action, row.lesson_id or "", row.summary)
+    out.print(table)
