@@ -26,6 +26,7 @@ from lessonbank.errors import (
     StoreError,
 )
 from lessonbank.models import (
+    AuditEntry,
     ContextBlock,
     Decision,
     Episode,
@@ -59,6 +60,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "AsyncLessonBank",
+    "AuditEntry",
     "BudgetExceededError",
     "ConfigError",
     "ContextBlock",

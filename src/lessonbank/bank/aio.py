@@ -185,8 +185,8 @@ class AsyncLessonBank(BankBase):
     async def show(self, record_id: str) -> dict[str, Any]:
         return await in_thread(self.services.catalog.show)(record_id)
 
-    async def forget(self, lesson_id: str) -> None:
-        await in_thread(self.services.catalog.forget)(lesson_id)
+    async def forget(self, lesson_id: str, *, actor: str = "api") -> None:
+        await in_thread(self.services.catalog.forget)(lesson_id, actor=actor)
 
     async def archive(self, lesson_id: str, *, reason: str | None = None, actor: str = "api") -> Lesson:
         return await in_thread(self.services.lifecycle.archive)(lesson_id, reason=reason, actor=actor)

@@ -220,9 +220,9 @@ class LessonBank(BankBase):
     def show(self, record_id: str) -> dict[str, Any]:
         return self.services.catalog.show(record_id)
 
-    def forget(self, lesson_id: str) -> None:
-        """Delete a lesson from this namespace. Raises NotFoundError if there is none with that id."""
-        self.services.catalog.forget(lesson_id)
+    def forget(self, lesson_id: str, *, actor: str = "api") -> None:
+        """Delete a lesson from this namespace (audited as ``actor``). NotFoundError if there is none."""
+        self.services.catalog.forget(lesson_id, actor=actor)
 
     def archive(self, lesson_id: str, *, reason: str | None = None, actor: str = "api") -> Lesson:
         """Archive a lesson of this namespace (soft: kept, no longer recalled or injected), with an audit

@@ -96,7 +96,7 @@ def show(
 def forget(ctx: typer.Context, lesson_id: Annotated[str, typer.Argument(help="Lesson id (les_…)")]) -> None:
     """Delete a lesson."""
     with ctx.obj.bank() as bank:
-        bank.forget(lesson_id)
+        bank.forget(lesson_id, actor="cli")
     out.print(f"forgot {lesson_id}")
 
 

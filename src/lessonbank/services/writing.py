@@ -23,6 +23,7 @@ from lessonbank.ports import WriteResult
 from lessonbank.redact import redact_lesson
 from lessonbank.retrieval import Retriever
 from lessonbank.retrieval.dedup import place_by_vector
+from lessonbank.services.lifecycle import Lifecycle
 from lessonbank.services.pools import Pools
 from lessonbank.services.scope import Scope, check_text_arg
 from lessonbank.services.transfer import IMPORT_BATCH, STATE_KEY, batched
@@ -223,8 +224,12 @@ class LessonIntake:
             counts["quarantined"] += quarantined
             if dry_run or not (redacted or quarantined):
                 continue
+            action = "quarantine" if quarantined else "edit"
+            summary = f"rescreen: {'quarantined' if quarantined else 'secrets redacted'}"
             try:
-                store.update_lesson(gated)
+                store.update_lesson(
+                    gated, audit=Lifecycle(self.scope).entry(action, "rescreen", summary, stored.id)
+                )
             except InputError:  # its redacted content is another stored lesson's: fold it in
                 store.write_lesson(gated)
                 store.delete_lesson(self.scope.namespace, stored.id)
