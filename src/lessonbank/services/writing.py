@@ -18,7 +18,7 @@ from typing import Any
 
 from lessonbank.errors import ConfigError, InputError
 from lessonbank.injection import lesson_injection_reason
-from lessonbank.models import LEARNED_FROM_MAX_CHARS, Episode, Lesson, LessonKind
+from lessonbank.models import LEARNED_FROM_MAX_CHARS, AuditAction, Episode, Lesson, LessonKind
 from lessonbank.ports import WriteResult
 from lessonbank.redact import redact_lesson
 from lessonbank.retrieval import Retriever
@@ -224,7 +224,7 @@ class LessonIntake:
             counts["quarantined"] += quarantined
             if dry_run or not (redacted or quarantined):
                 continue
-            action = "quarantine" if quarantined else "edit"
+            action: AuditAction = "quarantine" if quarantined else "edit"
             summary = f"rescreen: {'quarantined' if quarantined else 'secrets redacted'}"
             try:
                 store.update_lesson(
