@@ -1,9 +1,11 @@
 """SQLite lexical recall: BM25 over the FTS5 index, with every statistic taken per namespace.
 
 FTS5's own ``bm25()`` reads table-wide statistics (lesson count, mean length, document
-frequencies), so one namespace's data would move another's ranking. Here FTS5 only finds the
-postings; the score is FTS5's BM25 formula (:mod:`~lessonbank.stores.lexical`) computed in SQL
-from the namespace's own figures.
+frequencies), so one namespace's data would move another's ranking. When the namespace holds
+every lesson of the file (one team's bank, the common case) those are its own figures and
+``bm25()`` is used; otherwise FTS5 only finds the postings and the score is the same BM25 formula
+(:mod:`~lessonbank.stores.lexical`) computed in SQL from the namespace's own figures, so a
+namespace ranks alike whether it is alone in its file or not.
 
 Invariants:
 
@@ -47,7 +49,9 @@ _COLUMN_WEIGHT = (
     + " ".join(f"WHEN '{name}' THEN {weight!r}" for name, weight in FIELD_WEIGHTS.items())
     + " ELSE 1.0 END"
 )
+_RANK = "bm25(" + ", ".join(repr(FIELD_WEIGHTS[f]) for f in ("content", "tags", "learned_from")) + ")"
 DOC_LENGTH_FUNCTION = "lb_doc_len"
+IDF_FUNCTION = "lb_idf"
 
 
 def doc_length(sizes: bytes | None) -> int:
@@ -64,6 +68,7 @@ def doc_length(sizes: bytes | None) -> int:
 def register_functions(conn: sqlite3.Connection) -> None:
     """The SQL functions the schema's triggers and the search call (on every connection)."""
     conn.create_function(DOC_LENGTH_FUNCTION, 1, doc_length, deterministic=True)
+    conn.create_function(IDF_FUNCTION, 2, idf, deterministic=True)
 
 
 def indexed_form(term: str) -> str:
@@ -126,28 +131,46 @@ class FtsSearch:
                 ),
             ).fetchall()
             return [candidate(row, float(row[8])) for row in rows]
-        weights = [(indexed_form(term), idf(docs, frequencies[term])) for term in chosen]
-        forms = list(dict.fromkeys(form for form, _ in weights))
+        if docs == self._all_docs(conn):
+            # One namespace holds every lesson: FTS5's own bm25() reads exactly its figures, fastest.
+            rows = conn.execute(
+                f"SELECT {CANDIDATE_COLUMNS}, -m.rank FROM (SELECT rowid, rank FROM lessons_fts "
+                "WHERE lessons_fts MATCH ? AND rank MATCH ?) m "
+                f"JOIN lessons l ON l.rowid = m.rowid WHERE {where} ORDER BY m.rank LIMIT ?",
+                (fts_query(chosen, "content" if content_only else None), _RANK, *params, limit),
+            ).fetchall()
+            return [candidate(row, float(row[8])) for row in rows]
+        # Each query word as the index holds it; two words with one stem count twice, as in FTS5.
+        times: dict[str, int] = {}
+        for term in chosen:
+            times[indexed_form(term)] = times.get(indexed_form(term), 0) + 1
         avg_len = tokens / docs if docs else 0.0
-        # BM25 per term = idf × tf·(k1+1) / (tf + k1·(1 − b + b·length/avg_len)), tf weighted by column.
+        # BM25 per term = idf × tf·(k1+1) / (tf + k1·(1 − b + b·length/avg_len)), tf weighted by
+        # column, idf from the exact count of the namespace's lessons holding the term (read from
+        # the same postings); ties in rowid order, as FTS5 gives them: one namespace ranks exactly
+        # as FTS5's bm25() did. CROSS JOIN keeps the postings outermost: the planner left alone
+        # may walk the namespace index over every lesson and probe the postings for each.
         flat = BM25_K1 * (1.0 - BM25_B) if avg_len else BM25_K1
         per_token = BM25_K1 * BM25_B / avg_len if avg_len else 0.0
-        wanted = ", ".join(["(?, ?)"] * len(weights))
         rows = conn.execute(
-            f"WITH wanted (term, idf) AS (VALUES {wanted}), "
-            f"tf (doc, term, freq) AS (SELECT i.doc, i.term, sum({_COLUMN_WEIGHT}) FROM lesson_term_instances i "
-            f"WHERE i.term IN ({','.join('?' * len(forms))}){' AND i.col = ?' if content_only else ''} "
-            "GROUP BY i.doc, i.term) "
-            f"SELECT {CANDIDATE_COLUMNS}, sum(w.idf * t.freq * ? / (t.freq + ? + ? * "
-            # CROSS JOIN keeps the postings outermost: the planner left alone may walk the
-            # namespace index over every lesson and probe the postings for each.
-            f"{DOC_LENGTH_FUNCTION}(d.sz))) AS rel FROM tf t CROSS JOIN wanted w CROSS JOIN lessons l "
-            "CROSS JOIN lessons_fts_docsize d WHERE w.term = t.term AND l.rowid = t.doc AND d.id = t.doc "
-            f"AND {where} GROUP BY l.rowid ORDER BY rel DESC, l.rowid DESC LIMIT ?",
+            f"WITH wanted (term, times) AS (VALUES {', '.join(['(?, ?)'] * len(times))}), "
+            f"tf (doc, term, freq) AS MATERIALIZED (SELECT i.doc, i.term, sum({_COLUMN_WEIGHT}) "
+            f"FROM lesson_term_instances i WHERE i.term IN ({','.join('?' * len(times))})"
+            f"{' AND i.col = ?' if content_only else ''} GROUP BY i.doc, i.term), "
+            "mine (doc, term, freq) AS MATERIALIZED (SELECT t.doc, t.term, t.freq FROM tf t CROSS JOIN lessons n "
+            "WHERE n.rowid = t.doc AND n.namespace = ?), "
+            f"weight (term, w) AS (SELECT m.term, w.times * {IDF_FUNCTION}(?, count(*)) FROM mine m "
+            "CROSS JOIN wanted w WHERE w.term = m.term GROUP BY m.term) "
+            f"SELECT {CANDIDATE_COLUMNS}, sum(g.w * m.freq * ? / (m.freq + ? + ? * {DOC_LENGTH_FUNCTION}(d.sz))) AS rel "
+            "FROM mine m CROSS JOIN weight g CROSS JOIN lessons l CROSS JOIN lessons_fts_docsize d "
+            f"WHERE g.term = m.term AND l.rowid = m.doc AND d.id = m.doc AND {where} "
+            "GROUP BY l.rowid ORDER BY rel DESC, l.rowid LIMIT ?",
             (
-                *(value for pair in weights for value in pair),
-                *forms,
+                *(value for pair in times.items() for value in pair),
+                *times,
                 *(["content"] if content_only else []),
+                query.namespace,
+                docs,
                 BM25_K1 + 1.0,
                 flat,
                 per_token,
@@ -156,6 +179,10 @@ class FtsSearch:
             ),
         ).fetchall()
         return [candidate(row, float(row[8])) for row in rows]
+
+    @staticmethod
+    def _all_docs(conn: Connection) -> int:
+        return int(conn.execute("SELECT coalesce(sum(docs), 0) FROM lexical_stats").fetchone()[0])
 
     def corpus_stats(self, conn: Connection, namespace: str) -> tuple[int, int]:
         """The namespace's lesson count and total length in tokens."""
