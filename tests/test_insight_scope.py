@@ -24,7 +24,7 @@ def test_an_insights_hash_is_scoped_by_its_goal() -> None:
 
 
 def test_no_lookup_reinforces_an_insight_of_another_goal() -> None:
-    other, own = insight("g-1"), insight("g-2", TEXT + " Always.")
+    other, own = insight("g-1"), insight("g-2", TEXT + " !")  # the same insight, retyped
     new = insight("g-2")
     asked: list[str] = []
 
