@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from lessonbank.errors import (
     BudgetExceededError,
     ConfigError,
+    ConflictError,
     EvaluatorError,
     InputError,
     LessonbankError,
@@ -63,6 +64,7 @@ __all__ = [
     "AuditEntry",
     "BudgetExceededError",
     "ConfigError",
+    "ConflictError",
     "ContextBlock",
     "Decision",
     "Episode",

@@ -8,6 +8,7 @@ how to fix the problem::
     │   └── OnnxBuildError       onnxruntime is installed but cannot build or load the MiniLM graph
     ├── InputError           a value passed in is invalid (also a ValueError): empty task, 2 MB field, bad UTF-8
     ├── NotFoundError        no record with that id (also a LookupError)
+    ├── ConflictError        what a proposal was made from changed since (also a ValueError): not applied
     ├── StoreError           the database failed or is in an unexpected state
     ├── LLMError             the model provider failed
     │   ├── LLMTransientError    429, 5xx, timeouts, dropped connections: worth retrying
@@ -62,6 +63,15 @@ class NotFoundError(LessonbankError, LookupError):
     def __init__(self, kind: str, record_id: str) -> None:
         super().__init__(f"no {kind} with id {record_id!r}")
         self.kind = kind
+        self.record_id = record_id
+
+
+class ConflictError(LessonbankError, ValueError):
+    """A stored record changed after a decision was prepared from it (a lesson edited since a
+    consolidation proposal was made): nothing was applied. ``record_id`` names it."""
+
+    def __init__(self, message: str, *, record_id: str | None = None) -> None:
+        super().__init__(message)
         self.record_id = record_id
 
 

@@ -39,6 +39,7 @@ from datetime import UTC
 from typing import Any, Literal, Protocol
 
 from lessonbank.models import AuditEntry, Decision, Episode, Job, Lesson, Reflection
+from lessonbank.proposals import DreamRun, Proposal
 
 NEAR_DUPLICATE_JACCARD = 0.85
 # The spend row of one reflector or one day in StoreStats, in this order.
@@ -365,6 +366,50 @@ class AuditLog(Protocol):
     ) -> list[AuditEntry]:
         """The namespace's audit rows (of ``lesson_id`` when given), newest first, at most ``limit``."""
         ...
+
+
+class ConsolidationStore(Protocol):
+    """Proposals, the dream log and each namespace's cycle state (seed 002 / seed 000's dream mode).
+
+    ``apply_proposal`` is the one write of an approval, all or nothing: every stored lesson in
+    ``writes`` must still have the ``updated_at`` recorded in ``proposal.based_on`` (else
+    :class:`~lessonbank.errors.ConflictError` naming it, and nothing is written); then, in one
+    transaction, the lessons are written (a new id inserted, an existing one replaced, its indexes
+    kept in step), the audit rows appended and the proposal saved.
+    """
+
+    def save_proposal(self, proposal: Proposal) -> None:
+        """Insert the proposal, or replace the stored one with its id."""
+        ...
+
+    def get_proposal(self, proposal_id: str, *, namespace: str) -> Proposal:
+        """The proposal of ``namespace`` with that id; NotFoundError otherwise (another namespace's too)."""
+        ...
+
+    def list_proposals(
+        self, namespace: str, *, statuses: Sequence[str] | None = None, limit: int = 50
+    ) -> list[Proposal]:
+        """The namespace's proposals (of those statuses when given), newest first."""
+        ...
+
+    def apply_proposal(
+        self, proposal: Proposal, writes: Sequence[Lesson], audit: Sequence[AuditEntry]
+    ) -> None: ...
+
+    def save_dream(self, run: DreamRun) -> None:
+        """Insert the dream-log row, or replace the one with its id (a run is written when it starts
+        and again when it ends)."""
+        ...
+
+    def dreams(self, namespace: str, *, limit: int = 50) -> list[DreamRun]:
+        """The namespace's dream-log rows, newest first."""
+        ...
+
+    def cycle_state(self, namespace: str) -> dict[str, Any]:
+        """The namespace's cycle state (``last_reflection``, rejected fingerprints, ...); {} when none."""
+        ...
+
+    def set_cycle_state(self, namespace: str, state: dict[str, Any]) -> None: ...
 
 
 class Store(
