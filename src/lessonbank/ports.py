@@ -421,6 +421,7 @@ class Store(
     JobAdmin,
     RetentionStore,
     AuditLog,
+    ConsolidationStore,
     Protocol,
 ):
     """Every port in one backend. Methods are synchronous and thread-safe.

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -58,6 +58,7 @@ from lessonbank.ports import (
     VectorChanges,
     WriteResult,
 )
+from lessonbank.proposals import DreamRun, Proposal
 from lessonbank.scoping import check_id_free, visible
 from lessonbank.stores.lexical import (
     POSTINGS_BUDGET,
@@ -68,6 +69,7 @@ from lessonbank.stores.lexical import (
     query_terms,
 )
 from lessonbank.stores.memory_audit import MemoryAuditLog
+from lessonbank.stores.memory_consolidation import MemoryConsolidation
 from lessonbank.stores.memory_index import Space
 from lessonbank.stores.memory_jobs import JobTable, MemoryJobQueue, count_jobs_in, insert_job
 from lessonbank.stores.memory_retention import purge_old
@@ -98,9 +100,16 @@ class _Data(JobTable):
         self.vectors: dict[tuple[str, str], dict[str, tuple[str, bytes, int]]] = {}  # in write order
         self.vector_seq: dict[tuple[str, str], int] = {}
         self.audit: list[AuditEntry] = []  # in the order written
+        self.proposals: dict[str, Proposal] = {}
+        self.dream_log: dict[str, DreamRun] = {}
+        self.cycle_states: dict[str, dict[str, Any]] = {}
 
     def space(self, namespace: str) -> Space:
         return self.spaces.setdefault(namespace, Space())
+
+    def holder_of(self, namespace: str, content_hash: str) -> str | None:
+        space = self.spaces.get(namespace)
+        return space.by_hash.get(content_hash) if space is not None else None
 
     def next_row(self) -> int:
         self.rows += 1
@@ -117,7 +126,7 @@ def drop_database(name: str) -> None:
         _DATABASES.pop(name, None)
 
 
-class MemoryStore(MemoryJobQueue, MemoryAuditLog, ReadsOneLesson):
+class MemoryStore(MemoryJobQueue, MemoryAuditLog, MemoryConsolidation, ReadsOneLesson):
     """Every store port in process memory (see the module docstring): a test double that passes the
     contract suite. ``MemoryStore()`` is private; ``MemoryStore("name")`` shares the named database."""
 

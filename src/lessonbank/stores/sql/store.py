@@ -13,7 +13,7 @@ holds what is the same. Invariants:
   written in the same instant by two processes may both be kept (exact duplicates never).
 - Filters and sorts are :func:`lessonbank.lessons.passes` and ``sort_lessons`` in SQL.
 - An audit entry given with a change to a lesson (update, delete, ``change_lesson``) is inserted
-  in the change's transaction (``audit.py``).
+  in the change's transaction (``audit.py``); a proposal's apply is one transaction (``consolidation.py``).
 """
 
 from __future__ import annotations
@@ -45,9 +45,11 @@ from lessonbank.ports import (
     StoreStats,
     WriteResult,
 )
+from lessonbank.proposals import DreamRun, Proposal
 from lessonbank.scoping import check_id_free, visible
 from lessonbank.stores.parts import ForwardsJobs, ForwardsVectors, ReadsOneLesson
 from lessonbank.stores.sql.audit import insert_audit, read_audit
+from lessonbank.stores.sql.consolidation import SQLConsolidation
 from lessonbank.stores.sql.dialect import SORTS, Connection, Dialect, lesson_filter, question_marks
 from lessonbank.stores.sql.jobs import SQLJobQueue
 from lessonbank.stores.sql.retention import purge_old
@@ -69,6 +71,7 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
         self.writer = LessonWriter(dialect.clock)
         self.jobs = SQLJobQueue(dialect)
         self.vectors = dialect
+        self.consolidation = SQLConsolidation(dialect, self.writer, self._lock_pools, self._keep_cap)
 
     def close(self) -> None:
         self.dialect.close()
@@ -477,6 +480,36 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
                 return results
 
         return self.dialect.run(run)
+
+    # ----------------------------------------------------------------- consolidation (consolidation.py)
+
+    def save_proposal(self, proposal: Proposal) -> None:
+        self.consolidation.save_proposal(proposal)
+
+    def get_proposal(self, proposal_id: str, *, namespace: str) -> Proposal:
+        return self.consolidation.get_proposal(proposal_id, namespace=namespace)
+
+    def list_proposals(
+        self, namespace: str, *, statuses: Sequence[str] | None = None, limit: int = 50
+    ) -> list[Proposal]:
+        return self.consolidation.list_proposals(namespace, statuses, limit)
+
+    def apply_proposal(
+        self, proposal: Proposal, writes: Sequence[Lesson], audit: Sequence[AuditEntry]
+    ) -> None:
+        self.consolidation.apply(proposal, writes, audit)
+
+    def save_dream(self, run: DreamRun) -> None:
+        self.consolidation.save_dream(run)
+
+    def dreams(self, namespace: str, *, limit: int = 50) -> list[DreamRun]:
+        return self.consolidation.dreams(namespace, limit)
+
+    def cycle_state(self, namespace: str) -> dict[str, Any]:
+        return self.consolidation.cycle_state(namespace)
+
+    def set_cycle_state(self, namespace: str, state: dict[str, Any]) -> None:
+        self.consolidation.set_cycle_state(namespace, state)
 
     # ----------------------------------------------------------------- retention
 

@@ -148,4 +148,27 @@ MIGRATIONS: list[str] = [
     CREATE INDEX audit_log_namespace ON audit_log (namespace, seq);
     CREATE INDEX audit_log_lesson ON audit_log (namespace, lesson_id, seq);
     """,
+    # 4: consolidation (lessonbank.ports.ConsolidationStore): proposals, the dream log and each
+    # namespace's cycle state, each record as JSONB in ``data`` with flat copies of what is filtered on.
+    """
+    CREATE TABLE proposals (
+        id text PRIMARY KEY,
+        namespace text NOT NULL,
+        status text NOT NULL,
+        created_at double precision NOT NULL,
+        data jsonb NOT NULL
+    );
+    CREATE INDEX proposals_namespace ON proposals (namespace, created_at);
+    CREATE TABLE dream_log (
+        id text PRIMARY KEY,
+        namespace text NOT NULL,
+        started_at double precision NOT NULL,
+        data jsonb NOT NULL
+    );
+    CREATE INDEX dream_log_namespace ON dream_log (namespace, started_at);
+    CREATE TABLE cycle_state (
+        namespace text PRIMARY KEY,
+        data jsonb NOT NULL
+    );
+    """,
 ]

@@ -264,4 +264,27 @@ MIGRATIONS: list[str] = [
     CREATE INDEX audit_log_namespace ON audit_log (namespace, seq);
     CREATE INDEX audit_log_lesson ON audit_log (namespace, lesson_id, seq);
     """,
+    # 5: consolidation (lessonbank.ports.ConsolidationStore): proposals, the dream log and each
+    # namespace's cycle state, each record as JSON in ``data`` with flat copies of what is filtered on.
+    """
+    CREATE TABLE proposals (
+        id TEXT PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        data TEXT NOT NULL
+    );
+    CREATE INDEX proposals_namespace ON proposals (namespace, created_at);
+    CREATE TABLE dream_log (
+        id TEXT PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        started_at REAL NOT NULL,
+        data TEXT NOT NULL
+    );
+    CREATE INDEX dream_log_namespace ON dream_log (namespace, started_at);
+    CREATE TABLE cycle_state (
+        namespace TEXT PRIMARY KEY,
+        data TEXT NOT NULL
+    );
+    """,
 ]
