@@ -1,0 +1,283 @@
+"""The consolidation cycle's deterministic pre-pass: the candidates a cycle may propose, found without
+any LLM, in time and memory that stay bounded on a bank of 100k lessons.
+
+A pure function of the lessons, the clock and (optionally) their vectors: no store, no I/O.
+
+Which lessons take part: only the **live active** ones (status ``active``, not superseded, not
+expired at ``now``). A pinned lesson is the person's word: never clustered, never archived.
+
+- **Archive**: every unpinned live lesson whose :func:`~.decay.decay_score` is below 0.05 (tier
+  ``archive``), with its score. A decayed lesson is proposed for archive, never merged: merging it
+  would revive it as a new lesson.
+- **Clusters** of near duplicates: connected components (union-find) of the pairs below, within one
+  scope only — same namespace, kind and pool (an insight's goal, a rule's agent and stream, a
+  procedure's task type) — among the lessons not proposed for archive:
+
+  - **same lesson** (words): the two texts are :func:`~lessonbank.text.same_lesson` — the same content
+    words stemmed and in order, the same negations, code spans, identifiers and numbers. Found by
+    hashing each text's signature (content stems, literals, negation count), then checking the
+    lessons that share one: linear in the bank, exact;
+  - **marked by an embedder**: the lesson names the other in ``metadata["similar_to"]`` with
+    ``by="vector:<embedder>"`` (write-time dedup, :mod:`lessonbank.retrieval.dedup`, already
+    applied its sibling guard). A mark ``by="words"`` counts only when the texts are the same lesson;
+  - **close vectors** (when ``vectors`` are given): cosine ≥ ``cosine`` among each lesson's
+    :data:`NEIGHBOURS` nearest, the same polarity, and either the same lesson or worded differently
+    (token Jaccard < :data:`~lessonbank.retrieval.dedup.TEMPLATE_JACCARD`).
+
+  **Siblings are not near duplicates.** "Check whitespace *after* keywords" and "... *before*
+  keywords" share most of their words (token Jaccard ≥ 0.6) and a word-overlap rule would cluster
+  them; the word that differs is the lesson. So a high Jaccard alone never joins two lessons:
+  without an embedder only the same lesson retyped is clustered (the figures on ruff's rule texts
+  and on GPT-4's reflections are in ``bench/consolidation_prepass.py``).
+- **Contradictions**: pairs named in ``metadata["contradicts"]`` when both are still live (pinned or
+  not: a flag writes nothing, the person decides).
+- **Promotions**: tactical rules confirmed at least twice whose first confirmation is 4 weeks old
+  or more (:data:`~lessonbank.services.pools.PROMOTE_AFTER_S`): the next confirmation promotes them;
+  a cycle may propose it sooner.
+
+Cost: the words pass is one signature per lesson and a dictionary; the vector pass multiplies
+blocks of at most :data:`BLOCK_CELLS` similarities (NumPy, float32), so beside the n × d matrix it
+holds about 5 bytes per cell of one block (40 MB), whatever the bank's size.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+
+from lessonbank.lessons import stream_of
+from lessonbank.models import Lesson
+from lessonbank.retrieval.dedup import TEMPLATE_JACCARD, same_polarity
+from lessonbank.services.consolidation.decay import decay_score, tier_of
+from lessonbank.services.pools import PROMOTE_AFTER_S
+from lessonbank.text import STOPWORDS, jaccard, literals, negations, same_lesson, stem, words
+
+COSINE = 0.92  # the default of ``find_candidates``: dedup's threshold with MiniLM (bench/dedup.py)
+NEIGHBOURS = 5  # nearest neighbours of each lesson compared by vector
+BLOCK_CELLS = 8_000_000  # similarities computed at once: 32 MB of float32 and an 8 MB mask
+
+Pair = tuple[str, str]
+
+
+@dataclass
+class Candidates:
+    """What the pre-pass found, for the deterministic operations and the LLM phases.
+
+    ``clusters``: lesson ids of near duplicates (each sorted, two or more); ``contradictions``:
+    pairs of ids (sorted); ``archive``: (id, decay score below 0.05); ``promotions``: tactical rules
+    due. ``counts``: ``lessons`` given, ``live`` taking part, and the near-duplicate pairs found
+    by ``marks``, ``words`` and ``vectors``.
+    """
+
+    clusters: list[list[str]] = field(default_factory=list)
+    contradictions: list[Pair] = field(default_factory=list)
+    archive: list[tuple[str, float]] = field(default_factory=list)
+    promotions: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.clusters or self.contradictions or self.archive or self.promotions)
+
+
+def is_live(lesson: Lesson, now: datetime) -> bool:
+    """Active, not superseded, not expired at ``now``."""
+    return (
+        lesson.status == "active"
+        and lesson.superseded_by is None
+        and (lesson.expires_at is None or lesson.expires_at > now)
+    )
+
+
+def scope_key(lesson: Lesson) -> tuple[str, ...]:
+    """The scope two lessons must share to be merged: namespace, kind and the lesson's pool."""
+    if lesson.kind == "insight":
+        pool = lesson.goal_id or ""
+    elif lesson.kind == "principle":
+        pool = f"{lesson.agent or ''}\x1f{stream_of(lesson)}"
+    elif lesson.kind == "procedure":
+        pool = lesson.task_type or ""
+    else:
+        pool = ""
+    return (lesson.namespace, lesson.kind, pool)
+
+
+def find_candidates(
+    lessons: Sequence[Lesson],
+    now: datetime,
+    *,
+    vectors: Mapping[str, np.ndarray] | None = None,
+    cosine: float = COSINE,
+) -> Candidates:
+    """The candidates of one namespace's lessons at ``now`` (see the module docstring)."""
+    live = {lesson.id: lesson for lesson in lessons if is_live(lesson, now)}
+    archive: list[tuple[str, float]] = []
+    for lesson in live.values():
+        if lesson.pinned:
+            continue
+        score = decay_score(lesson, now)
+        if tier_of(score) == "archive":
+            archive.append((lesson.id, round(score, 4)))
+    decayed = {lesson_id for lesson_id, _ in archive}
+    mergeable = [lesson for lesson in live.values() if not lesson.pinned and lesson.id not in decayed]
+    by_id = {lesson.id: lesson for lesson in mergeable}
+
+    groups: dict[tuple[str, ...], list[Lesson]] = defaultdict(list)
+    for lesson in mergeable:
+        groups[scope_key(lesson)].append(lesson)
+
+    marked = set(_marked_pairs(by_id))
+    same = set(_same_lesson_pairs(groups.values()))
+    close: set[Pair] = set()
+    if vectors:
+        for group in groups.values():
+            close.update(_vector_pairs(group, vectors, cosine))
+    parents = _UnionFind()
+    for a, b in marked | same | close:
+        parents.union(a, b)
+    clusters = sorted(sorted(members) for members in parents.groups() if len(members) > 1)
+
+    return Candidates(
+        clusters=clusters,
+        contradictions=_contradictions(live),
+        archive=sorted(archive),
+        promotions=sorted(_promotions(live.values(), now)),
+        counts={
+            "lessons": len(lessons),
+            "live": len(live),
+            "marks": len(marked),
+            "words": len(same),
+            "vectors": len(close),
+        },
+    )
+
+
+def _pair(a: str, b: str) -> Pair:
+    return (a, b) if a < b else (b, a)
+
+
+def _marked_pairs(by_id: Mapping[str, Lesson]) -> Iterator[Pair]:
+    """``similar_to`` marks between two mergeable lessons of one scope: an embedder's always, a
+    word-overlap mark only when the two are the same lesson (else they are siblings)."""
+    for lesson in by_id.values():
+        for mark in _marks(lesson, "similar_to"):
+            other = by_id.get(str(mark.get("id")))
+            if other is None or other.id == lesson.id or scope_key(other) != scope_key(lesson):
+                continue
+            if str(mark.get("by", "")).startswith("vector:") or same_lesson(lesson.content, other.content):
+                yield _pair(lesson.id, other.id)
+
+
+def _marks(lesson: Lesson, key: str) -> list[dict[str, object]]:
+    marks = lesson.metadata.get(key)
+    return [mark for mark in marks if isinstance(mark, dict)] if isinstance(marks, list) else []
+
+
+def signature(text: str) -> tuple[tuple[str, ...], frozenset[str], int]:
+    """What two texts that are :func:`~lessonbank.text.same_lesson` always share: their content
+    words stemmed, in order of first use; their literals; their count of negations."""
+    stems = tuple(dict.fromkeys(stem(word) for word in words(text) if word not in STOPWORDS))
+    return stems, literals(text), negations(text)
+
+
+def _same_lesson_pairs(groups: Iterable[list[Lesson]]) -> Iterator[Pair]:
+    """Pairs of one scope whose texts are the same lesson: lessons sharing a signature are checked
+    against the first of each class found so far (same_lesson is an equivalence)."""
+    for group in groups:
+        buckets: dict[tuple[tuple[str, ...], frozenset[str], int], list[Lesson]] = defaultdict(list)
+        for lesson in group:
+            buckets[signature(lesson.content)].append(lesson)
+        for bucket in buckets.values():
+            heads: list[Lesson] = []
+            for lesson in bucket:
+                head = next((h for h in heads if same_lesson(h.content, lesson.content)), None)
+                if head is None:
+                    heads.append(lesson)
+                else:
+                    yield _pair(head.id, lesson.id)
+
+
+def _vector_pairs(
+    group: Sequence[Lesson], vectors: Mapping[str, np.ndarray], cosine: float
+) -> Iterator[Pair]:
+    """Pairs of one scope at cosine ≥ ``cosine`` among each lesson's nearest neighbours that pass
+    the sibling guard. The similarities are computed a block of rows at a time."""
+    members = [lesson for lesson in group if lesson.id in vectors]
+    if len(members) < 2:
+        return
+    matrix = np.stack([np.asarray(vectors[lesson.id], dtype=np.float32) for lesson in members])
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    matrix /= np.where(norms > 0, norms, 1.0)
+    n = len(members)
+    rows = max(1, BLOCK_CELLS // n)
+    for start in range(0, n, rows):
+        stop = min(n, start + rows)
+        sims = matrix[start:stop] @ matrix.T
+        sims[np.arange(stop - start), np.arange(start, stop)] = -1.0  # a lesson is not its own neighbour
+        hit_rows, hit_cols = np.nonzero(sims >= cosine)
+        for row in np.unique(hit_rows):
+            cols = hit_cols[hit_rows == row]
+            if len(cols) > NEIGHBOURS:
+                cols = cols[np.argsort(-sims[row, cols])[:NEIGHBOURS]]
+            a = members[start + int(row)]
+            for col in cols:
+                b = members[int(col)]
+                if near_duplicate_texts(a.content, b.content):
+                    yield _pair(a.id, b.id)
+
+
+def near_duplicate_texts(a: str, b: str) -> bool:
+    """Whether two texts an embedder finds close are one lesson: the same lesson, or the same
+    polarity and worded differently (siblings of one template share most words and differ in the
+    one that matters)."""
+    if same_lesson(a, b):
+        return True
+    return same_polarity(a, b) and jaccard(words(a), words(b)) < TEMPLATE_JACCARD
+
+
+def _contradictions(live: Mapping[str, Lesson]) -> list[Pair]:
+    found = {
+        _pair(lesson.id, str(mark.get("id")))
+        for lesson in live.values()
+        for mark in _marks(lesson, "contradicts")
+        if str(mark.get("id")) in live and mark.get("id") != lesson.id
+    }
+    return sorted(found)
+
+
+def _promotions(lessons: Iterable[Lesson], now: datetime) -> Iterator[str]:
+    for lesson in lessons:
+        if lesson.kind != "principle" or stream_of(lesson) != "tactical":
+            continue
+        meta = lesson.metadata
+        first = float(meta.get("first_confirmed", lesson.created_at.timestamp()))
+        if int(meta.get("confirmations", 1)) >= 2 and now.timestamp() - first >= PROMOTE_AFTER_S:
+            yield lesson.id
+
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: dict[str, str] = {}
+
+    def find(self, item: str) -> str:
+        root = self.parent.setdefault(item, item)
+        while root != self.parent[root]:
+            root = self.parent[root]
+        while item != root:  # path compression
+            self.parent[item], item = root, self.parent[item]
+        return root
+
+    def union(self, a: str, b: str) -> None:
+        root_a, root_b = self.find(a), self.find(b)
+        if root_a != root_b:
+            self.parent[max(root_a, root_b)] = min(root_a, root_b)
+
+    def groups(self) -> list[list[str]]:
+        found: dict[str, list[str]] = defaultdict(list)
+        for item in self.parent:
+            found[self.find(item)].append(item)
+        return list(found.values())
