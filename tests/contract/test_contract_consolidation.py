@@ -212,6 +212,23 @@ def test_a_source_edited_since_the_proposal_conflicts_and_nothing_is_written(
     assert store.get_proposal(made.id, namespace=NS) == made
 
 
+def test_a_failure_after_the_lessons_are_written_rolls_them_back(
+    store: Store, backend: str, clock: Clock
+) -> None:
+    if backend not in ("sqlite", "postgres"):
+        pytest.skip("only the SQL stores can fail inside the transaction (an audit id already taken)")
+    a, b, merged, made = merge_of(store, clock)
+    writes = merge_writes(clock, a, b, merged)
+    rows = audit_for(made, writes, [None, a, b])
+    store.append_audit([rows[2]])
+    with pytest.raises(Exception):  # noqa: B017 - the database's own integrity error
+        store.apply_proposal(made.model_copy(update={"status": "applied"}), writes, rows)
+    assert store.get_lessons([merged.id]) == [] and found(store, "zeppelin") == []
+    assert store.get_lesson(a.id) == a and store.get_lesson(b.id) == b
+    assert [e.id for e in store.audit_log(NS)] == [rows[2].id]
+    assert store.get_proposal(made.id, namespace=NS) == made
+
+
 def test_a_stored_lesson_missing_from_based_on_conflicts(store: Store, clock: Clock) -> None:
     a, b, merged, made = merge_of(store, clock)
     writes = merge_writes(clock, a, b, merged)
