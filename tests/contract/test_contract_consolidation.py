@@ -306,3 +306,14 @@ def test_a_sqlite_file_from_before_consolidation_opens_and_applies(tmp_path: Pat
         assert store.cycle_state("default") == {"runs": 1}
     finally:
         store.close()
+
+
+def test_apply_keeps_a_pools_cap(store: Store, clock: Clock) -> None:
+    goal = {"kind": "insight", "goal_id": "g1"}
+    for n, word in enumerate(["alpha", "bravo", "charlie"]):
+        stored_lesson(store, clock, f"insight {word} about the release goal", importance=0.5 + n / 10, **goal)
+        clock.advance(1)
+    new = Lesson(content="insight zeppelin about the release goal", namespace=NS, importance=0.9, **goal)  # type: ignore[arg-type]
+    store.apply_proposal(proposal(clock), [new], [])
+    pool = store.list_lessons(LessonQuery(NS, kinds=["insight"], goal_id="g1"))
+    assert len(pool) == 3 and new.id in {x.id for x in pool}

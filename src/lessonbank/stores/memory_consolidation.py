@@ -81,6 +81,7 @@ class MemoryConsolidation:
             )
             for lesson in prepared:
                 self._put(db, lesson, stored.get(lesson.id))
+            for lesson in prepared:  # after every write: an eviction never meets a write still to come
                 self._keep_cap(db, lesson)
             db.audit.extend(entry.model_copy(deep=True) for entry in audit)
             db.proposals[proposal.id] = proposal.model_copy(deep=True)

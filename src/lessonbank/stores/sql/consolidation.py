@@ -129,6 +129,7 @@ class SQLConsolidation:
                             "make the proposal again",
                             record_id=lesson.id,
                         )
+                for lesson in prepared:  # after every write: an eviction never meets a write still to come
                     self.keep_cap(conn, lesson)
                 insert_audit(d, conn, audit)
                 self._save(conn, proposal)
