@@ -313,7 +313,9 @@ class Lesson(Record):
         return value.strip()[:LEARNED_FROM_MAX_CHARS].rstrip() or None
 
 
-AuditAction = Literal["archive", "restore", "approve", "delete", "edit", "quarantine"]
+AuditAction = Literal[
+    "archive", "restore", "approve", "delete", "edit", "quarantine", "merge", "supersede", "extract", "revert"
+]
 AUDIT_ACTIONS: tuple[str, ...] = get_args(AuditAction)
 
 
