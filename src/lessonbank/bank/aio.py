@@ -12,6 +12,7 @@ from lessonbank.jobs import Worker
 from lessonbank.loop.records import search_reflections
 from lessonbank.models import AuditEntry, ContextBlock, Decision, Episode, Hit, Job, Lesson, LessonKind
 from lessonbank.ports import LessonSort
+from lessonbank.proposals import DreamRun, Proposal
 from lessonbank.services.recording import flush_answer
 from lessonbank.services.transfer import ExportFormat, ExportTarget
 
@@ -234,6 +235,31 @@ class AsyncLessonBank(BankBase):
 
     async def purge_jobs(self, *, statuses: Sequence[str] = ("done",)) -> int:
         return await in_thread(self.services.recorder.purge_jobs)(statuses)
+
+    async def consolidate(self, *, dry_run: bool = False) -> Proposal | None:
+        return (await in_thread(self.services.consolidation.run)(dry_run=dry_run))[1]
+
+    async def proposals(
+        self, *, status: str | Sequence[str] | None = None, limit: int = 50
+    ) -> list[Proposal]:
+        return await in_thread(self.services.consolidation.proposals)(status=status, limit=limit)
+
+    async def proposal(self, proposal_id: str) -> Proposal:
+        return await in_thread(self.services.consolidation.proposal)(proposal_id)
+
+    async def approve(
+        self, proposal_id: str, *, only: Sequence[str] | None = None, actor: str = "api"
+    ) -> Proposal:
+        return await in_thread(self.services.consolidation.approve)(proposal_id, only=only, actor=actor)
+
+    async def reject(self, proposal_id: str, *, reason: str | None = None, actor: str = "api") -> Proposal:
+        return await in_thread(self.services.consolidation.reject)(proposal_id, reason=reason, actor=actor)
+
+    async def revert(self, proposal_id: str, *, actor: str = "api") -> Proposal:
+        return await in_thread(self.services.consolidation.revert)(proposal_id, actor=actor)
+
+    async def dreams(self, *, limit: int = 50) -> list[DreamRun]:
+        return await in_thread(self.services.consolidation.dreams)(limit=limit)
 
     async def rescreen(self, *, dry_run: bool = False) -> dict[str, int]:
         return await in_thread(self.services.intake.rescreen)(

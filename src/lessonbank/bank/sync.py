@@ -12,6 +12,7 @@ from lessonbank.jobs import Worker, WorkerThread
 from lessonbank.loop.records import search_reflections
 from lessonbank.models import AuditEntry, ContextBlock, Decision, Episode, Hit, Job, Lesson, LessonKind
 from lessonbank.ports import LessonSort
+from lessonbank.proposals import DreamRun, Proposal
 from lessonbank.services.recording import flush_answer
 from lessonbank.services.transfer import ExportFormat, ExportTarget
 
@@ -277,6 +278,32 @@ class LessonBank(BankBase):
 
     def purge_jobs(self, *, statuses: Sequence[str] = ("done",)) -> int:
         return self.services.recorder.purge_jobs(statuses)
+
+    def consolidate(self, *, dry_run: bool = False) -> Proposal | None:
+        """Run one consolidation cycle now: a pending proposal for a person to decide (None when
+        there is nothing to propose). ``dry_run`` stores nothing. Nothing is ever applied here."""
+        return self.services.consolidation.run(dry_run=dry_run)[1]
+
+    def proposals(self, *, status: str | Sequence[str] | None = None, limit: int = 50) -> list[Proposal]:
+        return self.services.consolidation.proposals(status=status, limit=limit)
+
+    def proposal(self, proposal_id: str) -> Proposal:
+        return self.services.consolidation.proposal(proposal_id)
+
+    def approve(self, proposal_id: str, *, only: Sequence[str] | None = None, actor: str = "api") -> Proposal:
+        """Apply a pending proposal (or ``only`` some of its operations), all or nothing, audited."""
+        return self.services.consolidation.approve(proposal_id, only=only, actor=actor)
+
+    def reject(self, proposal_id: str, *, reason: str | None = None, actor: str = "api") -> Proposal:
+        return self.services.consolidation.reject(proposal_id, reason=reason, actor=actor)
+
+    def revert(self, proposal_id: str, *, actor: str = "api") -> Proposal:
+        """Undo an applied proposal (its audit rows say what each lesson was)."""
+        return self.services.consolidation.revert(proposal_id, actor=actor)
+
+    def dreams(self, *, limit: int = 50) -> list[DreamRun]:
+        """The dream log: every consolidation cycle of this namespace, newest first."""
+        return self.services.consolidation.dreams(limit=limit)
 
     def rescreen(self, *, dry_run: bool = False) -> dict[str, int]:
         """Redact and screen every stored lesson again with today's rules (run after an upgrade):

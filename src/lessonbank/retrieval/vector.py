@@ -109,6 +109,12 @@ class VectorIndex:
                 self._reload()
             self._synced_at = self._clock()
 
+    def vectors(self) -> dict[str, np.ndarray]:
+        """Every lesson's vector (a copy), after a sync: what the consolidation pre-pass compares."""
+        self.sync(force=True)
+        with self._lock:
+            return {lesson_id: self._matrix[row].copy() for lesson_id, row in self._row_of.items()}
+
     def search(
         self, query: np.ndarray, limit: int, *, exclude: frozenset[str] = frozenset()
     ) -> list[tuple[str, float]]:

@@ -20,6 +20,7 @@ from lessonbank.reflectors.registry import build_reflectors
 from lessonbank.retrieval import HyDE, Retriever
 from lessonbank.services.attribution import LastContexts
 from lessonbank.services.catalog import Catalog
+from lessonbank.services.consolidation.cycle import Consolidator
 from lessonbank.services.context import ContextBuilder
 from lessonbank.services.lifecycle import Lifecycle
 from lessonbank.services.pools import Pools
@@ -54,6 +55,7 @@ class Services:
     catalog: Catalog
     retention: Retention
     lifecycle: Lifecycle
+    consolidation: Consolidator
 
     def new_worker(self, namespaces: Sequence[str] | None) -> Worker:
         """A worker running this bank's reflection jobs, with the settings the bank has now."""
@@ -138,6 +140,7 @@ def build_services(
         catalog=Catalog(scope, reflection_llm=reflecting_llm),
         retention=Retention(scope),
         lifecycle=Lifecycle(scope),
+        consolidation=Consolidator(scope, retriever=retriever),
     )
 
 
