@@ -15,6 +15,8 @@ One module per command group, each a set of plain functions that register nothin
 - ``jobs``: jobs, worker
 - ``learned``: goal finish, insights, rules, replay
 - ``loop``: loop run, loop export, analytics
+- ``lifecycle``: archive, restore, audit
+- ``consolidation``: consolidate, proposals (list, show, revert), approve, reject, dreams
 """
 
 from lessonbank.cli.app import app, hoist_global_options, main

@@ -16,6 +16,7 @@ import typer
 from pydantic import ValidationError
 
 from lessonbank.cli.common import Options, fail
+from lessonbank.cli.consolidation import approve, consolidate, dreams, proposals_app, reject
 from lessonbank.cli.episodes import record, reflect
 from lessonbank.cli.jobs import jobs, purge, worker
 from lessonbank.cli.learned import goal_app, insights, replay, rules
@@ -26,7 +27,7 @@ from lessonbank.cli.retrieval import context, embed, recall
 from lessonbank.errors import InputError, LessonbankError
 from lessonbank.redact import redact
 
-# (name, function), in the order of `lessonbank --help`; the groups (goal, loop) follow them.
+# (name, function), in the order of `lessonbank --help`; the groups (goal, loop, proposals) follow them.
 COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("add", add),
     ("recall", recall),
@@ -40,6 +41,10 @@ COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("restore", restore),
     ("audit", audit),
     ("rescreen", rescreen),
+    ("consolidate", consolidate),
+    ("approve", approve),
+    ("reject", reject),
+    ("dreams", dreams),
     ("import", import_),
     ("export", export),
     ("jobs", jobs),
@@ -52,7 +57,11 @@ COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("replay", replay),
     ("analytics", analytics),
 )
-GROUPS: tuple[tuple[str, typer.Typer], ...] = (("goal", goal_app), ("loop", loop_app))
+GROUPS: tuple[tuple[str, typer.Typer], ...] = (
+    ("goal", goal_app),
+    ("loop", loop_app),
+    ("proposals", proposals_app),
+)
 
 
 def main_options(

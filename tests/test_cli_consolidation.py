@@ -1,0 +1,70 @@
+"""The shell's consolidation commands: consolidate, proposals (list, show, revert), approve (all or
+--only some), reject, dreams; decisions are audited with the actor ``cli``."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from lessonbank import LessonBank
+
+
+def seed(db: str) -> None:
+    old = (datetime.now(UTC) - timedelta(days=400)).isoformat()
+    with LessonBank(db, worker=False) as bank:
+        bank.import_lessons(
+            [
+                {"id": "les_twin_a", "content": "Run the migrations before the deploy.", "access_count": 2},
+                {"id": "les_twin_b", "content": "run migrations before a deploy"},
+                {
+                    "id": "les_stale",
+                    "content": "use the old staging vpn profile",
+                    "importance": 0.1,
+                    "created_at": old,
+                    "updated_at": old,
+                },
+            ]
+        )
+
+
+def test_a_cycle_from_the_shell(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    db = f"sqlite:///{tmp_path / 'bank.db'}"
+    seed(db)
+    assert b"dry run: would propose 1 archive, 1 merge" in cli("--db", db, "consolidate", "--dry-run").stdout
+    shown = cli("--db", db, "consolidate").stdout.decode()
+    assert "# Reflection Summary" in shown and "Proposed Archival" in shown and "les_stale" in shown
+    [listed] = json.loads(cli("--db", db, "proposals", "--json").stdout)
+    assert listed["status"] == "pending"
+    table = cli("--db", db, "proposals").stdout.decode()
+    assert listed["id"] in table and "1 archive, 1 merge" in table
+    assert "les_twin_b" in cli("--db", db, "proposals", "show", listed["id"]).stdout.decode()
+
+    merge = next(op["id"] for op in listed["operations"] if op["kind"] == "merge")
+    done = cli("--db", db, "approve", listed["id"], "--only", merge).stdout.decode()
+    assert f"partially applied {listed['id']}: 1 operation(s) applied" in done
+    rows = json.loads(cli("--db", db, "audit", "--json").stdout)
+    assert {(r["action"], r["actor"], r["proposal_id"]) for r in rows} == {
+        ("merge", "cli", listed["id"]),
+        ("supersede", "cli", listed["id"]),
+    }
+    assert b"nothing to propose" in cli("--db", db, "consolidate").stdout  # the archive was turned down
+    runs = json.loads(cli("--db", db, "dreams", "--json").stdout)
+    assert [run["outcome"] for run in runs] == ["empty", "proposed"]
+    assert "proposed" in cli("--db", db, "dreams").stdout.decode()
+
+    assert f"reverted {listed['id']}".encode() in cli("--db", db, "proposals", "revert", listed["id"]).stdout
+    again = cli("--db", db, "approve", listed["id"], ok=False)
+    assert again.returncode != 0 and b"error:" in again.stderr and b"only a pending proposal" in again.stderr
+
+
+def test_reject_from_the_shell(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    db = f"sqlite:///{tmp_path / 'bank.db'}"
+    seed(db)
+    proposal = json.loads(cli("--db", db, "consolidate", "--json").stdout)
+    assert b"rejected " in cli("--db", db, "reject", proposal["id"], "--reason", "keep both").stdout
+    [decided] = json.loads(cli("--db", db, "proposals", "--status", "rejected", "--json").stdout)
+    assert decided["decision_reason"] == "keep both" and decided["decided_by"] == "cli"
+    assert json.loads(cli("--db", db, "consolidate", "--json").stdout) is None
+    missing = cli("--db", db, "approve", "prp_nope", ok=False)
+    assert missing.returncode != 0 and b"error:" in missing.stderr
