@@ -1,12 +1,17 @@
 """The consolidation cycle ("dream mode", seed 002): the parts that keep a namespace small, true and
-reviewed by a person. It will hold:
+reviewed by a person. The cycle proposes; a person decides.
 
-- :mod:`.phases` — survey, meta-reflection, consolidate, rewrite core, summarize;
 - :mod:`.decay` — how relevant each lesson still is (score and tier), a pure function of the lesson
   and the clock;
-- :mod:`.proposals` — the pending proposal a person approves, edits or rejects;
-- :mod:`.audit` — the record of every applied proposal;
-- :mod:`.mirror` — the optional git-backed Markdown mirror.
+- :mod:`.prepass` — the deterministic pre-pass, without any LLM: clusters of near duplicates (the
+  same lesson retyped, an embedder's marks, close vectors; siblings kept apart), contradictions,
+  decayed lessons, rules due for promotion; bounded in time and memory at 100k lessons;
+- :mod:`.operations` — the operations a cycle proposes without an LLM (MERGE, ARCHIVE, FLAG, less
+  the rejected ones) and the validation every operation passes before it enters a proposal;
+- :mod:`.render` — a proposal as seed 002's pending reflection, the Markdown a person approves by
+  operation id;
+- :mod:`.cycle` — a cycle over one namespace, and a person's decision on its proposal.
 
-Only :mod:`.decay` exists so far. Nothing is imported here, so each part can be imported on its own.
+:mod:`.decay`, :mod:`.prepass`, :mod:`.operations` and :mod:`.render` are pure (no store, no LLM).
+Nothing is imported here, so each part can be imported on its own.
 """

@@ -21,7 +21,7 @@ expired at ``now``). A pinned lesson is the person's word: never clustered, neve
     ``by="vector:<embedder>"`` (write-time dedup, :mod:`lessonbank.retrieval.dedup`, already
     applied its sibling guard). A mark ``by="words"`` counts only when the texts are the same lesson;
   - **close vectors** (when ``vectors`` are given): cosine ≥ ``cosine`` among each lesson's
-    :data:`NEIGHBOURS` nearest, the same polarity, and either the same lesson or worded differently
+    :data:`NEIGHBOURS` nearest of those after it (each pair is computed once), the same polarity, and either the same lesson or worded differently
     (token Jaccard < :data:`~lessonbank.retrieval.dedup.TEMPLATE_JACCARD`).
 
   **Siblings are not near duplicates.** "Check whitespace *after* keywords" and "... *before*
@@ -36,8 +36,8 @@ expired at ``now``). A pinned lesson is the person's word: never clustered, neve
   a cycle may propose it sooner.
 
 Cost: the words pass is one signature per lesson and a dictionary; the vector pass multiplies
-blocks of at most :data:`BLOCK_CELLS` similarities (NumPy, float32), so beside the n × d matrix it
-holds about 5 bytes per cell of one block (40 MB), whatever the bank's size.
+blocks of at most :data:`BLOCK_CELLS` similarities (NumPy, float32), so beside its copy of the n × d
+matrix it holds one block (32 MB), whatever the bank's size.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ from lessonbank.text import STOPWORDS, jaccard, literals, negations, same_lesson
 
 COSINE = 0.92  # the default of ``find_candidates``: dedup's threshold with MiniLM (bench/dedup.py)
 NEIGHBOURS = 5  # nearest neighbours of each lesson compared by vector
-BLOCK_CELLS = 8_000_000  # similarities computed at once: 32 MB of float32 and an 8 MB mask
+BLOCK_CELLS = 8_000_000  # similarities computed at once: 32 MB of float32
 
 Pair = tuple[str, str]
 
@@ -216,16 +216,17 @@ def _vector_pairs(
     rows = max(1, BLOCK_CELLS // n)
     for start in range(0, n, rows):
         stop = min(n, start + rows)
-        sims = matrix[start:stop] @ matrix.T
-        sims[np.arange(stop - start), np.arange(start, stop)] = -1.0  # a lesson is not its own neighbour
-        hit_rows, hit_cols = np.nonzero(sims >= cosine)
-        for row in np.unique(hit_rows):
-            cols = hit_cols[hit_rows == row]
+        # Each pair once: the rows of the block against the lessons from the block's first on (half
+        # the products of a full square), the block's own lower triangle and diagonal masked.
+        sims = matrix[start:stop] @ matrix[start:].T
+        sims[np.tril_indices(stop - start, 0, sims.shape[1])] = -1.0
+        for row in np.flatnonzero(sims.max(axis=1) >= cosine):  # most rows have no hit
+            cols = np.flatnonzero(sims[row] >= cosine)
             if len(cols) > NEIGHBOURS:
                 cols = cols[np.argsort(-sims[row, cols])[:NEIGHBOURS]]
             a = members[start + int(row)]
             for col in cols:
-                b = members[int(col)]
+                b = members[start + int(col)]
                 if near_duplicate_texts(a.content, b.content):
                     yield _pair(a.id, b.id)
 
