@@ -27,8 +27,12 @@ expired at ``now``). A pinned lesson is the person's word: never clustered, neve
   **Siblings are not near duplicates.** "Check whitespace *after* keywords" and "... *before*
   keywords" share most of their words (token Jaccard ≥ 0.6) and a word-overlap rule would cluster
   them; the word that differs is the lesson. So a high Jaccard alone never joins two lessons:
-  without an embedder only the same lesson retyped is clustered (the figures on ruff's rule texts
-  and on GPT-4's reflections are in ``bench/consolidation_prepass.py``).
+  without an embedder only the same lesson retyped is clustered. Measured
+  (``bench/consolidation_prepass.py``): on ruff's 950 distinct rule texts a Jaccard ≥ 0.6 rule within
+  rare-keyword blocks makes 98 clusters (275 rules), this pre-pass 0 without vectors and 9 (19 rules)
+  with MiniLM vectors at 0.92 (4 at 0.94, 0 at 0.96); on GPT-4's 340 reflections (true duplicates:
+  those of one problem) it makes 20 clusters without vectors and 42 with MiniLM at 0.92, none
+  joining two problems. The cycle proposes, a person decides: a merge keeps every source, superseded.
 - **Contradictions**: pairs named in ``metadata["contradicts"]`` when both are still live (pinned or
   not: a flag writes nothing, the person decides).
 - **Promotions**: tactical rules confirmed at least twice whose first confirmation is 4 weeks old
@@ -36,8 +40,11 @@ expired at ``now``). A pinned lesson is the person's word: never clustered, neve
   a cycle may propose it sooner.
 
 Cost: the words pass is one signature per lesson and a dictionary; the vector pass multiplies
-blocks of at most :data:`BLOCK_CELLS` similarities (NumPy, float32), so beside its copy of the n × d
-matrix it holds one block (32 MB), whatever the bank's size.
+blocks of at most :data:`BLOCK_CELLS` similarities (NumPy, float32) into one reused buffer, so beside
+its normalized copy of the n × d matrix it holds one block (32 MB), whatever the bank's size; its time
+is n² × d / 2 multiply-adds. Measured on 2 cores, one scope (``bench/consolidation_prepass.py``):
+10k lessons 0.7 s without vectors, 1.0 s with 384-d vectors; 100k lessons 7 s (77 MB allocated at
+the peak) and 36 s (196 MB: the 154 MB matrix copy and a block), the caller's vectors not counted.
 """
 
 from __future__ import annotations
@@ -210,16 +217,18 @@ def _vector_pairs(
     if len(members) < 2:
         return
     matrix = np.stack([np.asarray(vectors[lesson.id], dtype=np.float32) for lesson in members])
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))[:, None]  # no n × d temporary
     matrix /= np.where(norms > 0, norms, 1.0)
     n = len(members)
     rows = max(1, BLOCK_CELLS // n)
+    buffer = np.empty(rows * n, dtype=np.float32)  # one block's similarities, reused by every block
     for start in range(0, n, rows):
         stop = min(n, start + rows)
         # Each pair once: the rows of the block against the lessons from the block's first on (half
         # the products of a full square), the block's own lower triangle and diagonal masked.
-        sims = matrix[start:stop] @ matrix[start:].T
-        sims[np.tril_indices(stop - start, 0, sims.shape[1])] = -1.0
+        sims = buffer[: (stop - start) * (n - start)].reshape(stop - start, n - start)
+        np.matmul(matrix[start:stop], matrix[start:].T, out=sims)
+        sims[np.tril_indices(stop - start)] = -1.0
         for row in np.flatnonzero(sims.max(axis=1) >= cosine):  # most rows have no hit
             cols = np.flatnonzero(sims[row] >= cosine)
             if len(cols) > NEIGHBOURS:
