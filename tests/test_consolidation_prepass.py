@@ -94,7 +94,8 @@ def test_the_vector_pass_gives_the_same_pairs_a_block_at_a_time(monkeypatch: pyt
     base = rng.normal(size=(20, 16)).astype(np.float32)
     lessons, vectors = [], {}
     for n in range(40):  # lesson 20 + k is lesson k's vector with a little noise, worded differently
-        lessons.append(lesson(f"advice w{n}a w{n}b w{n}c", f"l{n:02d}"))
+        code = "".join(chr(ord("a") + int(digit)) for digit in str(n))  # letters: no literal to compare
+        lessons.append(lesson(f"advice w{code}a w{code}b w{code}c", f"l{n:02d}"))
         vectors[f"l{n:02d}"] = base[n % 20] + (0.01 * rng.normal(size=16) if n >= 20 else 0)
     whole = find_candidates(lessons, NOW, vectors=vectors)
     monkeypatch.setattr(prepass, "BLOCK_CELLS", 7)  # blocks of one row
@@ -161,3 +162,12 @@ def test_tactical_rules_confirmed_across_four_weeks_are_due_for_promotion() -> N
         rule("strategic", confirmations=5, stream="strategic"),
     ]
     assert find_candidates(lessons, NOW).promotions == ["due"]
+
+
+def test_close_vectors_naming_different_things_are_not_joined() -> None:
+    one = lesson("The implementation has an indentation error in `is_prime`; indent the body.", "a")
+    two = lesson("An indentation error in `sum_of_digits` broke it: indent the function body.", "b")
+    three = lesson("An indentation error in `is_prime`: the body must be indented one level.", "c")
+    close = np.ones(4, dtype=np.float32) / 2.0
+    found = find_candidates([one, two, three], NOW, vectors={"a": close, "b": close, "c": close})
+    assert found.clusters == [["a", "c"]]

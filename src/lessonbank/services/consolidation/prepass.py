@@ -242,10 +242,14 @@ def _vector_pairs(
 
 def near_duplicate_texts(a: str, b: str) -> bool:
     """Whether two texts an embedder finds close are one lesson: the same lesson, or the same
-    polarity and worded differently (siblings of one template share most words and differ in the
-    one that matters)."""
+    polarity, worded differently (siblings of one template share most words and differ in the one
+    that matters), and naming the same things when both name any (code spans, identifiers, numbers:
+    "an indentation error in ``is_prime``" and "... in ``sum_of_digits``" are two lessons)."""
     if same_lesson(a, b):
         return True
+    named_a, named_b = literals(a), literals(b)
+    if named_a and named_b and named_a != named_b:
+        return False
     return same_polarity(a, b) and jaccard(words(a), words(b)) < TEMPLATE_JACCARD
 
 
