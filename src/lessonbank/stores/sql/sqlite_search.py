@@ -89,7 +89,7 @@ class FtsSearch:
 
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
-        self._df_cache: dict[str, tuple[int, dict[str, int]]] = {}
+        self._df_cache: dict[tuple[str, bool], tuple[int, dict[str, int]]] = {}
 
     def search(
         self,
@@ -109,7 +109,8 @@ class FtsSearch:
         matching to the content column (the near-duplicate check).
         """
         docs, tokens = self.corpus_stats(conn, query.namespace)
-        frequencies = self._document_frequencies(conn, query.namespace, terms, docs)
+        alone = docs == self._all_docs(conn)
+        frequencies = self._document_frequencies(conn, query.namespace, terms, docs, alone=alone)
         chosen, rarest = choose_terms(frequencies)
         if rarest is None:
             return []
@@ -131,7 +132,7 @@ class FtsSearch:
                 ),
             ).fetchall()
             return [candidate(row, float(row[8])) for row in rows]
-        if docs == self._all_docs(conn):
+        if alone:
             # One namespace holds every lesson: FTS5's own bm25() reads exactly its figures, fastest.
             rows = conn.execute(
                 f"SELECT {CANDIDATE_COLUMNS}, -m.rank FROM (SELECT rowid, rank FROM lessons_fts "
@@ -192,27 +193,34 @@ class FtsSearch:
         return (int(row[0]), int(row[1])) if row else (0, 0)
 
     def _document_frequencies(
-        self, conn: Connection, namespace: str, terms: Sequence[str], docs: int
+        self, conn: Connection, namespace: str, terms: Sequence[str], docs: int, *, alone: bool
     ) -> dict[str, int]:
         """How many of the namespace's lessons hold each term, capped just above the postings budget.
 
         Counting costs one step per posting, so only frequent terms are cached (rare ones are
         cheap, and their counts matter exactly); a namespace's cache is dropped when it grows or
-        shrinks by 10 %.
+        shrinks by 10 %. A namespace ``alone`` in the file counts postings without looking up
+        whose lesson each is (a lookup per posting is what a count beside other namespaces costs).
         """
-        size, cache = self._df_cache.get(namespace, (docs, {}))
+        key = (namespace, alone)  # counts made alone in the file are not the namespace's once it is not
+        size, cache = self._df_cache.get(key, (docs, {}))
         if docs > size * 1.1 or docs < size:
             size, cache = docs, {}
-        self._df_cache[namespace] = (size, cache)
+        self._df_cache[key] = (size, cache)
         out: dict[str, int] = {}
         for term in terms:
             df = cache.get(term)
             if df is None:
-                df = conn.execute(
-                    "SELECT count(*) FROM (SELECT 1 FROM lessons_fts CROSS JOIN lessons n ON n.rowid = lessons_fts.rowid "
-                    "WHERE lessons_fts MATCH ? AND n.namespace = ? LIMIT ?)",
-                    (fts_query([term]), namespace, lexical.POSTINGS_BUDGET + 1),
-                ).fetchone()[0]
+                if alone:
+                    sql = "SELECT count(*) FROM (SELECT 1 FROM lessons_fts WHERE lessons_fts MATCH ? LIMIT ?)"
+                    params: tuple[Any, ...] = (fts_query([term]), lexical.POSTINGS_BUDGET + 1)
+                else:
+                    sql = (
+                        "SELECT count(*) FROM (SELECT 1 FROM lessons_fts CROSS JOIN lessons n "
+                        "ON n.rowid = lessons_fts.rowid WHERE lessons_fts MATCH ? AND n.namespace = ? LIMIT ?)"
+                    )
+                    params = (fts_query([term]), namespace, lexical.POSTINGS_BUDGET + 1)
+                df = conn.execute(sql, params).fetchone()[0]
                 if df >= CACHED_MIN_DF:
                     cache[term] = df
             out[term] = df
