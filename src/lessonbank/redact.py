@@ -419,7 +419,14 @@ def redact_reflection(reflection: Reflection) -> Reflection:
 
 # Every logger lessonbank logs to (tests/test_redact_errors.py checks the source uses no other).
 # A logger's filters see only the records made at that logger, so each one gets the filter.
-LOGGERS = ("lessonbank", "lessonbank.jobs", "lessonbank.llm", "lessonbank.retrieval", "lessonbank.stores")
+LOGGERS = (
+    "lessonbank",
+    "lessonbank.jobs",
+    "lessonbank.llm",
+    "lessonbank.retrieval",
+    "lessonbank.stores",
+    "lessonbank.consolidation",
+)
 
 
 class SecretFilter(logging.Filter):
