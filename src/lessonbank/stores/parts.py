@@ -1,7 +1,8 @@
 """Stores built from parts: whole ports forwarded to the part that serves them.
 
-A store that keeps its job queue in ``self.jobs`` and its vectors in ``self.vectors`` takes these
-mixins instead of writing the same one-line forwards again; every store reads one lesson as a
+A store that keeps its job queue in ``self.jobs``, its vectors in ``self.vectors`` and its
+consolidation records in ``self.consolidation`` takes these mixins instead of writing the same
+one-line forwards again; every store reads one lesson as a
 batch of one (:class:`ReadsOneLesson`). ``finish_job`` is not forwarded: it
 writes lessons and a reflection with the job, so it belongs to the store itself.
 """
@@ -9,11 +10,12 @@ writes lessons and a reflection with the job, so it belongs to the store itself.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from lessonbank.errors import NotFoundError
-from lessonbank.models import Job, Lesson
+from lessonbank.models import AuditEntry, Job, Lesson
 from lessonbank.ports import JobAdmin, VectorChanges, VectorStore
+from lessonbank.proposals import DreamRun, Proposal
 
 
 class QueuePart(JobAdmin, Protocol):
@@ -88,6 +90,55 @@ class ForwardsVectors:
 
     def lessons_missing_vectors(self, namespace: str, model: str, limit: int) -> list[Lesson]:
         return self.vectors.lessons_missing_vectors(namespace, model, limit)
+
+
+class ConsolidationPart(Protocol):
+    """What a store's consolidation part serves (the ConsolidationStore port, positional options)."""
+
+    def save_proposal(self, proposal: Proposal) -> None: ...
+    def get_proposal(self, proposal_id: str, *, namespace: str) -> Proposal: ...
+    def list_proposals(
+        self, namespace: str, statuses: Sequence[str] | None, limit: int
+    ) -> list[Proposal]: ...
+    def apply(self, proposal: Proposal, writes: Sequence[Lesson], audit: Sequence[AuditEntry]) -> None: ...
+    def save_dream(self, run: DreamRun) -> None: ...
+    def dreams(self, namespace: str, limit: int) -> list[DreamRun]: ...
+    def cycle_state(self, namespace: str) -> dict[str, Any]: ...
+    def set_cycle_state(self, namespace: str, state: dict[str, Any]) -> None: ...
+
+
+class ForwardsConsolidation:
+    """The ConsolidationStore port of a store, served by its ``consolidation`` part."""
+
+    consolidation: ConsolidationPart
+
+    def save_proposal(self, proposal: Proposal) -> None:
+        self.consolidation.save_proposal(proposal)
+
+    def get_proposal(self, proposal_id: str, *, namespace: str) -> Proposal:
+        return self.consolidation.get_proposal(proposal_id, namespace=namespace)
+
+    def list_proposals(
+        self, namespace: str, *, statuses: Sequence[str] | None = None, limit: int = 50
+    ) -> list[Proposal]:
+        return self.consolidation.list_proposals(namespace, statuses, limit)
+
+    def apply_proposal(
+        self, proposal: Proposal, writes: Sequence[Lesson], audit: Sequence[AuditEntry]
+    ) -> None:
+        self.consolidation.apply(proposal, writes, audit)
+
+    def save_dream(self, run: DreamRun) -> None:
+        self.consolidation.save_dream(run)
+
+    def dreams(self, namespace: str, *, limit: int = 50) -> list[DreamRun]:
+        return self.consolidation.dreams(namespace, limit)
+
+    def cycle_state(self, namespace: str) -> dict[str, Any]:
+        return self.consolidation.cycle_state(namespace)
+
+    def set_cycle_state(self, namespace: str, state: dict[str, Any]) -> None:
+        self.consolidation.set_cycle_state(namespace, state)
 
 
 class _ReadsLessons(Protocol):

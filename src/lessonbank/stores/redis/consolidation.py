@@ -25,6 +25,7 @@ from lessonbank.models import AuditEntry, Lesson
 from lessonbank.proposals import DreamRun, Proposal
 from lessonbank.scoping import check_id_free
 from lessonbank.stores.applying import check_writes
+from lessonbank.stores.parts import ForwardsConsolidation
 from lessonbank.stores.redis.audit import RedisAudit
 from lessonbank.stores.redis.db import Pipe, RedisDatabase
 from lessonbank.stores.redis.index import RedisLessonIndex
@@ -167,8 +168,8 @@ class RedisConsolidation:
         self.db.run(lambda: self.db.r.set(self.db.k(namespace, "cycle"), data))
 
 
-class ForwardsConsolidation:
-    """The ConsolidationStore port of a Redis store, over its parts (built on first use)."""
+class BuildsConsolidation(ForwardsConsolidation):
+    """A Redis store's ``consolidation`` part, built on first use from its other parts."""
 
     db: RedisDatabase
     index: RedisLessonIndex
@@ -179,33 +180,5 @@ class ForwardsConsolidation:
         raise NotImplementedError
 
     @cached_property
-    def consolidation(self) -> RedisConsolidation:
+    def consolidation(self) -> RedisConsolidation:  # type: ignore[override]
         return RedisConsolidation(self.db, self.index, self.pools, self.audit, self._q_apply)
-
-    def save_proposal(self, proposal: Proposal) -> None:
-        self.consolidation.save_proposal(proposal)
-
-    def get_proposal(self, proposal_id: str, *, namespace: str) -> Proposal:
-        return self.consolidation.get_proposal(proposal_id, namespace=namespace)
-
-    def list_proposals(
-        self, namespace: str, *, statuses: Sequence[str] | None = None, limit: int = 50
-    ) -> list[Proposal]:
-        return self.consolidation.list_proposals(namespace, statuses, limit)
-
-    def apply_proposal(
-        self, proposal: Proposal, writes: Sequence[Lesson], audit: Sequence[AuditEntry]
-    ) -> None:
-        self.consolidation.apply(proposal, writes, audit)
-
-    def save_dream(self, run: DreamRun) -> None:
-        self.consolidation.save_dream(run)
-
-    def dreams(self, namespace: str, *, limit: int = 50) -> list[DreamRun]:
-        return self.consolidation.dreams(namespace, limit)
-
-    def cycle_state(self, namespace: str) -> dict[str, Any]:
-        return self.consolidation.cycle_state(namespace)
-
-    def set_cycle_state(self, namespace: str, state: dict[str, Any]) -> None:
-        self.consolidation.set_cycle_state(namespace, state)

@@ -66,7 +66,7 @@ from lessonbank.ports import (
 from lessonbank.scoping import check_id_free, visible
 from lessonbank.stores.parts import ForwardsJobs, ForwardsVectors, ReadsOneLesson
 from lessonbank.stores.redis.audit import ForwardsAudit, RedisAudit
-from lessonbank.stores.redis.consolidation import ForwardsConsolidation
+from lessonbank.stores.redis.consolidation import BuildsConsolidation
 from lessonbank.stores.redis.db import Clock, Pipe, RedisDatabase
 from lessonbank.stores.redis.index import (
     LESSON_FIELDS,
@@ -85,7 +85,7 @@ from lessonbank.text import keywords
 IMPORT_CHUNK = 500
 
 
-class RedisStore(ForwardsJobs, ForwardsVectors, ForwardsAudit, ForwardsConsolidation, ReadsOneLesson):
+class RedisStore(ForwardsJobs, ForwardsVectors, ForwardsAudit, BuildsConsolidation, ReadsOneLesson):
     """Redis persistence of episodes, lessons, reflections and jobs (see the module docstring).
 
     Built from parts over one :class:`RedisDatabase` (``db``): the lesson index (``index``), the job

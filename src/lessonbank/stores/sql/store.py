@@ -45,9 +45,8 @@ from lessonbank.ports import (
     StoreStats,
     WriteResult,
 )
-from lessonbank.proposals import DreamRun, Proposal
 from lessonbank.scoping import check_id_free, visible
-from lessonbank.stores.parts import ForwardsJobs, ForwardsVectors, ReadsOneLesson
+from lessonbank.stores.parts import ForwardsConsolidation, ForwardsJobs, ForwardsVectors, ReadsOneLesson
 from lessonbank.stores.sql.audit import insert_audit, read_audit
 from lessonbank.stores.sql.consolidation import SQLConsolidation
 from lessonbank.stores.sql.dialect import SORTS, Connection, Dialect, lesson_filter, question_marks
@@ -58,7 +57,7 @@ from lessonbank.text import keywords
 Clock = Callable[[], float]
 
 
-class SQLStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
+class SQLStore(ForwardsJobs, ForwardsVectors, ForwardsConsolidation, ReadsOneLesson):
     """Every store port on one SQL database (see the module docstring)."""
 
     notifier: JobNotifier | None = None
@@ -480,36 +479,6 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ReadsOneLesson):
                 return results
 
         return self.dialect.run(run)
-
-    # ----------------------------------------------------------------- consolidation (consolidation.py)
-
-    def save_proposal(self, proposal: Proposal) -> None:
-        self.consolidation.save_proposal(proposal)
-
-    def get_proposal(self, proposal_id: str, *, namespace: str) -> Proposal:
-        return self.consolidation.get_proposal(proposal_id, namespace=namespace)
-
-    def list_proposals(
-        self, namespace: str, *, statuses: Sequence[str] | None = None, limit: int = 50
-    ) -> list[Proposal]:
-        return self.consolidation.list_proposals(namespace, statuses, limit)
-
-    def apply_proposal(
-        self, proposal: Proposal, writes: Sequence[Lesson], audit: Sequence[AuditEntry]
-    ) -> None:
-        self.consolidation.apply(proposal, writes, audit)
-
-    def save_dream(self, run: DreamRun) -> None:
-        self.consolidation.save_dream(run)
-
-    def dreams(self, namespace: str, *, limit: int = 50) -> list[DreamRun]:
-        return self.consolidation.dreams(namespace, limit)
-
-    def cycle_state(self, namespace: str) -> dict[str, Any]:
-        return self.consolidation.cycle_state(namespace)
-
-    def set_cycle_state(self, namespace: str, state: dict[str, Any]) -> None:
-        self.consolidation.set_cycle_state(namespace, state)
 
     # ----------------------------------------------------------------- retention
 
