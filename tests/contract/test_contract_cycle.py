@@ -171,3 +171,17 @@ def test_a_dry_run_stores_nothing(store_url: str, clock: Clock) -> None:
         assert bank.consolidate(dry_run=True) is not None
         assert bank.proposals() == [] and bank.dreams() == []
         assert bank.consolidate() is not None  # nothing was remembered by the dry run
+
+
+def test_bad_cycle_arguments_are_clear_errors_and_a_long_reason_is_cut(store_url: str, clock: Clock) -> None:
+    with LessonBank(store_url, clock=clock, worker=False) as bank:
+        seeded(bank, clock)
+        with pytest.raises(InputError, match="dry_run must be true or false"):
+            bank.consolidate(dry_run="yes")  # type: ignore[arg-type]
+        proposal = bank.consolidate()
+        assert proposal is not None
+        with pytest.raises(InputError):
+            bank.reject(proposal.id, reason=42)  # type: ignore[arg-type]
+        decided = bank.reject(proposal.id, reason="no\n" + "x" * 50_000)
+        assert decided.decision_reason is not None and len(decided.decision_reason) == 1_000
+        assert decided.decision_reason.startswith("no x")

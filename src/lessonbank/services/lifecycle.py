@@ -36,6 +36,14 @@ REASON_MAX_CHARS = 1_000
 ACTOR_MAX_CHARS = 200
 
 
+def clean_reason(reason: object) -> str | None:
+    """A person's reason, on one line and cut to :data:`REASON_MAX_CHARS`; None when blank."""
+    if reason is None:
+        return None
+    check_text_arg(reason, "reason")
+    return " ".join(str(reason).split())[:REASON_MAX_CHARS] or None
+
+
 def check_actor(actor: object) -> str:
     """The actor, trimmed; refuse an empty or oversized one."""
     check_text_arg(actor, "actor")
@@ -70,9 +78,7 @@ class Lifecycle:
     def archive(self, lesson_id: str, *, reason: str | None = None, actor: str = "api") -> Lesson:
         """Archive the lesson (soft: kept, no longer recalled); a no-op when it is archived already."""
         check_text_arg(lesson_id, "lesson_id")
-        if reason is not None:
-            check_text_arg(reason, "reason")
-            reason = " ".join(reason.split())[:REASON_MAX_CHARS] or None
+        reason = clean_reason(reason)
         actor = check_actor(actor)
 
         def change(old: Lesson) -> tuple[Lesson, AuditEntry] | None:

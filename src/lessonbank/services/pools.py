@@ -85,7 +85,8 @@ class Pools:
         return confirm_rule_by_id(self.scope.store, self.scope.namespace, rule_id, self.scope.clock())
 
 
-def _all(store: Store, query: LessonQuery, *, sort: str = "created") -> list[Lesson]:
+def every_lesson(store: Store, query: LessonQuery, *, sort: str = "created") -> list[Lesson]:
+    """Every lesson passing ``query``, read a page at a time."""
     out: list[Lesson] = []
     while batch := store.list_lessons(query, limit=_SCAN, offset=len(out), sort=sort):  # type: ignore[arg-type]
         out.extend(batch)
@@ -199,7 +200,7 @@ def rules(store: Store, namespace: str, agent: str | None) -> list[Lesson]:
     recently confirmed."""
     found = [
         lesson
-        for lesson in _all(store, LessonQuery(namespace, kinds=["principle"], agent=agent))
+        for lesson in every_lesson(store, LessonQuery(namespace, kinds=["principle"], agent=agent))
         if lesson.agent == agent
     ]
     return _ranked_rules(found)
@@ -227,7 +228,7 @@ def list_rules(store: Store, namespace: str, agent: str | None, stream: str | No
 
 
 def rules_all(store: Store, namespace: str) -> list[Lesson]:
-    return _ranked_rules(_all(store, LessonQuery(namespace, kinds=["principle"])))
+    return _ranked_rules(every_lesson(store, LessonQuery(namespace, kinds=["principle"])))
 
 
 def insights(store: Store, namespace: str, goal_id: str | None, *, fallback: bool = True) -> list[Lesson]:

@@ -38,13 +38,13 @@ from lessonbank.retrieval import Retriever
 from lessonbank.services.consolidation.operations import deterministic_operations, validate
 from lessonbank.services.consolidation.prepass import find_candidates
 from lessonbank.services.consolidation.render import render_pending
-from lessonbank.services.lifecycle import check_actor
+from lessonbank.services.lifecycle import check_actor, clean_reason
+from lessonbank.services.pools import every_lesson
 from lessonbank.services.scope import Scope, check_count
 from lessonbank.text import normalize
 
 log = logging.getLogger("lessonbank.consolidation")
 
-PAGE = 1_000
 DECIDED = ("applied", "partially_applied", "rejected", "reverted")
 
 
@@ -62,6 +62,8 @@ class Consolidator:
     ) -> tuple[DreamRun, Proposal | None]:
         """One cycle: the dream-log row and the proposal it made (None when there was nothing to
         propose). ``dry_run`` computes the proposal and stores nothing (no proposal, no dream row)."""
+        if not isinstance(dry_run, bool):
+            raise InputError(f"dry_run must be true or false, got {dry_run!r}", field="dry_run")
         store, namespace = self.scope.store, self.scope.namespace
         started = time.monotonic()
         run = DreamRun(namespace=namespace, trigger=trigger, started_at=self.scope.now())
@@ -102,12 +104,7 @@ class Consolidator:
 
     def _all_lessons(self) -> list[Lesson]:
         query = LessonQuery(self.scope.namespace, statuses=list(LESSON_STATUSES), live_only=False)
-        out: list[Lesson] = []
-        while page := self.scope.store.list_lessons(query, limit=PAGE, offset=len(out)):
-            out.extend(page)
-            if len(page) < PAGE:
-                break
-        return out
+        return every_lesson(self.scope.store, query)
 
     def _propose(self, run: DreamRun, lessons: Sequence[Lesson]) -> Proposal:
         now = self.scope.now()
@@ -218,6 +215,7 @@ class Consolidator:
     def reject(self, proposal_id: str, *, reason: str | None = None, actor: str = "api") -> Proposal:
         """Apply nothing; remember every operation so no later cycle proposes it again."""
         actor = check_actor(actor)
+        reason = clean_reason(reason)
         proposal = self._pending(proposal_id)
         decided = proposal.model_copy(
             update={

@@ -108,8 +108,7 @@ class FtsSearch:
         all with the same relevance, so use and recency order them. ``content_only`` limits
         matching to the content column (the near-duplicate check).
         """
-        docs, tokens = self.corpus_stats(conn, query.namespace)
-        alone = docs == self._all_docs(conn)
+        docs, tokens, alone = self.corpus_stats(conn, query.namespace)
         frequencies = self._document_frequencies(conn, query.namespace, terms, docs, alone=alone)
         chosen, rarest = choose_terms(frequencies)
         if rarest is None:
@@ -182,15 +181,16 @@ class FtsSearch:
         return [candidate(row, float(row[8])) for row in rows]
 
     @staticmethod
-    def _all_docs(conn: Connection) -> int:
-        return int(conn.execute("SELECT coalesce(sum(docs), 0) FROM lexical_stats").fetchone()[0])
-
-    def corpus_stats(self, conn: Connection, namespace: str) -> tuple[int, int]:
-        """The namespace's lesson count and total length in tokens."""
+    def corpus_stats(conn: Connection, namespace: str) -> tuple[int, int, bool]:
+        """The namespace's lesson count and total length in tokens, and whether it holds every
+        lesson of the file (one read: this is on every recall)."""
         row = conn.execute(
-            "SELECT docs, tokens FROM lexical_stats WHERE namespace = ?", (namespace,)
+            "SELECT coalesce(max(CASE WHEN namespace = ? THEN docs END), 0), "
+            "coalesce(max(CASE WHEN namespace = ? THEN tokens END), 0), coalesce(sum(docs), 0) FROM lexical_stats",
+            (namespace, namespace),
         ).fetchone()
-        return (int(row[0]), int(row[1])) if row else (0, 0)
+        docs, tokens, every = int(row[0]), int(row[1]), int(row[2])
+        return docs, tokens, docs == every
 
     def _document_frequencies(
         self, conn: Connection, namespace: str, terms: Sequence[str], docs: int, *, alone: bool
