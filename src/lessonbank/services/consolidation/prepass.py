@@ -56,8 +56,9 @@ from datetime import datetime
 
 import numpy as np
 
-from lessonbank.lessons import stream_of
+from lessonbank.lessons import passes, stream_of
 from lessonbank.models import Lesson
+from lessonbank.ports import LessonQuery
 from lessonbank.retrieval.dedup import TEMPLATE_JACCARD, same_polarity
 from lessonbank.services.consolidation.decay import decay_score, tier_of
 from lessonbank.services.pools import PROMOTE_AFTER_S
@@ -92,12 +93,8 @@ class Candidates:
 
 
 def is_live(lesson: Lesson, now: datetime) -> bool:
-    """Active, not superseded, not expired at ``now``."""
-    return (
-        lesson.status == "active"
-        and lesson.superseded_by is None
-        and (lesson.expires_at is None or lesson.expires_at > now)
-    )
+    """Active, not superseded, not expired at ``now``: what recall sees (:func:`lessonbank.lessons.passes`)."""
+    return passes(lesson, LessonQuery(lesson.namespace), now.timestamp())
 
 
 def scope_key(lesson: Lesson) -> tuple[str, ...]:
