@@ -53,8 +53,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from lessonbank.lessons import passes, stream_of
 from lessonbank.models import Lesson
@@ -63,6 +62,9 @@ from lessonbank.retrieval.dedup import TEMPLATE_JACCARD, same_polarity
 from lessonbank.services.consolidation.decay import decay_score, tier_of
 from lessonbank.services.pools import PROMOTE_AFTER_S
 from lessonbank.text import STOPWORDS, jaccard, literals, negations, same_lesson, stem, words
+
+if TYPE_CHECKING:
+    import numpy as np
 
 COSINE = 0.92  # the default of ``find_candidates``: dedup's threshold with MiniLM (bench/dedup.py)
 NEIGHBOURS = 5  # nearest neighbours of each lesson compared by vector
@@ -210,6 +212,8 @@ def _vector_pairs(
 ) -> Iterator[Pair]:
     """Pairs of one scope at cosine ≥ ``cosine`` among each lesson's nearest neighbours that pass
     the sibling guard. The similarities are computed a block of rows at a time."""
+    import numpy as np  # only with vectors: an embedder brings NumPy, the base install does not
+
     members = [lesson for lesson in group if lesson.id in vectors]
     if len(members) < 2:
         return
