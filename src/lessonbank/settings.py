@@ -62,6 +62,12 @@ def _reflexion(variable: str) -> Any:
     return Field(default=True, validation_alias=AliasChoices(variable))
 
 
+COUNT_FIELDS = (
+    "consolidation_threshold",
+    "consolidation_inactivity_h",
+    "consolidation_daily_tokens",
+    "consolidation_breaker",
+)
 RETENTION_FIELDS = ("episode_retention_days", "reflection_retention_days", "done_job_retention_days")
 
 
@@ -129,6 +135,26 @@ class Settings(BaseSettings):
     episode_retention_days: OptionalFloat = None  # LESSONBANK_EPISODE_RETENTION_DAYS
     reflection_retention_days: OptionalFloat = None  # LESSONBANK_REFLECTION_RETENTION_DAYS
     done_job_retention_days: OptionalFloat = None  # LESSONBANK_DONE_JOB_RETENTION_DAYS
+    # Consolidation (seed 002, seed 000's dream mode; see lessonbank.services.consolidation).
+    # Automatic triggers are checked by `lessonbank worker`; 0 or empty turns one off.
+    consolidation_schedule: OptionalText = None  # LESSONBANK_CONSOLIDATION_SCHEDULE: cron, e.g. "0 3 * * *"
+    consolidation_threshold: int = 50  # LESSONBANK_CONSOLIDATION_THRESHOLD: new episodes since the last cycle
+    consolidation_inactivity_h: float = (
+        2.0  # LESSONBANK_CONSOLIDATION_INACTIVITY_H: dream mode after this idle time
+    )
+    # Budgets of one cycle (seed 002: ~30,000 tokens in, 8,000 out), counted and never exceeded.
+    consolidation_max_tokens_in: int = 30_000  # LESSONBANK_CONSOLIDATION_MAX_TOKENS_IN
+    consolidation_max_tokens_out: int = 8_000  # LESSONBANK_CONSOLIDATION_MAX_TOKENS_OUT
+    consolidation_max_cost_usd: OptionalFloat = None  # LESSONBANK_CONSOLIDATION_MAX_COST_USD: per cycle
+    # Per namespace and UTC day, over every cycle: a cycle that would pass them does not start.
+    consolidation_daily_tokens: int = 200_000  # LESSONBANK_CONSOLIDATION_DAILY_TOKENS: in + out
+    consolidation_daily_cost_usd: OptionalFloat = None  # LESSONBANK_CONSOLIDATION_DAILY_COST_USD
+    # Automatic cycles stop after this many failed or empty ones in a row (a manual cycle resets it).
+    consolidation_breaker: int = 3  # LESSONBANK_CONSOLIDATION_BREAKER
+    # Agents whose lessons arrive quarantined, for the next cycle to review: comma-separated names.
+    untrusted_agents: OptionalText = None  # LESSONBANK_UNTRUSTED_AGENTS
+    # A git repository the namespace is mirrored into as Markdown after every applied change.
+    mirror_dir: OptionalText = None  # LESSONBANK_MIRROR_DIR
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -154,6 +180,23 @@ class Settings(BaseSettings):
                     f"{name} ({env_variable(name)}) must be a number of days ≥ 0 (0 or empty: keep forever), "
                     f"got {days}"
                 )
+        for name in COUNT_FIELDS:
+            if getattr(self, name) < 0:
+                raise ConfigError(
+                    f"{name} ({env_variable(name)}) must be 0 or more, got {getattr(self, name)}"
+                )
+        for name in ("consolidation_max_cost_usd", "consolidation_daily_cost_usd"):
+            cost = getattr(self, name)
+            if cost is not None and not 0.0 <= cost < float("inf"):
+                raise ConfigError(
+                    f"{name} ({env_variable(name)}) must be a number of dollars ≥ 0, got {cost}"
+                )
+        if self.consolidation_max_tokens_in < 1_000 or self.consolidation_max_tokens_out < 500:
+            raise ConfigError(
+                "a consolidation cycle needs at least 1,000 input and 500 output tokens "
+                "(LESSONBANK_CONSOLIDATION_MAX_TOKENS_IN / _OUT), got "
+                f"{self.consolidation_max_tokens_in} and {self.consolidation_max_tokens_out}"
+            )
         if not 0.0 < self.dedup_cosine <= 1.0:
             raise ConfigError(
                 f"dedup_cosine (LESSONBANK_DEDUP_COSINE) must be in (0, 1], got {self.dedup_cosine}; "
@@ -181,6 +224,12 @@ class Settings(BaseSettings):
             "signal": self.route_signal,
             "important_success": self.route_important_success,
         }
+
+    @property
+    def untrusted(self) -> frozenset[str]:
+        """The agents named in ``untrusted_agents``."""
+        names = (self.untrusted_agents or "").split(",")
+        return frozenset(name.strip() for name in names if name.strip())
 
     @property
     def lease_seconds(self) -> float:
