@@ -24,6 +24,7 @@ memory and the evolution and reflection logs, the cycle as a queued job with its
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -54,6 +55,12 @@ class Consolidator:
     def __init__(self, scope: Scope, *, retriever: Retriever) -> None:
         self.scope = scope
         self.retriever = retriever
+
+    def for_namespace(self, namespace: str) -> Consolidator:
+        """The same consolidator serving ``namespace`` (a worker runs cycles of many namespaces)."""
+        if namespace == self.scope.namespace:
+            return self
+        return Consolidator(dataclasses.replace(self.scope, namespace=namespace), retriever=self.retriever)
 
     # ------------------------------------------------------------------ the cycle
 
