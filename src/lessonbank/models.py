@@ -43,6 +43,7 @@ LESSON_KINDS: tuple[str, ...] = get_args(LessonKind)
 LESSON_STATUSES: tuple[str, ...] = get_args(LessonStatus)
 ReflectionStatus = Literal["ok", "skipped", "failed"]
 JobStatus = Literal["queued", "waiting", "leased", "done", "dead"]
+JobKind = Literal["reflect", "consolidate"]
 TriggerName = Literal[
     "terminal",
     "failure",
@@ -314,7 +315,18 @@ class Lesson(Record):
 
 
 AuditAction = Literal[
-    "archive", "restore", "approve", "delete", "edit", "quarantine", "merge", "supersede", "extract", "revert"
+    "archive",
+    "restore",
+    "approve",
+    "delete",
+    "edit",
+    "quarantine",
+    "merge",
+    "supersede",
+    "extract",
+    "revert",
+    "connect",
+    "admit",
 ]
 AUDIT_ACTIONS: tuple[str, ...] = get_args(AuditAction)
 
@@ -391,7 +403,7 @@ class Job(Record):
 
     id: str = Field(default_factory=lambda: new_id("job"))
     namespace: str = "default"
-    kind: Literal["reflect"] = "reflect"
+    kind: JobKind = "reflect"  # reflect: one episode; consolidate: one namespace's cycle
     episode_id: str | None = None
     dedupe_key: str
     status: JobStatus = "queued"

@@ -331,6 +331,10 @@ class JobAdmin(Protocol):
     def retry_jobs(self, namespace: str, job_ids: Sequence[str] | None = None) -> int: ...
     def purge_jobs(self, namespace: str, statuses: Sequence[str]) -> int: ...
     def count_jobs(self, namespaces: Sequence[str] | None) -> dict[str, int]: ...
+    def namespaces(self) -> list[str]:
+        """Every namespace holding an episode, a lesson or a job, sorted (what a worker serving
+        them all checks the consolidation triggers of)."""
+        ...
 
 
 class JobNotifier(Protocol):
@@ -393,8 +397,16 @@ class ConsolidationStore(Protocol):
         ...
 
     def apply_proposal(
-        self, proposal: Proposal, writes: Sequence[Lesson], audit: Sequence[AuditEntry]
-    ) -> None: ...
+        self,
+        proposal: Proposal,
+        writes: Sequence[Lesson],
+        audit: Sequence[AuditEntry],
+        *,
+        state: dict[str, Any] | None = None,
+    ) -> None:
+        """``state``, when given, replaces the namespace's cycle state in the same transaction (the
+        core memory and logs an approval changes)."""
+        ...
 
     def save_dream(self, run: DreamRun) -> None:
         """Insert the dream-log row, or replace the one with its id (a run is written when it starts

@@ -9,8 +9,9 @@ Identity and invariants:
   :attr:`Operation.fingerprint`, so the next cycle does not propose it again.
 - An :class:`Operation` names the stored lessons it touches (``lesson_ids``) and carries what it
   would write (``lesson``: an extracted, merged or pattern lesson). MERGE never deletes: its
-  sources become superseded by the merged lesson. ARCHIVE is soft. FLAG and EVOLVE write nothing
-  to the lessons: a contradiction for the person, an evolution-log entry.
+  sources become superseded by the merged lesson. ARCHIVE is soft. CONNECT writes a typed link on
+  both lessons (``metadata["links"]``). FLAG and EVOLVE write nothing to the lessons: a
+  contradiction for the person, an evolution-log entry.
 - A :class:`DreamRun` is one cycle's permanent row in the dream log, whatever its outcome.
 """
 
@@ -25,7 +26,7 @@ from pydantic import Field
 
 from lessonbank.models import Lesson, Record, new_id, utcnow
 
-OperationKind = Literal["extract", "merge", "connect", "flag", "archive", "pattern", "evolve"]
+OperationKind = Literal["extract", "merge", "connect", "flag", "archive", "pattern", "evolve", "admit"]
 OPERATION_KINDS: tuple[str, ...] = get_args(OperationKind)
 OperationStatus = Literal["proposed", "approved", "rejected", "applied", "dropped"]
 ProposalStatus = Literal["pending", "applied", "partially_applied", "rejected", "reverted", "failed"]
@@ -47,7 +48,9 @@ class Operation(Record):
     - ``connect``: ``lesson_ids`` the two lessons, ``link`` the type of link;
     - ``flag``: ``lesson_ids`` the lessons that contradict each other (nothing is written);
     - ``archive``: ``lesson_ids`` the one lesson, ``score`` its decay score;
-    - ``evolve``: ``text`` an evolution-log entry.
+    - ``evolve``: ``text`` an evolution-log entry;
+    - ``admit``: ``lesson_ids`` one quarantined lesson of an untrusted agent, made active (seed 002's
+      pending sub-agent memories).
     """
 
     id: str = Field(default_factory=lambda: new_id("op"))

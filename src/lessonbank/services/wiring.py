@@ -140,7 +140,9 @@ def build_services(
         catalog=Catalog(scope, reflection_llm=reflecting_llm),
         retention=Retention(scope),
         lifecycle=Lifecycle(scope),
-        consolidation=Consolidator(scope, retriever=retriever),
+        consolidation=Consolidator(
+            scope, retriever=retriever, llm=reflecting_llm, count_tokens=count_tokens
+        ),
     )
 
 

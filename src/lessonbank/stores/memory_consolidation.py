@@ -68,8 +68,14 @@ class MemoryConsolidation:
             return [p.model_copy(deep=True) for p in newest_proposals(mine, statuses, limit)]
 
     def apply_proposal(
-        self, proposal: Proposal, writes: Sequence[Lesson], audit: Sequence[AuditEntry]
+        self,
+        proposal: Proposal,
+        writes: Sequence[Lesson],
+        audit: Sequence[AuditEntry],
+        *,
+        state: dict[str, Any] | None = None,
     ) -> None:
+        new_state = None if state is None else _json_copy(state)
         prepared = [LessonWriter.prepared(lesson).model_copy(deep=True) for lesson in writes]
         with self._db() as db:
             stored = {x.id: db.lessons[x.id] for x in prepared if x.id in db.lessons}
@@ -85,6 +91,8 @@ class MemoryConsolidation:
                 self._keep_cap(db, lesson)
             db.audit.extend(entry.model_copy(deep=True) for entry in audit)
             db.proposals[proposal.id] = proposal.model_copy(deep=True)
+            if new_state is not None:
+                db.cycle_states[proposal.namespace] = new_state
 
     def save_dream(self, run: DreamRun) -> None:
         with self._db() as db:

@@ -73,6 +73,9 @@ class ForwardsJobs:
     def count_jobs(self, namespaces: Sequence[str] | None) -> dict[str, int]:
         return self.jobs.count_jobs(namespaces)
 
+    def namespaces(self) -> list[str]:
+        return self.jobs.namespaces()
+
 
 class ForwardsVectors:
     """The VectorStore port of a store, served by its ``vectors`` part."""
@@ -100,7 +103,13 @@ class ConsolidationPart(Protocol):
     def list_proposals(
         self, namespace: str, statuses: Sequence[str] | None, limit: int
     ) -> list[Proposal]: ...
-    def apply(self, proposal: Proposal, writes: Sequence[Lesson], audit: Sequence[AuditEntry]) -> None: ...
+    def apply(
+        self,
+        proposal: Proposal,
+        writes: Sequence[Lesson],
+        audit: Sequence[AuditEntry],
+        state: dict[str, Any] | None,
+    ) -> None: ...
     def save_dream(self, run: DreamRun) -> None: ...
     def dreams(self, namespace: str, limit: int) -> list[DreamRun]: ...
     def cycle_state(self, namespace: str) -> dict[str, Any]: ...
@@ -124,9 +133,14 @@ class ForwardsConsolidation:
         return self.consolidation.list_proposals(namespace, statuses, limit)
 
     def apply_proposal(
-        self, proposal: Proposal, writes: Sequence[Lesson], audit: Sequence[AuditEntry]
+        self,
+        proposal: Proposal,
+        writes: Sequence[Lesson],
+        audit: Sequence[AuditEntry],
+        *,
+        state: dict[str, Any] | None = None,
     ) -> None:
-        self.consolidation.apply(proposal, writes, audit)
+        self.consolidation.apply(proposal, writes, audit, state)
 
     def save_dream(self, run: DreamRun) -> None:
         self.consolidation.save_dream(run)

@@ -25,24 +25,32 @@ memory and the evolution and reflection logs, the cycle as a queued job with its
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from lessonbank.errors import ConflictError, InputError
+from lessonbank.llm import LLM
+from lessonbank.llm.base import run_sync
 from lessonbank.models import LESSON_STATUSES, AuditAction, AuditEntry, Lesson
 from lessonbank.ports import LessonQuery
 from lessonbank.proposals import PROPOSAL_STATUSES, CycleTrigger, DreamRun, Operation, Proposal
+from lessonbank.redact import redact
 from lessonbank.retrieval import Retriever
+from lessonbank.services.consolidation.documents import EMPTY_CORE, Documents, with_pinned
+from lessonbank.services.consolidation.edits import CORE_ID, apply_edits
+from lessonbank.services.consolidation.inputs import gather, pending_review
 from lessonbank.services.consolidation.operations import deterministic_operations, validate
-from lessonbank.services.consolidation.prepass import find_candidates
+from lessonbank.services.consolidation.phases import Budget, PhaseResult, Phases
+from lessonbank.services.consolidation.prepass import find_candidates, is_live
 from lessonbank.services.consolidation.render import render_pending
 from lessonbank.services.lifecycle import check_actor, clean_reason
 from lessonbank.services.pools import every_lesson
 from lessonbank.services.scope import Scope, check_count
-from lessonbank.text import normalize
+from lessonbank.text import TokenCounter, estimate_tokens, normalize
 
 log = logging.getLogger("lessonbank.consolidation")
 
@@ -52,15 +60,29 @@ DECIDED = ("applied", "partially_applied", "rejected", "reverted")
 class Consolidator:
     """Runs cycles for the bank's namespace and applies what a person decides."""
 
-    def __init__(self, scope: Scope, *, retriever: Retriever) -> None:
+    def __init__(
+        self,
+        scope: Scope,
+        *,
+        retriever: Retriever,
+        llm: LLM | None = None,
+        count_tokens: TokenCounter = estimate_tokens,
+    ) -> None:
         self.scope = scope
         self.retriever = retriever
+        self.llm = llm
+        self.count_tokens = count_tokens
 
     def for_namespace(self, namespace: str) -> Consolidator:
         """The same consolidator serving ``namespace`` (a worker runs cycles of many namespaces)."""
         if namespace == self.scope.namespace:
             return self
-        return Consolidator(dataclasses.replace(self.scope, namespace=namespace), retriever=self.retriever)
+        return Consolidator(
+            dataclasses.replace(self.scope, namespace=namespace),
+            retriever=self.retriever,
+            llm=self.llm,
+            count_tokens=self.count_tokens,
+        )
 
     # ------------------------------------------------------------------ the cycle
 
@@ -76,68 +98,136 @@ class Consolidator:
         run = DreamRun(namespace=namespace, trigger=trigger, started_at=self.scope.now())
         if not dry_run:
             store.save_dream(run)
+        spent = PhaseResult()
         try:
             lessons = self._all_lessons()
-            proposal = self._propose(run, lessons)
+            proposal = self._propose(run, lessons, spent)
         except Exception as exc:
             run = run.model_copy(
                 update={
                     "outcome": "failed",
-                    "error": f"{type(exc).__name__}: {exc}"[:2_000],
+                    "error": redact(f"{type(exc).__name__}: {exc}")[:2_000],
                     "duration_s": round(time.monotonic() - started, 3),
+                    "tokens_in": spent.tokens_in,
+                    "tokens_out": spent.tokens_out,
+                    "cost_usd": spent.cost_usd,
                 }
             )
             if not dry_run:
                 store.save_dream(run)
             raise
-        kept = [op for op in proposal.operations if op.status != "dropped"]
+        changes = _changes_anything(proposal)
         update: dict[str, Any] = {
             "duration_s": round(time.monotonic() - started, 3),
-            "items_processed": len(lessons),
+            "items_processed": proposal.items_processed,
             "summary": proposal.summary,
-            "outcome": "proposed" if kept else "empty",
-            "proposal_id": proposal.id if kept else None,
+            "outcome": "proposed" if changes else "empty",
+            "proposal_id": proposal.id if changes else None,
+            "tokens_in": proposal.tokens_in,
+            "tokens_out": proposal.tokens_out,
+            "cost_usd": proposal.cost_usd,
         }
         run = run.model_copy(update=update)
         if dry_run:
-            return run, proposal if kept else None
-        if kept:
+            return run, proposal if changes else None
+        if changes:
             store.save_proposal(proposal)
         state = store.cycle_state(namespace)
         state["last_reflection"] = run.started_at.isoformat()
+        newest = proposal.metadata.get("newest_episode")
+        if newest:
+            state["last_reflection_episode"] = newest
+        if changes:
+            documents = Documents.from_state(state).with_reflection(
+                proposal.id,
+                run.started_at,
+                str(proposal.metadata.get("insight") or proposal.summary),
+                str(proposal.metadata.get("reflection") or proposal.summary),
+            )
+            state = documents.into(state)
         store.set_cycle_state(namespace, state)
         store.save_dream(run)
-        return run, proposal if kept else None
+        return run, proposal if changes else None
 
     def _all_lessons(self) -> list[Lesson]:
         query = LessonQuery(self.scope.namespace, statuses=list(LESSON_STATUSES), live_only=False)
         return every_lesson(self.scope.store, query)
 
-    def _propose(self, run: DreamRun, lessons: Sequence[Lesson]) -> Proposal:
+    def _propose(self, run: DreamRun, lessons: Sequence[Lesson], spent: PhaseResult) -> Proposal:
+        """The proposal of one cycle: the deterministic operations, then (with an LLM) the five
+        phases' operations and core memory, all validated. ``spent`` collects the phases' usage,
+        also when one fails."""
         now = self.scope.now()
         by_id = {lesson.id: lesson for lesson in lessons}
         vectors = None
         if self.retriever.embedder is not None:
             vectors = self.retriever.index(self.scope.namespace).vectors()
         candidates = find_candidates(lessons, now, vectors=vectors, cosine=self.scope.settings.dedup_cosine)
-        operations = deterministic_operations(candidates, by_id, now, rejected=self._remembered())
+        remembered = self._remembered()
+        operations = deterministic_operations(candidates, by_id, now, rejected=remembered)
+        operations += [op for op in admissions(pending_review(lessons)) if op.fingerprint not in remembered]
+        state = self.scope.store.cycle_state(self.scope.namespace)
+        documents = Documents.from_state(state)
+        pinned = [lesson for lesson in lessons if lesson.pinned and is_live(lesson, now)]
+        data = gather(self.scope, lessons, candidates, documents, state, now)
+        core = with_pinned(documents.core_memory or EMPTY_CORE, pinned) if pinned else documents.core_memory
+        if self.llm is not None:
+            settings = self.scope.settings
+            budget = Budget(
+                settings.consolidation_max_tokens_in,
+                settings.consolidation_max_tokens_out,
+                settings.consolidation_max_cost_usd,
+            )
+            run_sync(Phases(self.llm, budget, self.count_tokens).run(data, spent))
+            seen = remembered | {op.fingerprint for op in operations}
+            operations += [op for op in spent.operations if op.fingerprint not in seen]
+            core = with_pinned(spent.core_memory or core, pinned, self.count_tokens)
         kept, dropped = validate(operations, by_id, now=now)
+        dropped += spent.dropped
+        new_core = core if core.strip() != documents.core_memory.strip() else None
+        if new_core is not None and core_fingerprint(new_core) in remembered:
+            new_core = None
         touched = {lesson_id for op in kept for lesson_id in op.lesson_ids}
         counts = {kind: sum(op.kind == kind for op in kept) for kind in ("merge", "archive", "flag")}
+        others = len(kept) - sum(counts.values())
         summary = (
             f"{len(lessons)} lessons surveyed: {counts['merge']} merge(s), {counts['archive']} archival(s), "
             f"{counts['flag']} contradiction(s) to look at"
+            + (f", {others} other operation(s)" if others else "")
+            + ("; core memory rewritten" if new_core is not None else "")
             + (f"; {len(dropped)} operation(s) dropped by validation" if dropped else "")
         )
+        if data.milestone:
+            summary += f". Reflection #{data.reflection_number} is a milestone: {data.milestone}"
+        metadata: dict[str, Any] = {
+            "reflection_number": data.reflection_number,
+            "episodes": len(data.episodes),
+            "core_before": documents.core_memory,
+        }
+        if data.episodes:
+            metadata["newest_episode"] = max(e.created_at for e in data.episodes).isoformat()
+        if self.llm is not None:
+            metadata.update(
+                insight=spent.insight,
+                reflection=spent.reflection,
+                phases=[vars(usage) for usage in spent.usage],
+                model=self.llm.model,
+            )
         return Proposal(
             namespace=self.scope.namespace,
             cycle_id=run.id,
             trigger=run.trigger,
             created_at=now,
             operations=[*kept, *dropped],
+            core_memory=new_core,
+            questions=spent.questions,
             summary=summary,
             based_on={lesson_id: by_id[lesson_id].updated_at for lesson_id in sorted(touched)},
-            items_processed=len(lessons),
+            items_processed=len(lessons) + len(data.episodes),
+            tokens_in=spent.tokens_in,
+            tokens_out=spent.tokens_out,
+            cost_usd=spent.cost_usd,
+            metadata=metadata,
         )
 
     def _remembered(self) -> set[str]:
@@ -176,23 +266,35 @@ class Consolidator:
 
     # ------------------------------------------------------------------ deciding
 
-    def approve(self, proposal_id: str, *, only: Sequence[str] | None = None, actor: str = "api") -> Proposal:
-        """Apply the proposal's operations (or ``only`` those ids; the others are rejected), all or
-        nothing. ConflictError if a lesson they touch changed since the proposal was made."""
+    def approve(
+        self,
+        proposal_id: str,
+        *,
+        only: Sequence[str] | None = None,
+        edits: Mapping[str, str] | None = None,
+        actor: str = "api",
+    ) -> Proposal:
+        """Apply the proposal's operations (or ``only`` those ids, :data:`CORE_ID` naming the core
+        memory rewrite; the others are rejected), all or nothing, with the core memory, evolution and
+        reflection log in the same transaction. ``edits`` maps an operation id (or ``core``) to the
+        text a person wrote instead (approve with changes). ConflictError if a lesson they touch
+        changed since the proposal was made."""
         actor = check_actor(actor)
         proposal = self._pending(proposal_id)
         offered = [op for op in proposal.operations if op.status != "dropped"]
+        offered_ids = {op.id for op in offered} | ({CORE_ID} if proposal.core_memory is not None else set())
         if only is not None:
             if isinstance(only, str):
                 raise InputError("only must be a list of operation ids, not one string", field="only")
-            unknown = sorted(set(only) - {op.id for op in offered})
+            unknown = sorted(set(only) - offered_ids)
             if unknown:
                 raise InputError(
                     f"proposal {proposal.id} has no operation {', '.join(unknown)}; "
-                    f"its operations: {', '.join(op.id for op in offered)}",
+                    f"its operations: {', '.join(sorted(offered_ids))}",
                     field="only",
                 )
-        chosen = {op.id for op in offered} if only is None else set(only)
+        chosen = offered_ids if only is None else set(only)
+        proposal = apply_edits(proposal, edits or {}, chosen, actor, self.count_tokens)
         now = self.scope.now()
         current = self._current(proposal)
         writes: dict[str, Lesson] = {}
@@ -206,17 +308,33 @@ class Consolidator:
                 operations.append(op.model_copy(update={"status": "applied", "lesson": written or op.lesson}))
             else:
                 operations.append(op.model_copy(update={"status": "rejected"}))
+        core_applied = proposal.core_memory is not None and CORE_ID in chosen
         decided = proposal.model_copy(
             update={
-                "status": "applied" if chosen == {op.id for op in offered} else "partially_applied",
+                "status": "applied" if chosen == offered_ids else "partially_applied",
                 "operations": operations,
                 "decided_at": now,
                 "decided_by": actor,
+                "metadata": {**proposal.metadata, "core_applied": core_applied},
             }
         )
-        self.scope.store.apply_proposal(decided, list(writes.values()), audit)
-        self._remember(decided)
-        self._embed([lesson for lesson in writes.values() if lesson.superseded_by is None])
+        store, namespace = self.scope.store, self.scope.namespace
+        documents = Documents.from_state(store.cycle_state(namespace))
+        if core_applied and decided.core_memory is not None:
+            documents = dataclasses.replace(documents, core_memory=decided.core_memory)
+        number = int(proposal.metadata.get("reflection_number", documents.count) or documents.count)
+        evolved = [op.text or "" for op in operations if op.kind == "evolve" and op.status == "applied"]
+        documents = documents.with_evolution(evolved, number, now, self.count_tokens)
+        documents = documents.with_status(proposal.id, decided.status)
+        state = self._remembered_in(decided, documents.into(store.cycle_state(namespace)))
+        store.apply_proposal(decided, list(writes.values()), audit, state=state)
+        self._embed(
+            [
+                lesson
+                for lesson in writes.values()
+                if lesson.superseded_by is None and lesson.status == "active"
+            ]
+        )
         return decided
 
     def reject(self, proposal_id: str, *, reason: str | None = None, actor: str = "api") -> Proposal:
@@ -236,13 +354,18 @@ class Consolidator:
                 "decision_reason": reason,
             }
         )
+        store, namespace = self.scope.store, self.scope.namespace
         self.scope.store.save_proposal(decided)
-        self._remember(decided)
+        documents = Documents.from_state(store.cycle_state(namespace)).with_status(proposal.id, "rejected")
+        store.set_cycle_state(
+            namespace, self._remembered_in(decided, documents.into(store.cycle_state(namespace)))
+        )
         return decided
 
     def revert(self, proposal_id: str, *, actor: str = "api") -> Proposal:
         """Undo an applied proposal from its audit rows: each changed lesson back to what it was, each
-        added lesson archived; all or nothing, refused if one of them changed since."""
+        added lesson archived, the core memory back and its evolution entries out; all or nothing,
+        refused if one of them changed since."""
         actor = check_actor(actor)
         proposal = self.proposal(proposal_id)
         if proposal.status not in ("applied", "partially_applied"):
@@ -254,40 +377,63 @@ class Consolidator:
             {i for op in proposal.operations if op.status == "applied" for i in op.lesson_ids}
             | {op.lesson.id for op in proposal.operations if op.status == "applied" and op.lesson is not None}
         )
-        rows = [
-            row
-            for lesson_id in touched
-            for row in store.audit_log(namespace, lesson_id=lesson_id, limit=1_000)
-            if row.proposal_id == proposal.id
-        ]
         current = {lesson.id: lesson for lesson in store.get_lessons(touched, namespace=namespace)}
         writes: list[Lesson] = []
         audit: list[AuditEntry] = []
         based_on: dict[str, datetime] = {}
-        for row in rows:
-            lesson_id = row.lesson_id or ""
+        for lesson_id in touched:
+            # newest first: the first row has what the proposal left, the last what it found
+            rows = [
+                row
+                for row in store.audit_log(namespace, lesson_id=lesson_id, limit=1_000)
+                if row.proposal_id == proposal.id
+            ]
             stored = current.get(lesson_id)
-            if stored is None or row.after is None:
+            if stored is None or not rows or rows[0].after is None:
                 continue
-            if stored.updated_at != Lesson.model_validate(row.after).updated_at:
+            if stored.updated_at != Lesson.model_validate(rows[0].after).updated_at:
                 raise ConflictError(
                     f"lesson {lesson_id} changed since proposal {proposal.id} was applied; not reverted",
                     record_id=lesson_id,
                 )
-            if row.before is None:
+            if rows[-1].before is None:
                 restored = stored.model_copy(update={"status": "archived", "updated_at": now})
                 summary = f"revert of {proposal.id}: added by it, archived"
             else:
-                restored = Lesson.model_validate(row.before).model_copy(update={"updated_at": now})
+                restored = Lesson.model_validate(rows[-1].before).model_copy(update={"updated_at": now})
                 summary = f"revert of {proposal.id}: back to what it was"
             based_on[lesson_id] = stored.updated_at
             writes.append(restored)
             audit.append(self._entry("revert", actor, summary, proposal, now).of(stored, restored))
+        state = store.cycle_state(namespace)
+        documents = Documents.from_state(state)
+        if proposal.metadata.get("core_applied") and proposal.core_memory is not None:
+            if documents.core_memory.strip() != proposal.core_memory.strip():
+                raise ConflictError(
+                    f"the core memory changed since proposal {proposal.id} was applied; not reverted"
+                )
+            documents = dataclasses.replace(
+                documents, core_memory=str(proposal.metadata.get("core_before", ""))
+            )
+        number = proposal.metadata.get("reflection_number")
+        evolved = {op.text for op in proposal.operations if op.kind == "evolve" and op.status == "applied"}
+        documents = dataclasses.replace(
+            documents,
+            evolution=tuple(e for e in documents.evolution if not (e.number == number and e.text in evolved)),
+        ).with_status(proposal.id, "reverted")
         reverted = proposal.model_copy(
             update={"status": "reverted", "based_on": based_on, "decided_at": now, "decided_by": actor}
         )
-        store.apply_proposal(reverted, writes, audit)
+        store.apply_proposal(reverted, writes, audit, state=documents.into(state))
         return reverted
+
+    def core_memory(self) -> str:
+        """The namespace's core memory document ('' before the first approved rewrite)."""
+        return Documents.from_state(self.scope.store.cycle_state(self.scope.namespace)).core_memory
+
+    def documents(self) -> Documents:
+        """The namespace's core memory, evolution log and reflection log."""
+        return Documents.from_state(self.scope.store.cycle_state(self.scope.namespace))
 
     # ------------------------------------------------------------------ helpers
 
@@ -328,13 +474,22 @@ class Consolidator:
         now: datetime,
     ) -> Lesson | None:
         """The lesson writes and audit rows of one approved operation; the lesson it adds (or the
-        source a merge was written onto), if any."""
+        source a merge was written onto), if any. A lesson two operations change (a connection and
+        a merge) carries both changes."""
         missing = [i for i in op.lesson_ids if i not in current]
         if missing:
             raise ConflictError(
                 f"lesson {missing[0]} of operation {op.id} is gone since proposal {proposal.id} was made",
                 record_id=missing[0],
             )
+
+        def latest(lesson_id: str) -> Lesson:
+            return writes.get(lesson_id) or current[lesson_id]
+
+        def write(action: AuditAction, summary: str, before: Lesson | None, after: Lesson) -> None:
+            writes[after.id] = after
+            audit.append(self._entry(action, actor, summary, proposal, now).of(before, after))
+
         if op.kind in ("merge", "extract", "pattern") and op.lesson is not None:
             update: dict[str, Any] = {
                 "namespace": self.scope.namespace,
@@ -346,7 +501,7 @@ class Consolidator:
             # lesson's in a namespace): it becomes the merged lesson, the others superseded by it.
             survivor = next(
                 (
-                    current[i]
+                    latest(i)
                     for i in op.lesson_ids
                     if op.kind == "merge" and normalize(current[i].content) == normalize(op.lesson.content)
                 ),
@@ -355,30 +510,44 @@ class Consolidator:
             if survivor is not None:
                 update.update(id=survivor.id, created_at=survivor.created_at)
             added = op.lesson.model_copy(update=update)
-            writes[added.id] = added
-            action: AuditAction = "merge" if op.kind == "merge" else "extract"
-            audit.append(self._entry(action, actor, op.reason, proposal, now).of(survivor, added))
+            write("merge" if op.kind == "merge" else "extract", op.reason, survivor, added)
             if op.kind == "merge":
                 for source_id in (i for i in op.lesson_ids if i != added.id):
-                    source = current[source_id]
+                    source = latest(source_id)
                     marked = source.model_copy(update={"superseded_by": added.id, "updated_at": now})
-                    writes[source_id] = marked
-                    summary = f"merged into {added.id}"
-                    audit.append(self._entry("supersede", actor, summary, proposal, now).of(source, marked))
+                    write("supersede", f"merged into {added.id}", source, marked)
             return added
-        elif op.kind == "archive":
-            [lesson_id] = op.lesson_ids
-            source = current[lesson_id]
-            archived = source.model_copy(update={"status": "archived", "updated_at": now})
-            writes[lesson_id] = archived
-            audit.append(self._entry("archive", actor, op.reason, proposal, now).of(source, archived))
-        # flag, connect and evolve write no lesson here: a flag is for the person to read.
+        if op.kind == "archive":
+            source = latest(op.lesson_ids[0])
+            write(
+                "archive",
+                op.reason,
+                source,
+                source.model_copy(update={"status": "archived", "updated_at": now}),
+            )
+        elif op.kind == "admit":
+            source = latest(op.lesson_ids[0])
+            metadata = {k: v for k, v in source.metadata.items() if k != "quarantine"}
+            metadata["admitted"] = source.metadata.get("quarantine")
+            admitted = source.model_copy(update={"status": "active", "metadata": metadata, "updated_at": now})
+            write("admit", op.reason or "admitted by review", source, admitted)
+        elif op.kind == "connect" and op.link is not None:
+            a, b = op.lesson_ids
+            for this, other, direction in ((a, b, "out"), (b, a, "in")):
+                source = latest(this)
+                links = [link for link in source.metadata.get("links", []) if link.get("to") != other]
+                links.append({"to": other, "type": op.link, "direction": direction})
+                linked = source.model_copy(
+                    update={"metadata": {**source.metadata, "links": links}, "updated_at": now}
+                )
+                write("connect", f"{op.link} link with {other}", source, linked)
+        # flag and evolve write no lesson: a flag is for the person to read, an evolution goes to the log.
         return None
 
-    def _remember(self, decided: Proposal) -> None:
-        """Rejected operations and shown flags, so no later cycle proposes them again."""
-        store, namespace = self.scope.store, self.scope.namespace
-        state = store.cycle_state(namespace)
+    @staticmethod
+    def _remembered_in(decided: Proposal, state: dict[str, Any]) -> dict[str, Any]:
+        """``state`` with the rejected operations and shown flags of ``decided`` (and its core memory,
+        if turned down) remembered, so no later cycle proposes them again."""
         rejected = set(state.get("rejected", []))
         flags = set(state.get("flags_seen", []))
         for op in decided.operations:
@@ -386,8 +555,9 @@ class Consolidator:
                 rejected.add(op.fingerprint)
             if op.kind == "flag" and op.status in ("applied", "rejected"):
                 flags.add(op.fingerprint)
-        state["rejected"], state["flags_seen"] = sorted(rejected), sorted(flags)
-        store.set_cycle_state(namespace, state)
+        if decided.core_memory is not None and not decided.metadata.get("core_applied"):
+            rejected.add(core_fingerprint(decided.core_memory))
+        return {**state, "rejected": sorted(rejected), "flags_seen": sorted(flags)}
 
     def _embed(self, lessons: Sequence[Lesson]) -> None:
         if self.retriever.embedder is None or not lessons:
@@ -398,3 +568,25 @@ class Consolidator:
             log.warning(
                 "embedding %d merged lesson(s) failed (%s: %s)", len(lessons), type(exc).__name__, exc
             )
+
+
+def core_fingerprint(core: str) -> str:
+    """A rewrite of the core memory as remembered when a person turns it down."""
+    return "core:" + hashlib.sha256(" ".join(core.split()).encode()).hexdigest()[:24]
+
+
+def admissions(pending: Sequence[Lesson]) -> list[Operation]:
+    """An ADMIT per quarantined lesson of an untrusted agent (seed 002's pending sub-agent memories):
+    the person decides whether it joins the bank."""
+    return [
+        Operation(
+            kind="admit",
+            lesson_ids=[lesson.id],
+            reason=f"{lesson.metadata.get('quarantine', 'quarantined')}: review before it is recalled",
+        )
+        for lesson in pending
+    ]
+
+
+def _changes_anything(proposal: Proposal) -> bool:
+    return proposal.core_memory is not None or any(op.status != "dropped" for op in proposal.operations)

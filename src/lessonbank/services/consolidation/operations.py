@@ -46,7 +46,7 @@ RULES: tuple[str, ...] = (
     "conflict: a lesson changed by two operations stays with the first",
     "cap: the pool a new lesson joins (insights per goal, rules per agent, replay per task type) holds",
 )
-CHANGES = frozenset({"merge", "archive"})  # the kinds that change the lessons they name
+CHANGES = frozenset({"merge", "archive", "admit"})  # the kinds that change the lessons they name
 
 
 def best_lesson(lessons: Sequence[Lesson]) -> Lesson:
@@ -187,9 +187,19 @@ def _check(op: Operation, lessons_by_id: Mapping[str, Lesson], now: datetime) ->
             return "new lesson: its content is empty"
         if op.kind == "pattern" and op.lesson.kind != "procedure":
             return f"new lesson: a pattern is a procedure, not a {op.lesson.kind}"
+    named = [lessons_by_id[i] for i in op.lesson_ids]
+    if op.kind == "admit":
+        waiting = named[0].status == "quarantined" and "quarantine" in named[0].metadata
+        return (
+            None
+            if waiting
+            else f"not pending: {named[0].id} is not a quarantined lesson of an untrusted agent"
+        )
+    if op.kind == "connect":
+        gone = [lesson.id for lesson in named if not is_live(lesson, now)]
+        return f"not live: {', '.join(gone)} (archived, superseded or expired)" if gone else None
     if op.kind not in CHANGES:
         return None
-    named = [lessons_by_id[i] for i in op.lesson_ids]
     gone = [lesson.id for lesson in named if not is_live(lesson, now)]
     if gone:
         return f"not live: {', '.join(gone)} (archived, superseded or expired)"
@@ -217,6 +227,8 @@ def _shape(op: Operation) -> str | None:
         return "a flag names two or more lessons"
     if op.kind == "evolve" and not (op.text or "").strip():
         return "an evolution carries its text"
+    if op.kind == "admit" and n != 1:
+        return "an admission names one lesson"
     return None
 
 
@@ -244,13 +256,16 @@ class _PoolCounts:
     def admit(self, op: Operation) -> str | None:
         """None, counting the operation in, when every pool it adds to stays within its cap; else why not."""
         delta: Counter[str] = Counter()
-        if op.kind in CHANGES:
+        if op.kind in ("merge", "archive"):
             for lesson_id in op.lesson_ids:
                 cap = self.caps(self.lessons_by_id[lesson_id])
                 if cap is not None:
                     delta[cap.key] -= 1
-        if op.lesson is not None and op.kind in ("extract", "pattern", "merge"):
-            cap = self.caps(op.lesson)
+        joining = op.lesson if op.kind in ("extract", "pattern", "merge") else None
+        if op.kind == "admit":  # a quarantined lesson is in no pool until it is admitted
+            joining = self.lessons_by_id[op.lesson_ids[0]]
+        if joining is not None:
+            cap = self.caps(joining)
             if cap is not None:
                 delta[cap.key] += 1
                 if self.counts[cap.key] + delta[cap.key] > cap.limit:

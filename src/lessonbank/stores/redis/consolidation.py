@@ -96,7 +96,13 @@ class RedisConsolidation:
 
         return self.db.run(run)
 
-    def apply(self, proposal: Proposal, writes: Sequence[Lesson], audit: Sequence[AuditEntry]) -> None:
+    def apply(
+        self,
+        proposal: Proposal,
+        writes: Sequence[Lesson],
+        audit: Sequence[AuditEntry],
+        state: dict[str, Any] | None = None,
+    ) -> None:
         prepared = [LessonWriter.prepared(lesson) for lesson in writes]
         ns = proposal.namespace
 
@@ -126,6 +132,8 @@ class RedisConsolidation:
                 self.apply_steps(p, steps, None)
                 self.audit.q_append(p, audit)
                 self.q_save(p, proposal)
+                if state is not None:
+                    p.set(self.db.k(ns, "cycle"), json.dumps(state))
 
             return write
 

@@ -94,7 +94,13 @@ class SQLConsolidation:
         )
         return [self.dialect.load_record(Proposal, row[0]) for row in rows]
 
-    def apply(self, proposal: Proposal, writes: Sequence[Lesson], audit: Sequence[AuditEntry]) -> None:
+    def apply(
+        self,
+        proposal: Proposal,
+        writes: Sequence[Lesson],
+        audit: Sequence[AuditEntry],
+        state: dict[str, Any] | None = None,
+    ) -> None:
         prepared = [self.writer.prepared(lesson) for lesson in writes]
         d = self.dialect
 
@@ -133,6 +139,8 @@ class SQLConsolidation:
                     self.keep_cap(conn, lesson)
                 insert_audit(d, conn, audit)
                 self._save(conn, proposal)
+                if state is not None:
+                    self._put_state(conn, proposal.namespace, state)
 
         try:
             d.run(run)
@@ -180,13 +188,16 @@ class SQLConsolidation:
 
         def run() -> None:
             with d.tx() as conn:
-                conn.execute(
-                    "INSERT INTO cycle_state (namespace, data) VALUES (?, ?) "
-                    "ON CONFLICT (namespace) DO UPDATE SET data = excluded.data",
-                    (namespace, d.json(state)),
-                )
+                self._put_state(conn, namespace, state)
 
         d.run(run)
+
+    def _put_state(self, conn: Any, namespace: str, state: dict[str, Any]) -> None:
+        conn.execute(
+            "INSERT INTO cycle_state (namespace, data) VALUES (?, ?) "
+            "ON CONFLICT (namespace) DO UPDATE SET data = excluded.data",
+            (namespace, self.dialect.json(state)),
+        )
 
     def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
         def run() -> list[Any]:
