@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lessonbank.bank.base import BankBase, GoalState, in_thread
@@ -248,9 +248,16 @@ class AsyncLessonBank(BankBase):
         return await in_thread(self.services.consolidation.proposal)(proposal_id)
 
     async def approve(
-        self, proposal_id: str, *, only: Sequence[str] | None = None, actor: str = "api"
+        self,
+        proposal_id: str,
+        *,
+        only: Sequence[str] | None = None,
+        edits: Mapping[str, str] | None = None,
+        actor: str = "api",
     ) -> Proposal:
-        return await in_thread(self.services.consolidation.approve)(proposal_id, only=only, actor=actor)
+        return await in_thread(self.services.consolidation.approve)(
+            proposal_id, only=only, edits=edits, actor=actor
+        )
 
     async def reject(self, proposal_id: str, *, reason: str | None = None, actor: str = "api") -> Proposal:
         return await in_thread(self.services.consolidation.reject)(proposal_id, reason=reason, actor=actor)
@@ -260,6 +267,9 @@ class AsyncLessonBank(BankBase):
 
     async def dreams(self, *, limit: int = 50) -> list[DreamRun]:
         return await in_thread(self.services.consolidation.dreams)(limit=limit)
+
+    async def core_memory(self) -> str:
+        return await in_thread(self.services.consolidation.core_memory)()
 
     async def rescreen(self, *, dry_run: bool = False) -> dict[str, int]:
         return await in_thread(self.services.intake.rescreen)(

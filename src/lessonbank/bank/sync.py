@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lessonbank.bank.base import BankBase, GoalState
@@ -290,9 +290,18 @@ class LessonBank(BankBase):
     def proposal(self, proposal_id: str) -> Proposal:
         return self.services.consolidation.proposal(proposal_id)
 
-    def approve(self, proposal_id: str, *, only: Sequence[str] | None = None, actor: str = "api") -> Proposal:
-        """Apply a pending proposal (or ``only`` some of its operations), all or nothing, audited."""
-        return self.services.consolidation.approve(proposal_id, only=only, actor=actor)
+    def approve(
+        self,
+        proposal_id: str,
+        *,
+        only: Sequence[str] | None = None,
+        edits: Mapping[str, str] | None = None,
+        actor: str = "api",
+    ) -> Proposal:
+        """Apply a pending proposal (or ``only`` some of its operations, ``"core"`` naming its core
+        memory rewrite), all or nothing, audited. ``edits``: operation id (or ``"core"``) → the text
+        to write instead of the cycle's (approve with changes)."""
+        return self.services.consolidation.approve(proposal_id, only=only, edits=edits, actor=actor)
 
     def reject(self, proposal_id: str, *, reason: str | None = None, actor: str = "api") -> Proposal:
         return self.services.consolidation.reject(proposal_id, reason=reason, actor=actor)
@@ -304,6 +313,11 @@ class LessonBank(BankBase):
     def dreams(self, *, limit: int = 50) -> list[DreamRun]:
         """The dream log: every consolidation cycle of this namespace, newest first."""
         return self.services.consolidation.dreams(limit=limit)
+
+    def core_memory(self) -> str:
+        """The namespace's core memory document (seed 002: Identity, Active Context, Persona,
+        Critical Facts), as the last approved cycle wrote it; '' before that."""
+        return self.services.consolidation.core_memory()
 
     def rescreen(self, *, dry_run: bool = False) -> dict[str, int]:
         """Redact and screen every stored lesson again with today's rules (run after an upgrade):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from lessonbank.errors import InputError
+from lessonbank.errors import InputError, ParseError
 from lessonbank.models import LESSON_MAX_CHARS
 from lessonbank.proposals import Proposal
 from lessonbank.services.consolidation.documents import CORE_CAP_TOKENS
@@ -138,7 +138,12 @@ def apply_edits(
             operations.append(op.model_copy(update={"text": edited.strip(), "note": note}))
     core = proposal.core_memory
     if CORE_ID in edits:
-        core = check_core(edits[CORE_ID])
+        try:
+            core = check_core(edits[CORE_ID])
+        except ParseError as exc:  # a person's text: their input to fix, not a model's reply
+            raise InputError(
+                str(exc).replace("phase core: the core memory", "the edited core memory"), field="edits"
+            ) from None
         # The pinned facts the cycle put in Critical Facts (one line each, ending in the lesson's id)
         # stay whatever the edit says: Critical Facts is the last section, so they are appended there.
         pinned = [line for line in (proposal.core_memory or "").splitlines() if _PINNED_LINE.search(line)]
