@@ -16,7 +16,7 @@ import typer
 from pydantic import ValidationError
 
 from lessonbank.cli.common import Options, fail
-from lessonbank.cli.consolidation import approve, consolidate, dreams, proposals_app, reject
+from lessonbank.cli.consolidation import approve, consolidate, core, dreams, proposals_app, reject
 from lessonbank.cli.episodes import record, reflect
 from lessonbank.cli.jobs import jobs, purge, worker
 from lessonbank.cli.learned import goal_app, insights, replay, rules
@@ -45,6 +45,7 @@ COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("approve", approve),
     ("reject", reject),
     ("dreams", dreams),
+    ("core", core),
     ("import", import_),
     ("export", export),
     ("jobs", jobs),

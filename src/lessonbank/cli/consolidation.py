@@ -4,6 +4,12 @@ proposal, ``dreams`` is the log of every cycle. Decisions made here are audited 
 
 from __future__ import annotations
 
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -11,6 +17,8 @@ from rich.table import Table
 
 from lessonbank.cli.common import emit_json, out
 from lessonbank.proposals import Proposal
+from lessonbank.services.consolidation.edits import edit_file as edit_file_text
+from lessonbank.services.consolidation.edits import read_edit_file
 
 ACTOR = "cli"
 
@@ -113,15 +121,92 @@ def approve(
     proposal_id: Annotated[str, typer.Argument(help="Proposal id (prp_…)")],
     only: Annotated[
         str | None,
-        typer.Option("--only", help="Apply only these operation ids (comma-separated); reject the rest"),
+        typer.Option(
+            "--only",
+            help="Apply only these operation ids (comma-separated; 'core' is the core memory rewrite); reject the rest",
+        ),
+    ] = None,
+    edit: Annotated[
+        bool,
+        typer.Option("--edit", help="Approve with changes: edit what it writes in $VISUAL / $EDITOR first"),
+    ] = False,
+    edit_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--edit-file",
+            help="Approve with changes read from this file (as --edit writes it; '-' for stdin)",
+            dir_okay=False,
+        ),
     ] = None,
 ) -> None:
-    """Apply a pending proposal, all of it or --only some operations, in one transaction."""
+    """Apply a pending proposal, all of it or --only some operations, in one transaction; with
+    --edit or --edit-file, with your changes to what it writes."""
+    if edit and edit_file is not None:
+        raise typer.BadParameter("give --edit or --edit-file, not both")
     chosen = [part.strip() for part in only.split(",") if part.strip()] if only is not None else None
+    edits: dict[str, str] | None = None
     with ctx.obj.bank() as bank:
-        decided = bank.approve(proposal_id, only=chosen, actor=ACTOR)
+        if edit or edit_file is not None:
+            proposal = bank.proposal(proposal_id)
+            text = _edited(edit_file_text(proposal)) if edit else _read(edit_file)
+            kept, edits = read_edit_file(text, proposal)
+            chosen = [i for i in kept if chosen is None or i in chosen]
+        decided = bank.approve(proposal_id, only=chosen, edits=edits, actor=ACTOR)
     applied = sum(op.status == "applied" for op in decided.operations)
-    out.print(f"{decided.status.replace('_', ' ')} {proposal_id}: {applied} operation(s) applied")
+    changed = f", {len(edits)} edited" if edits else ""
+    out.print(f"{decided.status.replace('_', ' ')} {proposal_id}: {applied} operation(s) applied{changed}")
+
+
+def core(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Also the evolution and reflection logs")] = False,
+    logs: Annotated[bool, typer.Option("--logs", help="Print the evolution and reflection logs too")] = False,
+) -> None:
+    """The namespace's core memory (Identity, Active Context, Persona, Critical Facts), as the last
+    approved consolidation wrote it."""
+    with ctx.obj.bank() as bank:
+        documents = bank.services.consolidation.documents()
+    if as_json:
+        emit_json(
+            {
+                "core_memory": documents.core_memory,
+                "evolution_log": documents.evolution_log(),
+                "reflection_log": documents.reflection_log(),
+                "reflections": documents.count,
+            }
+        )
+        return
+    if not documents.core_memory.strip():
+        out.print(
+            "no core memory yet: it is written by an approved consolidation (lessonbank consolidate --wait)"
+        )
+    else:
+        typer.echo(documents.core_memory, nl=False)
+    if logs:
+        typer.echo("\n" + documents.evolution_log() + "\n" + documents.reflection_log(), nl=False)
+
+
+def _edited(text: str) -> str:
+    """``text`` after a person edited it in $VISUAL / $EDITOR (a temporary file)."""
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+    if not editor:
+        raise typer.BadParameter("set $EDITOR (or $VISUAL) to edit, or give the edited text with --edit-file")
+    with tempfile.TemporaryDirectory(prefix="lessonbank-") as folder:
+        path = Path(folder) / "proposal.md"
+        path.write_text(text, encoding="utf-8")
+        done = subprocess.run([*shlex.split(editor), str(path)], check=False)
+        if done.returncode != 0:
+            raise typer.BadParameter(f"the editor exited with {done.returncode}; nothing approved")
+        return path.read_text(encoding="utf-8")
+
+
+def _read(path: Path | None) -> str:
+    if path is None or str(path) == "-":
+        return sys.stdin.read()
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise typer.BadParameter(f"cannot read {path}: {exc}") from None
 
 
 def reject(

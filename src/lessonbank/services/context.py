@@ -24,8 +24,10 @@ from lessonbank.models import LESSON_KINDS, LESSON_STATUSES, ContextBlock, Hit
 from lessonbank.ports import LessonQuery
 from lessonbank.retrieval import Retriever
 from lessonbank.services.attribution import LastContexts
+from lessonbank.services.consolidation.documents import Documents, core_for_context
 from lessonbank.services.scope import Scope, check_count, check_text_arg
 from lessonbank.services.sections import (
+    CORE_MEMORY,
     FORMATS,
     LEARNED_RULES,
     LONG_TERM_HEADER,
@@ -187,6 +189,9 @@ class ContextBuilder:
     ) -> tuple[str, list[str]]:
         if budget <= 0:
             return "", []
+        if name == CORE_MEMORY:
+            core = Documents.from_state(self.scope.store.cycle_state(self.scope.namespace)).core_memory
+            return core_for_context(core, budget, self.count_tokens), []
         if name != LONG_TERM_MEMORY:
             return learned_section(
                 name,

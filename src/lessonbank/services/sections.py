@@ -7,7 +7,7 @@ can start a section or break a section's format. The block opens with :data:`NOT
 
 Formats (sections): ``long_term_memory`` (seed 004 lessons), ``past_reflections`` (seed 000
 goal insights), ``learned_rules`` (seed 003 rules), ``replay`` (seed 003 procedures as
-in-context examples). Several sections share one budget: each in turn gets an equal share of
+in-context examples), ``core_memory`` (seed 002's core memory document, as approved). Several sections share one budget: each in turn gets an equal share of
 what is left, so what one leaves unused goes to the next.
 
 Packing is greedy by score: a lesson that does not fit is skipped and smaller ones after it
@@ -33,7 +33,8 @@ LEARNED_RULES = "learned_rules"
 LEARNED_RULES_HEADER = "## Learned Rules"
 REPLAY = "replay"
 REPLAY_HEADER = "## Replay Examples"
-FORMATS = (LONG_TERM_MEMORY, PAST_REFLECTIONS, LEARNED_RULES, REPLAY)
+CORE_MEMORY = "core_memory"  # the namespace's core memory document (seed 002), see services.consolidation
+FORMATS = (LONG_TERM_MEMORY, PAST_REFLECTIONS, LEARNED_RULES, REPLAY, CORE_MEMORY)
 SECTION_SEPARATOR = "\n\n"
 MANUAL_MISTAKE = "(user-supplied lesson; no automatic mistake detection)"
 

@@ -41,6 +41,7 @@ MILESTONES = {
     50: "major synthesis: what has fundamentally changed?",
     100: "deep retrospective: a state-of-understanding essay",
 }
+CORE_CONTEXT_HEADER = "## Core Memory"
 EMPTY_CORE = "\n\n".join(f"## {name}\n" for name in CORE_SECTIONS).strip() + "\n"
 
 TokenCounter = Callable[[str], int]
@@ -247,6 +248,31 @@ def with_pinned(core: str, pinned: Iterable[Lesson], count: TokenCounter = estim
         sections[name] = _fit(sections.get(name, ""), keep, count)
         text = build_core(sections)
     return text
+
+
+def core_for_context(core: str, budget_tokens: int, count: TokenCounter = estimate_tokens) -> str:
+    """The core memory as a context section, within ``budget_tokens`` ('' when empty or nothing
+    fits). Its text is data like any lesson's: each line becomes one bullet (folded with
+    :func:`~lessonbank.services.sections.inline`) under a heading written here, so nothing in it
+    can open a section; Critical Facts come first, then Active Context, Identity and Persona, each
+    cut at a line when the budget runs out."""
+    sections = core_sections(core)
+    header = CORE_CONTEXT_HEADER
+    lines: list[str] = []
+    for name in ("Critical Facts", "Active Context", "Identity", "Persona"):
+        items = [inline(line.strip().lstrip("-*#> ").strip()) for line in sections.get(name, "").splitlines()]
+        items = [item for item in items if item]
+        if not items:
+            continue
+        heading = f"### {name}"
+        if count("\n".join([header, *lines, heading, f"- {items[0]}"])) > budget_tokens:
+            break
+        lines.append(heading)
+        for item in items:
+            if count("\n".join([header, *lines, f"- {item}"])) > budget_tokens:
+                break
+            lines.append(f"- {item}")
+    return "\n".join([header, *lines]) if lines else ""
 
 
 def _summary_line(entry: ReflectionEntry) -> str:
