@@ -258,7 +258,13 @@ class Consolidator:
             lesson.id: lesson
             for lesson in self.scope.store.get_lessons(sorted(ids), namespace=self.scope.namespace)
         }
-        return render_pending(proposal, lessons, next_cycle=next_cycle)
+        current = proposal.metadata.get("core_before")
+        return render_pending(
+            proposal,
+            lessons,
+            next_cycle=next_cycle,
+            current_core=current if isinstance(current, str) else None,
+        )
 
     def dreams(self, *, limit: int = 50) -> list[DreamRun]:
         check_count(limit, "limit")

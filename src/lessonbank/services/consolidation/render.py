@@ -61,7 +61,10 @@ def render_pending(
         ),
         _section("⚠️ Contradictions Detected", [_flag(op, lessons_by_id) for op in _of(proposed, "flag")]),
         "## ✏️ Core Memory Changes\n" + _core_diff(current_core, proposal.core_memory),
-        _section("🌱 Philosophical Evolution", [_evolve(op) for op in _of(proposed, "evolve")]),
+        _section(
+            "🌱 Philosophical Evolution",
+            [_evolve(op) for op in _of(proposed, "evolve")] + _reflection(proposal),
+        ),
         _section("❓ Questions for You", [f"- {_text(question)}" for question in proposal.questions]),
     ]
     dropped = [op for op in proposal.operations if op.status == "dropped"]
@@ -145,6 +148,13 @@ def _evolve(op: Operation) -> str:
     return "\n".join([f"{_head(op)}: {_text(op.text or '')}", *_why(op)])
 
 
+def _reflection(proposal: Proposal) -> list[str]:
+    """Phase 5's sections (the model's words, each line folded and quoted)."""
+    text = str(proposal.metadata.get("reflection") or "")
+    lines = [_text(line.strip("# ")) for line in text.splitlines() if line.strip()]
+    return [f"> {line}" for line in lines if line][:60]
+
+
 def _core_diff(current: str | None, proposed: str | None) -> str:
     """The unified diff from the current core memory to the proposed one, fenced; or a line saying
     there is none."""
@@ -160,12 +170,17 @@ def _core_diff(current: str | None, proposed: str | None) -> str:
 
 def _footer(proposal: Proposal, operations: int, next_cycle: str | None) -> str:
     cost = f" (${proposal.cost_usd:.4f})" if proposal.cost_usd is not None else ""
+    number = proposal.metadata.get("reflection_number")
+    episodes = proposal.metadata.get("episodes")
     lines = [
         "---",
+        *([f"**Reflection #**: {number}"] if number is not None else []),
         f"**Proposal**: {_text(proposal.id)} (cycle {_text(proposal.cycle_id)}, trigger {proposal.trigger})",
         f"**Operations**: {operations}",
         f"**Tokens used**: {proposal.tokens_in} in / {proposal.tokens_out} out{cost}",
-        f"**Memories processed**: {proposal.items_processed}",
+        f"**Memories processed**: {proposal.items_processed}"
+        + (f" ({episodes} new episodes)" if episodes is not None else ""),
+        *(["**Reflections reviewed**: last 5 entries"] if "phases" in proposal.metadata else []),
         f"**Next scheduled cycle**: {_text(next_cycle) if next_cycle else 'none scheduled'}",
         "",
         FOOTER_HINT,
