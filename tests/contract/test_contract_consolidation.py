@@ -190,6 +190,34 @@ def test_apply_an_archive(store: Store, clock: Clock) -> None:
     assert store.get_proposal(made.id, namespace=NS).status == "applied"
 
 
+def test_apply_writes_the_cycle_state_with_the_proposal(store: Store, clock: Clock) -> None:
+    store.set_cycle_state(NS, {"last_reflection": "2026-01-01T00:00:00+00:00", "documents": {"count": 1}})
+    store.set_cycle_state("other", {"documents": {"core_memory": "theirs"}})
+    made = proposal(clock, core_memory="## Critical Facts\n- ours")
+    store.save_proposal(made)
+    state = {"last_reflection": "2026-01-01T00:00:00+00:00", "documents": {"count": 1, "core_memory": "ours"}}
+    store.apply_proposal(made.model_copy(update={"status": "applied"}), [], [], state=state)
+    assert store.cycle_state(NS) == state
+    assert store.cycle_state("other") == {"documents": {"core_memory": "theirs"}}
+    assert store.get_proposal(made.id, namespace=NS).status == "applied"
+
+
+def test_a_refused_apply_leaves_the_cycle_state(store: Store, clock: Clock) -> None:
+    a, b, merged, made = merge_of(store, clock)
+    store.set_cycle_state(NS, {"documents": {"core_memory": "before"}})
+    clock.advance(10)
+    store.update_lesson(b.model_copy(update={"tags": ["edited"], "updated_at": at(clock.now)}))
+    writes = merge_writes(clock, a, b, merged)
+    with pytest.raises(ConflictError):
+        store.apply_proposal(
+            made.model_copy(update={"status": "applied"}),
+            writes,
+            audit_for(made, writes, [None, a, b]),
+            state={"documents": {"core_memory": "after"}},
+        )
+    assert store.cycle_state(NS) == {"documents": {"core_memory": "before"}}
+
+
 def test_a_source_edited_since_the_proposal_conflicts_and_nothing_is_written(
     store: Store, clock: Clock
 ) -> None:
