@@ -426,6 +426,7 @@ LOGGERS = (
     "lessonbank.retrieval",
     "lessonbank.stores",
     "lessonbank.consolidation",
+    "lessonbank.mirror",
 )
 
 

@@ -24,12 +24,19 @@ they are counters, not changes to what a lesson says or whether it is seen, and 
 would grow the log with every prompt. A lesson's creation is recorded on the lesson itself
 (``source``, ``episode_id``, ``reflection_id``, ``created_at``), its supersession by
 ``superseded_by``, and a quarantine on write by its status and ``metadata``.
+
+The git mirror: when ``Settings.mirror_dir`` is set, each change a person makes here (an archive or
+restore that changed something) is then committed to the mirror with the actor as its author
+(:mod:`~lessonbank.services.consolidation.mirror`); other services call :meth:`Lifecycle.mirror`
+after theirs (a ``forget``). The bank is the source of truth: a mirror that fails is a logged
+warning, never a failed or undone change, and its next commit catches up.
 """
 
 from __future__ import annotations
 
 from lessonbank.errors import InputError
 from lessonbank.models import AuditAction, AuditEntry, Lesson, LessonStatus
+from lessonbank.services.consolidation.mirror import mirror_change
 from lessonbank.services.scope import Scope, check_count, check_text_arg
 
 REASON_MAX_CHARS = 1_000
@@ -81,13 +88,18 @@ class Lifecycle:
         reason = clean_reason(reason)
         actor = check_actor(actor)
 
+        summaries: list[str] = []  # what the change did, for the mirror's commit (none: a no-op)
+
         def change(old: Lesson) -> tuple[Lesson, AuditEntry] | None:
             if old.status == "archived":
                 return None
-            summary = f"archived (was {old.status})" + (f": {reason}" if reason else "")
-            return self._moved(old, "archived", "archive", actor, summary)
+            summaries.append(f"archived (was {old.status})" + (f": {reason}" if reason else ""))
+            return self._moved(old, "archived", "archive", actor, summaries[-1])
 
-        return self.scope.store.change_lesson(self.scope.namespace, lesson_id, change)
+        lesson = self.scope.store.change_lesson(self.scope.namespace, lesson_id, change)
+        if summaries:
+            self.mirror(actor, f"Archive {lesson_id}: {summaries[-1]}")
+        return lesson
 
     def restore(self, lesson_id: str, *, actor: str = "api") -> Lesson:
         """Make the lesson active again: from archived (``restore``), or from quarantined or pending,
@@ -95,14 +107,28 @@ class Lifecycle:
         check_text_arg(lesson_id, "lesson_id")
         actor = check_actor(actor)
 
+        done: list[tuple[AuditAction, str]] = []  # what the change did, for the mirror's commit
+
         def change(old: Lesson) -> tuple[Lesson, AuditEntry] | None:
             if old.status == "active":
                 return None
             action: AuditAction = "restore" if old.status == "archived" else "approve"
             verb = "restored" if action == "restore" else "approved"
-            return self._moved(old, "active", action, actor, f"{verb} (was {old.status})")
+            done.append((action, f"{verb} (was {old.status})"))
+            return self._moved(old, "active", action, actor, done[-1][1])
 
-        return self.scope.store.change_lesson(self.scope.namespace, lesson_id, change)
+        lesson = self.scope.store.change_lesson(self.scope.namespace, lesson_id, change)
+        if done:
+            action, summary = done[-1]
+            self.mirror(actor, f"{action.capitalize()} {lesson_id}: {summary}")
+        return lesson
+
+    def mirror(self, actor: str, message: str) -> str | None:
+        """Commit the namespace as it now is to the git mirror, authored by ``actor``, after a change
+        the caller has made: the commit's sha, or None (no mirror, nothing changed, or the mirror
+        failed and said so in a warning; the change itself stands)."""
+        scope = self.scope
+        return mirror_change(scope.settings, scope.store, scope.namespace, author=actor, message=message)
 
     def _moved(
         self, old: Lesson, status: LessonStatus, action: AuditAction, actor: str, summary: str
