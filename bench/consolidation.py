@@ -6,8 +6,11 @@
    runs and its proposal is approved whole. Reported: lessons before and after, merges, and the share
    of merges that join reflections of one problem (every cross-problem merge is listed with its texts
    to be judged by a person). A second cycle on the unchanged bank must propose nothing.
-2. **100k lessons** (bench/_corpus.py, imported in bulk): one cycle's wall time, the pre-pass's part of
-   it, and the process's peak memory. This cycle makes no LLM call (tokens in and out: 0).
+2. **100k lessons** (bench/_corpus.py, imported in bulk, with 200 new episodes): one cycle's wall time
+   and the process's peak memory, without a model and with :class:`GreedyModel`, a stand-in for the
+   most verbose model possible: every reply is as long as the call's ``max_tokens`` allows, and its
+   usage is counted with the bank's counter (no hosted model is called). The budget must hold:
+   input ≤ 30,000 and output ≤ 8,000 tokens, per phase as reported.
 
     .venv/bin/python bench/consolidation.py                      # no embedder and minilm; 100k
     .venv/bin/python bench/consolidation.py --embedders none --sizes 10000
@@ -27,6 +30,8 @@ from typing import Any
 
 import _corpus
 from lessonbank import LessonBank
+from lessonbank.llm.base import Completion, Message, Usage
+from lessonbank.text import estimate_tokens
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -74,23 +79,60 @@ def on_reflections(embedder: str | None) -> dict[str, Any]:
     }
 
 
-def at_scale(size: int) -> dict[str, Any]:
+class GreedyModel:
+    """Replies as long as ``max_tokens`` allows (counted with the bank's counter): operation blocks
+    naming the lesson ids of its prompt in phase 3, the four sections in phase 4, prose otherwise."""
+
+    model = "bench:greedy"
+
+    async def complete(
+        self, messages: list[Message], *, max_tokens: int | None = None, temperature: float | None = None
+    ) -> Completion:
+        prompt = messages[-1]["content"]
+        budget = max_tokens or 500
+        if prompt.startswith("Execute the consolidation plan"):
+            ids = [word for word in prompt.split() if word.startswith("les_")]
+            unit = "---\nOPERATION: CONNECT\nTARGET: {} -> related -> {}\nREASON: same topic\n"
+            parts = [unit.format(a, b) for a, b in zip(ids[::2], ids[1::2], strict=False)] or ["NONE"]
+        elif prompt.startswith("Rewrite the core memory"):
+            parts = [
+                "## Identity\nA bench bank.\n## Active Context\n",
+                "## Persona\nTerse.\n## Critical Facts\n",
+            ]
+            parts += [f"- fact {i} about the work in progress\n" for i in range(10_000)]
+        else:
+            parts = [f"- point {i}: a consideration about the lessons and episodes\n" for i in range(10_000)]
+        text = ""
+        for part in parts:
+            if estimate_tokens(text + part) > budget:
+                break
+            text += part
+        counted_in = sum(estimate_tokens(m["content"]) for m in messages)
+        return Completion(text=text, usage=Usage(counted_in, estimate_tokens(text)), model=self.model)
+
+
+def at_scale(size: int, *, model: bool) -> dict[str, Any]:
     source = _corpus.load_source(7)
     rows = _corpus.make_lessons(source, size, 7)
     with (
         tempfile.TemporaryDirectory(prefix="lb-consolidation-") as tmp,
-        LessonBank(f"sqlite:///{tmp}/bank.db", worker=False) as bank,
+        LessonBank(f"sqlite:///{tmp}/bank.db", worker=False, llm=GreedyModel() if model else None) as bank,
     ):
         for start in range(0, len(rows), 10_000):
             bank.import_lessons(rows[start : start + 10_000])
+        for index in range(200):
+            bank.record({"task": rows[index]["content"][:300], "error": f"failure {index}", "agent": "bench"})
         started = time.perf_counter()
         run_before = time.process_time()
         proposal = bank.consolidate(dry_run=True)
         seconds = time.perf_counter() - started
         cpu = time.process_time() - run_before
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    phases = [] if proposal is None else proposal.metadata.get("phases", [])
     return {
         "lessons": size,
+        "model": GreedyModel.model if model else "none",
+        "phases": phases,
         "cycle_seconds": round(seconds, 2),
         "cycle_cpu_seconds": round(cpu, 2),
         "operations": 0 if proposal is None else len(proposal.operations),
@@ -124,15 +166,28 @@ def main() -> None:
         )
         for texts in row["cross_problem_merges"]:
             print("  cross-problem merge:", " || ".join(texts))
-    report["scale"] = [at_scale(int(size)) for size in args.sizes.split(",") if size.strip()]
+    report["scale"] = [
+        at_scale(int(size), model=model)
+        for size in args.sizes.split(",")
+        if size.strip()
+        for model in (False, True)
+    ]
     if report["scale"]:
-        print("\n| lessons | cycle s | cpu s | operations | tokens in/out | peak RSS MiB |")
-        print("|---|---|---|---|---|---|")
+        print("\n| lessons | model | cycle s | cpu s | operations | tokens in/out | peak RSS MiB |")
+        print("|---|---|---|---|---|---|---|")
         for row in report["scale"]:
             print(
-                f"| {row['lessons']:,} | {row['cycle_seconds']} | {row['cycle_cpu_seconds']} | {row['operations']} | "
-                f"{row['tokens_in']}/{row['tokens_out']} | {row['peak_rss_mib']} |"
+                f"| {row['lessons']:,} | {row['model']} | {row['cycle_seconds']} | {row['cycle_cpu_seconds']} | "
+                f"{row['operations']} | {row['tokens_in']}/{row['tokens_out']} | {row['peak_rss_mib']} |"
             )
+        for row in report["scale"]:
+            if row["phases"]:
+                print(f"\nphases at {row['lessons']:,} lessons ({row['model']}):")
+                print("| phase | tokens in / allowed | tokens out / allowed |\n|---|---|---|")
+                for p in row["phases"]:
+                    print(
+                        f"| {p['phase']} | {p['tokens_in']} / {p['allowed_in']} | {p['tokens_out']} / {p['allowed_out']} |"
+                    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
     print(f"\nwrote {args.out}")

@@ -181,6 +181,7 @@ class Phases:
             prompts.REWRITE_CORE,
             result,
             extra={"cap": str(cap)},
+            max_out=cap,
         )
         result.core_memory = check_core(core)
         diff = "\n".join(
@@ -212,8 +213,11 @@ class Phases:
         *,
         data: CycleInput | None = None,
         extra: Mapping[str, str] | None = None,
+        max_out: int | None = None,
     ) -> str:
         allowed_in, allowed_out = self.budget.allowance(phase)
+        if max_out is not None:  # the core memory has its own cap: asking for more only wastes
+            allowed_out = min(allowed_out, max_out)
         values = {"max_output": str(allowed_out), **(extra or {})}
         if data is not None:
             values["reflection_count"] = str(data.reflection_number)
