@@ -20,7 +20,7 @@ from lessonbank.errors import ConfigError
 from lessonbank.models import Lesson
 from lessonbank.ports import Store
 from lessonbank.services.consolidation.documents import Documents
-from lessonbank.services.consolidation.mirror import Mirror, Snapshot, mirror_for, safe_name
+from lessonbank.services.consolidation.mirror import Mirror, Snapshot, mirror_change, mirror_for, safe_name
 from lessonbank.stores import open_store
 
 
@@ -187,6 +187,30 @@ def test_a_snapshot_from_explicit_lessons_renders_as_the_store_does(tmp_path: Pa
         "Grace <grace@lessonbank.local>",
         "reflection:cyc_9 <reflection-cyc_9@lessonbank.local>",
     ]
+
+
+def test_an_approval_with_edits_is_two_commits_through_mirror_change(tmp_path: Path, store: Store) -> None:
+    settings = Settings.from_env(mirror_dir=str(tmp_path / "mirror"))
+    proposed = lesson("retry the upload three times")
+    edited = proposed.model_copy(update={"content": "retry the upload twice, then alert"})
+    store.write_lesson(edited)  # what the approval wrote: the person's version
+    as_made = mirror_change(
+        settings,
+        store,
+        "default",
+        author="reflection:cyc_7",
+        message="Apply proposal prop_7",
+        snapshot=Snapshot("default", lessons=[proposed]),
+    )
+    as_edited = mirror_change(settings, store, "default", author="Ada", message="Edits to proposal prop_7")
+    assert as_made and as_edited
+    assert git(tmp_path / "mirror", "log", "--format=%an|%s").splitlines() == [
+        "Ada|Edits to proposal prop_7",
+        "reflection:cyc_7|Apply proposal prop_7",
+    ]
+    diff = git(tmp_path / "mirror", "show", "--format=", "HEAD")
+    assert "-retry the upload three times" in diff and "+retry the upload twice, then alert" in diff
+    assert mirror_change(Settings.from_env(), store, "default", author="Ada", message="no mirror") is None
 
 
 HOSTILE = "\n".join(
