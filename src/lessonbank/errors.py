@@ -15,6 +15,7 @@ how to fix the problem::
     │   └── LLMReplyTooLargeError  the reply was over the read cap (LESSONBANK_LLM_MAX_REPLY_BYTES)
     ├── ParseError           model output could not be parsed (carries the raw text)
     ├── BudgetExceededError  a token or cost budget would be exceeded
+    ├── CycleFailedError     a consolidation cycle failed for good (its job was dead-lettered)
     ├── EvaluatorError       a loop's verification could not run at all (tool missing, bad directory)
     └── LeaseLostError       a job's lease expired and another worker took it
 
@@ -114,6 +115,15 @@ class BudgetExceededError(LessonbankError):
         super().__init__(message)
         self.budget = budget
         self.needed = needed
+
+
+class CycleFailedError(LessonbankError):
+    """A consolidation cycle failed and will not be retried: its job (``record_id``) was dead-lettered;
+    the message carries its last error, and the dream log its failed row."""
+
+    def __init__(self, message: str, *, record_id: str | None = None) -> None:
+        super().__init__(message)
+        self.record_id = record_id
 
 
 class EvaluatorError(LessonbankError):

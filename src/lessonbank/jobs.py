@@ -8,6 +8,13 @@ holds that did not finish, with its attempt refunded; a result already being wri
 backoff and jitter, then dead-lettered with its last error. The result of a job (its
 reflection and lessons) is written in the same transaction that marks it done, so a job
 is never done twice and never half done.
+
+A worker runs every kind of job (:data:`~lessonbank.models.JobKind`) it has a handler for: ``reflect``
+(one episode) and ``consolidate`` (one namespace's consolidation cycle). A job of a kind it cannot
+run waits (parked) for a worker that can. Which failures are retried depends on the kind (see
+:func:`retryable`): a reflection is retried unless the provider refused for good; a cycle only on
+what may pass (a transient LLM or store error), since a cycle that failed on, say, a
+malformed model reply would fail the same way again and spend its tokens each time.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from lessonbank.errors import ConfigError, LeaseLostError, LLMError, LLMTransientError, StoreError
@@ -50,6 +57,15 @@ class JobResult:
 Handler = Callable[[Job], Awaitable[JobResult]]
 
 
+def retryable(job: Job, exc: BaseException) -> bool:
+    """Whether another attempt of ``job`` may succeed where this one failed with ``exc``."""
+    if job.kind == "consolidate":
+        # Not a timeout: the cycle's thread cannot be cancelled and may still be running, and a
+        # second attempt beside it would be two cycles of one namespace at once.
+        return isinstance(exc, (LLMTransientError, StoreError))
+    return not isinstance(exc, LLMError) or isinstance(exc, LLMTransientError)
+
+
 def backoff_delay(attempt: int, settings: Settings, rng: random.Random | None = None) -> float:
     """Delay before retry number ``attempt`` (1-based): base × factor^(attempt−1), capped, ± jitter."""
     backoff = Backoff(
@@ -61,20 +77,26 @@ def backoff_delay(attempt: int, settings: Settings, rng: random.Random | None = 
 class Worker:
     """Leases and runs jobs until stopped; up to ``settings.worker_concurrency`` at once.
 
-    ``namespaces=None`` serves every namespace in the store.
+    ``namespaces=None`` serves every namespace in the store. ``handler`` runs every job, or is a
+    handler per job kind. ``only`` (a job id) makes a worker that runs that one job and no other,
+    and leaves waiting jobs as they are (a caller waiting for one job runs it in its own process
+    without taking the rest of the queue).
     """
 
     def __init__(
         self,
         store: Store,
-        handler: Handler,
+        handler: Handler | Mapping[str, Handler],
         settings: Settings,
         *,
         namespaces: Sequence[str] | None = None,
         on_written: Callable[[list[WriteResult]], None] | None = None,
+        only: str | None = None,
     ) -> None:
         self.store = store
-        self.handler = handler
+        self.handlers = dict(handler) if isinstance(handler, Mapping) else None
+        self.handler = handler if not isinstance(handler, Mapping) else self._dispatch
+        self.only = only
         self.on_written = on_written
         # Jobs whose result is committed but whose after-commit work (on_written) still runs:
         # flush() waits for these too, so "flushed" means the lessons are also searchable by vector.
@@ -106,7 +128,8 @@ class Worker:
         """Work until :meth:`stop` (or, with ``until_idle``, until nothing is runnable or in flight)."""
         unsubscribe = self._subscribe(asyncio.get_running_loop())
         try:
-            await asyncio.to_thread(self.store.release_waiting, self.namespaces)
+            if self.only is None:
+                await asyncio.to_thread(self.store.release_waiting, self.namespaces)
             while not self._stopping:
                 try:
                     started = await self._fill()
@@ -149,9 +172,14 @@ class Worker:
         """Lease jobs while there is capacity; True when at least one was started."""
         started = False
         while len(self._running) < self.settings.worker_concurrency and not self._stopping:
-            job = await asyncio.to_thread(
-                self.store.lease_job, self.owner, self.namespaces, self.settings.lease_seconds
-            )
+            if self.only is not None:
+                job = await asyncio.to_thread(
+                    self.store.lease_job_id, self.only, self.owner, self.settings.lease_seconds
+                )
+            else:
+                job = await asyncio.to_thread(
+                    self.store.lease_job, self.owner, self.namespaces, self.settings.lease_seconds
+                )
             if job is None:
                 break
             self._leased[job.id] = job
@@ -163,6 +191,14 @@ class Worker:
             task.add_done_callback(lambda _: self._wake.set())
             started = True
         return started
+
+    async def _dispatch(self, job: Job) -> JobResult:
+        """Run ``job`` with the handler of its kind; a kind without one waits for a worker that has it."""
+        assert self.handlers is not None
+        handler = self.handlers.get(job.kind)
+        if handler is None:
+            raise ConfigError(f"this worker runs no {job.kind} jobs; a worker of a bank that does will")
+        return await handler(job)
 
     async def _sleep(self) -> None:
         timeout = self.settings.poll_interval_s
@@ -240,9 +276,11 @@ class Worker:
             error = f"timed out after {self.settings.job_timeout_s:g}s"
         else:
             error = redact(f"{type(exc).__name__}: {exc}")
-        permanent = isinstance(exc, LLMError) and not isinstance(exc, LLMTransientError)
+        again = retryable(job, exc)
+        if job.kind == "consolidate" and not again:  # say why a cycle stopped at its first attempt
+            error = f"cycle failed, not retried: {error}"
         retry_at = None
-        if not permanent and job.attempts < job.max_attempts:
+        if again and job.attempts < job.max_attempts:
             retry_at = self.store.clock() + backoff_delay(job.attempts, self.settings)
         level = logging.WARNING if retry_at is not None else logging.ERROR
         log.log(

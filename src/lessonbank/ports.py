@@ -300,6 +300,11 @@ class JobQueue(Protocol):
 
     def enqueue_job(self, job: Job) -> None: ...
     def lease_job(self, owner: str, namespaces: Sequence[str] | None, lease_s: float) -> Job | None: ...
+    def lease_job_id(self, job_id: str, owner: str, lease_s: float) -> Job | None:
+        """Lease that one job if it is runnable (queued and due, or its lease expired), as
+        ``lease_job`` would; None otherwise (e.g. another worker holds it)."""
+        ...
+
     def finish_job(
         self,
         job_id: str,

@@ -13,6 +13,7 @@ from lessonbank.loop.records import search_reflections
 from lessonbank.models import AuditEntry, ContextBlock, Decision, Episode, Hit, Job, Lesson, LessonKind
 from lessonbank.ports import LessonSort
 from lessonbank.proposals import DreamRun, Proposal
+from lessonbank.services.consolidation.jobs import check_wait
 from lessonbank.services.recording import flush_answer
 from lessonbank.services.transfer import ExportFormat, ExportTarget
 
@@ -236,8 +237,22 @@ class AsyncLessonBank(BankBase):
     async def purge_jobs(self, *, statuses: Sequence[str] = ("done",)) -> int:
         return await in_thread(self.services.recorder.purge_jobs)(statuses)
 
-    async def consolidate(self, *, dry_run: bool = False) -> Proposal | None:
-        return (await in_thread(self.services.consolidation.run)(dry_run=dry_run))[1]
+    async def consolidate(self, *, dry_run: bool = False, wait: bool = True) -> Proposal | None:
+        if dry_run is not False:
+            return (await in_thread(self.services.consolidation.run)(dry_run=dry_run))[1]
+        check_wait(wait)
+        job = await in_thread(self.services.cycles.manual)()
+        self._kick()
+        if not wait:
+            return None
+        # Waited for in a thread: this loop stays free for the bank's own worker task meanwhile.
+        return await in_thread(self.services.cycles.wait)(job, worker=self._helper_worker(job))
+
+    async def end_session(self, *, agent: str | None = None, session_id: str | None = None) -> Job | None:
+        job = await in_thread(self.services.cycles.end_session)(agent=agent, session_id=session_id)
+        if job is not None:
+            self._kick()
+        return job
 
     async def proposals(
         self, *, status: str | Sequence[str] | None = None, limit: int = 50

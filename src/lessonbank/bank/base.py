@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Literal, ParamSpec, TypeVar
 
+from lessonbank.jobs import Worker
 from lessonbank.llm import LLM
 from lessonbank.models import Job
 from lessonbank.ports import Store
@@ -79,6 +80,13 @@ class BankBase:
         if job is not None:
             self._kick()
         return result
+
+    def _helper_worker(self, job: Job) -> Worker | None:
+        """A worker to run the waited-for cycle ``job`` (and no other job) in this process, when the
+        bank runs no worker of its own (no LLM, or LESSONBANK_WORKER=false)."""
+        if self.settings.worker and self.reflection_llm:
+            return None
+        return self.services.new_worker([self.namespace], only=job.id)
 
     @property
     def settings(self) -> Settings:

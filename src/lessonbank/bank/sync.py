@@ -13,6 +13,7 @@ from lessonbank.loop.records import search_reflections
 from lessonbank.models import AuditEntry, ContextBlock, Decision, Episode, Hit, Job, Lesson, LessonKind
 from lessonbank.ports import LessonSort
 from lessonbank.proposals import DreamRun, Proposal
+from lessonbank.services.consolidation.jobs import check_wait
 from lessonbank.services.recording import flush_answer
 from lessonbank.services.transfer import ExportFormat, ExportTarget
 
@@ -279,10 +280,33 @@ class LessonBank(BankBase):
     def purge_jobs(self, *, statuses: Sequence[str] = ("done",)) -> int:
         return self.services.recorder.purge_jobs(statuses)
 
-    def consolidate(self, *, dry_run: bool = False) -> Proposal | None:
-        """Run one consolidation cycle now: a pending proposal for a person to decide (None when
-        there is nothing to propose). ``dry_run`` stores nothing. Nothing is ever applied here."""
-        return self.services.consolidation.run(dry_run=dry_run)[1]
+    def consolidate(self, *, dry_run: bool = False, wait: bool = True) -> Proposal | None:
+        """Run one consolidation cycle: a pending proposal for a person to decide (None when there is
+        nothing to propose). Nothing is ever applied here.
+
+        The cycle is a ``consolidate`` job, one per namespace at a time (a cycle already queued or
+        running is the one this call gets). ``wait=True`` returns its proposal once the job is done,
+        running it in this process when the bank has no worker of its own (another worker may take
+        it first); ``wait=False`` queues it for a worker and returns None. ``dry_run`` computes the
+        proposal here and stores nothing. Over a daily cap: BudgetExceededError; a cycle that
+        failed for good: CycleFailedError."""
+        if dry_run is not False:
+            return self.services.consolidation.run(dry_run=dry_run)[1]
+        check_wait(wait)
+        job = self.services.cycles.manual()
+        self._kick()
+        if not wait:
+            return None
+        return self.services.cycles.wait(job, worker=self._helper_worker(job))
+
+    def end_session(self, *, agent: str | None = None, session_id: str | None = None) -> Job | None:
+        """A session ended: queue a consolidation cycle (trigger ``session_end``) and return its job
+        (the one already queued or running, if any). Never waits. None when the circuit breaker or
+        a daily cap refused it; the dream log says why."""
+        job = self.services.cycles.end_session(agent=agent, session_id=session_id)
+        if job is not None:
+            self._kick()
+        return job
 
     def proposals(self, *, status: str | Sequence[str] | None = None, limit: int = 50) -> list[Proposal]:
         return self.services.consolidation.proposals(status=status, limit=limit)

@@ -21,6 +21,7 @@ from lessonbank.retrieval import HyDE, Retriever
 from lessonbank.services.attribution import LastContexts
 from lessonbank.services.catalog import Catalog
 from lessonbank.services.consolidation.cycle import Consolidator
+from lessonbank.services.consolidation.jobs import CycleQueue
 from lessonbank.services.context import ContextBuilder
 from lessonbank.services.lifecycle import Lifecycle
 from lessonbank.services.pools import Pools
@@ -56,15 +57,18 @@ class Services:
     retention: Retention
     lifecycle: Lifecycle
     consolidation: Consolidator
+    cycles: CycleQueue
 
-    def new_worker(self, namespaces: Sequence[str] | None) -> Worker:
-        """A worker running this bank's reflection jobs, with the settings the bank has now."""
+    def new_worker(self, namespaces: Sequence[str] | None, *, only: str | None = None) -> Worker:
+        """A worker running this bank's jobs (reflections and consolidation cycles), with the
+        settings the bank has now; ``only`` a job id: that job alone."""
         return Worker(
             self.scope.store,
-            self.reflections.handle,
+            {"reflect": self.reflections.handle, "consolidate": self.cycles.handle},
             self.scope.settings,
             namespaces=namespaces,
             on_written=self.intake.embed_written,
+            only=only,
         )
 
 
@@ -119,6 +123,7 @@ def build_services(
     count_tokens = token_counter or estimate_tokens
     last_contexts = LastContexts()
     pools = Pools(scope)
+    consolidation = Consolidator(scope, retriever=retriever, llm=reflecting_llm, count_tokens=count_tokens)
     return Services(
         scope=scope,
         llm=main_llm,
@@ -140,9 +145,8 @@ def build_services(
         catalog=Catalog(scope, reflection_llm=reflecting_llm),
         retention=Retention(scope),
         lifecycle=Lifecycle(scope),
-        consolidation=Consolidator(
-            scope, retriever=retriever, llm=reflecting_llm, count_tokens=count_tokens
-        ),
+        consolidation=consolidation,
+        cycles=CycleQueue(scope, consolidation),
     )
 
 

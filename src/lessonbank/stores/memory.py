@@ -104,6 +104,10 @@ class _Data(JobTable):
         self.dream_log: dict[str, DreamRun] = {}
         self.cycle_states: dict[str, dict[str, Any]] = {}
 
+    def namespaces(self) -> set[str]:
+        lessons = {lesson.namespace for lesson in self.lessons.values()}
+        return super().namespaces() | lessons | {ns for ns, _, _ in self.episodes.values()}
+
     def space(self, namespace: str) -> Space:
         return self.spaces.setdefault(namespace, Space())
 

@@ -31,6 +31,10 @@ class JobTable:
         self.jobs: dict[str, Job] = {}
         self.dedupe: dict[tuple[str, str], str] = {}
 
+    def namespaces(self) -> set[str]:
+        """The namespaces holding a job (a database that holds more records adds theirs)."""
+        return {job.namespace for job in self.jobs.values()}
+
 
 def insert_job(db: JobTable, job: Job) -> None:
     """Add ``job`` (its dedupe key checked by the caller); a taken id fails before anything changes."""
@@ -65,13 +69,20 @@ class MemoryJobQueue:
     def lease_job(self, owner: str, namespaces: Sequence[str] | None, lease_s: float) -> Job | None:
         """Take the next runnable job, by due time: queued and due, or leased with an expired lease.
         A job whose lease was lost on its last attempt is dead-lettered and the next one taken."""
+        return self._lease(owner, lease_s, lambda job: _in(job, namespaces))
+
+    def lease_job_id(self, job_id: str, owner: str, lease_s: float) -> Job | None:
+        """Take that job if it is runnable."""
+        return self._lease(owner, lease_s, lambda job: job.id == job_id)
+
+    def _lease(self, owner: str, lease_s: float, wanted: Callable[[Job], bool]) -> Job | None:
         with self._db() as db:
             now = self.clock()
             self._expire_dead_local_leases(db)
             runnable = [
                 (job.run_after.timestamp(), n, job)
                 for n, job in enumerate(db.jobs.values())
-                if _in(job, namespaces) and queueing.runnable(job, now)
+                if wanted(job) and queueing.runnable(job, now)
             ]
             for _, _, job in sorted(runnable, key=lambda item: item[:2]):
                 taken = queueing.take(job, owner, now, lease_s)
@@ -126,6 +137,10 @@ class MemoryJobQueue:
             job = self._leased(db, job_id, owner)
             short = None if detail is None else truncated(detail, JOB_TEXT_MAX_CHARS)
             db.jobs[job_id] = queueing.given_back(job, self.clock(), status, short)
+
+    def namespaces(self) -> list[str]:
+        with self._db() as db:
+            return sorted(db.namespaces())
 
     def next_run_after(self, namespaces: Sequence[str] | None) -> float | None:
         """When the next queued job becomes due (or a lease expires), for workers deciding how long to sleep."""

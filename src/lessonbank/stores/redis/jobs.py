@@ -130,6 +130,22 @@ class RedisJobQueue:
 
         return self.db.run(run)
 
+    def lease_job_id(self, job_id: str, owner: str, lease_s: float) -> Job | None:
+        """Take that job if it is runnable. A queued job is taken without its stream entry: the
+        reader that meets the entry later finds the job no longer queued and drops it."""
+
+        def run() -> Job | None:
+            ns = self.db.namespace_of(job_id)
+            data = self.db.r.hget(self.db.k(ns, "job", job_id), "data") if ns is not None else None
+            if ns is None or not data:
+                return None
+            job = Job.model_validate_json(data)
+            if job.status == queueing.QUEUED and queueing.due(job, self.db.clock()):
+                return self._take(ns, job_id, owner, lease_s, entry="")
+            return self._take(ns, job_id, owner, lease_s, entry=None)  # an expired lease, else None
+
+        return self.db.run(run)
+
     def _lease_in(self, ns: str, owner: str, lease_s: float) -> Job | None:
         stream = self.db.ensure_group(ns)
         now = self.db.clock()
@@ -455,6 +471,10 @@ class RedisJobQueue:
             return counts
 
         return self.db.run(run)
+
+    def namespaces(self) -> list[str]:
+        # Every write of an episode, a lesson or a job adds its namespace to this set.
+        return self.db.run(self.db.all_namespaces)
 
     def next_run_after(self, namespaces: Sequence[str] | None) -> float | None:
         """When the next queued job becomes due (or a lease expires), for workers deciding how long to sleep."""

@@ -106,8 +106,15 @@ class SQLJobQueue:
 
     def lease_job(self, owner: str, namespaces: Sequence[str] | None, lease_s: float) -> Job | None:
         """Take the next runnable job: queued and due, or leased by a worker whose lease expired."""
-        now = self.dialect.clock()
         scope, params = self._scope(namespaces)
+        return self._lease(owner, lease_s, scope, params)
+
+    def lease_job_id(self, job_id: str, owner: str, lease_s: float) -> Job | None:
+        """Take that job if it is runnable."""
+        return self._lease(owner, lease_s, "AND id = ?", [job_id])
+
+    def _lease(self, owner: str, lease_s: float, scope: str, params: Sequence[Any]) -> Job | None:
+        now = self.dialect.clock()
         lease, values = assignments(queueing.leasing(owner, now, lease_s))
 
         def run() -> Job | None:
@@ -283,6 +290,17 @@ class SQLJobQueue:
         def run() -> dict[str, int]:
             with self.dialect.read() as conn:
                 return self.counts(conn, scope, params)
+
+        return self.dialect.run(run)
+
+    def namespaces(self) -> list[str]:
+        def run() -> list[str]:
+            with self.dialect.read() as conn:
+                rows = conn.execute(
+                    "SELECT namespace FROM episodes UNION SELECT namespace FROM lessons "
+                    "UNION SELECT namespace FROM jobs ORDER BY 1"
+                ).fetchall()
+            return [str(row[0]) for row in rows]
 
         return self.dialect.run(run)
 
