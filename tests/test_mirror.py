@@ -383,3 +383,32 @@ def test_a_mirror_dir_that_is_a_file_does_not_fail_the_bank(
         added = bank.add_lesson("the bank is the source of truth")
         assert bank.archive(added.id).status == "archived"
     assert "is a file" in caplog.text
+
+
+def test_an_approval_a_person_edited_and_its_revert_are_commits(tmp_path: Path) -> None:
+    mirror_dir = tmp_path / "mirror"
+    settings = Settings(mirror_dir=str(mirror_dir))
+    with LessonBank(f"sqlite:///{tmp_path / 'cycle.db'}", worker=False, settings=settings) as bank:
+        bank.import_lessons(
+            [
+                {"id": "les_twin_a", "content": "Run the migrations before the deploy.", "access_count": 2},
+                {"id": "les_twin_b", "content": "run migrations before a deploy"},
+                {"id": "les_pin", "content": "Never deploy on Fridays.", "pinned": True},
+            ]
+        )
+        proposal = bank.consolidate()
+        assert proposal is not None and proposal.core_memory is not None
+        merge = next(op.id for op in proposal.operations if op.kind == "merge")
+        bank.approve(proposal.id, edits={merge: "Always run the migrations, then deploy."}, actor="ana")
+        names = [line.split(" <")[0] for line in authors(mirror_dir)]
+        assert names == ["ana", f"reflection:{proposal.cycle_id}"]  # newest first
+        files = mirror_dir / "default"
+        assert "Never deploy on Fridays." in (files / "core-memory.md").read_text()
+        assert "Always run the migrations, then deploy." in (files / "lessons" / "lessons.md").read_text()
+        as_proposed = git(mirror_dir, "show", "HEAD~1:default/lessons/lessons.md")
+        assert "Run the migrations before the deploy." in as_proposed and "then deploy" not in as_proposed
+        bank.revert(proposal.id, actor="ana")
+        assert [line.split(" <")[0] for line in authors(mirror_dir)][0] == "ana"
+        assert "Never deploy on Fridays." not in (files / "core-memory.md").read_text()
+        bank.forget("les_pin", actor="bo")
+        assert authors(mirror_dir)[0].startswith("bo <")

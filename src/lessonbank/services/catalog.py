@@ -10,6 +10,7 @@ from lessonbank.llm import LLM
 from lessonbank.models import LESSON_STATUSES, Lesson
 from lessonbank.ports import LessonQuery, LessonSort
 from lessonbank.services.consolidation.decay import TIERS, lesson_tier
+from lessonbank.services.consolidation.triggers import guard_status
 from lessonbank.services.lifecycle import Lifecycle
 from lessonbank.services.scope import Scope, check_count
 from lessonbank.services.transfer import (
@@ -84,6 +85,7 @@ class Catalog:
         entry = Lifecycle(self.scope).entry("delete", actor, "deleted (forget)", lesson_id)
         if not self.scope.store.delete_lesson(self.scope.namespace, lesson_id, audit=entry):
             raise NotFoundError("lesson", lesson_id)
+        Lifecycle(self.scope).mirror(actor, f"Forget {lesson_id}")
 
     def show(self, record_id: str) -> dict[str, Any]:
         """Any record of this namespace by id, with what belongs to it (an episode's decision and
@@ -161,4 +163,8 @@ class Catalog:
     def stats(self) -> dict[str, Any]:
         stats = self.scope.store.stats(self.scope.namespace).as_dict()
         stats["llm"] = self.reflection_llm.model if self.reflection_llm else None
+        # The consolidation guards: whether the breaker stopped automatic cycles, today's spend.
+        stats["consolidation"] = guard_status(
+            self.scope.store, self.scope.namespace, self.scope.settings, self.scope.now()
+        )
         return stats

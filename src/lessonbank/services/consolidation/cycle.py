@@ -25,7 +25,6 @@ memory and the evolution and reflection logs, the cycle as a queued job with its
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -40,10 +39,11 @@ from lessonbank.ports import LessonQuery
 from lessonbank.proposals import PROPOSAL_STATUSES, CycleTrigger, DreamRun, Operation, Proposal
 from lessonbank.redact import redact
 from lessonbank.retrieval import Retriever
-from lessonbank.services.consolidation.documents import EMPTY_CORE, Documents, with_pinned
+from lessonbank.services.consolidation.documents import EMPTY_CORE, Documents, core_fingerprint, with_pinned
 from lessonbank.services.consolidation.edits import CORE_ID, apply_edits
 from lessonbank.services.consolidation.inputs import gather, pending_review
-from lessonbank.services.consolidation.operations import deterministic_operations, validate
+from lessonbank.services.consolidation.mirror import mirror_decision
+from lessonbank.services.consolidation.operations import admissions, deterministic_operations, validate
 from lessonbank.services.consolidation.phases import Budget, PhaseResult, Phases
 from lessonbank.services.consolidation.prepass import find_candidates, is_live
 from lessonbank.services.consolidation.render import render_pending
@@ -90,7 +90,8 @@ class Consolidator:
         self, *, trigger: CycleTrigger = "manual", dry_run: bool = False
     ) -> tuple[DreamRun, Proposal | None]:
         """One cycle: the dream-log row and the proposal it made (None when there was nothing to
-        propose). ``dry_run`` computes the proposal and stores nothing (no proposal, no dream row)."""
+        propose). ``dry_run`` computes the deterministic part of the proposal and stores nothing (no
+        proposal, no dream row): it calls no model, so it costs nothing."""
         if not isinstance(dry_run, bool):
             raise InputError(f"dry_run must be true or false, got {dry_run!r}", field="dry_run")
         store, namespace = self.scope.store, self.scope.namespace
@@ -101,7 +102,7 @@ class Consolidator:
         spent = PhaseResult()
         try:
             lessons = self._all_lessons()
-            proposal = self._propose(run, lessons, spent)
+            proposal = self._propose(run, lessons, spent, use_llm=not dry_run)
         except Exception as exc:
             run = run.model_copy(
                 update={
@@ -153,10 +154,12 @@ class Consolidator:
         query = LessonQuery(self.scope.namespace, statuses=list(LESSON_STATUSES), live_only=False)
         return every_lesson(self.scope.store, query)
 
-    def _propose(self, run: DreamRun, lessons: Sequence[Lesson], spent: PhaseResult) -> Proposal:
-        """The proposal of one cycle: the deterministic operations, then (with an LLM) the five
-        phases' operations and core memory, all validated. ``spent`` collects the phases' usage,
-        also when one fails."""
+    def _propose(
+        self, run: DreamRun, lessons: Sequence[Lesson], spent: PhaseResult, *, use_llm: bool
+    ) -> Proposal:
+        """The proposal of one cycle: the deterministic operations, then (with an LLM, unless
+        ``use_llm`` is off: a dry run spends nothing) the five phases' operations and core memory,
+        all validated. ``spent`` collects the phases' usage, also when one fails."""
         now = self.scope.now()
         by_id = {lesson.id: lesson for lesson in lessons}
         vectors = None
@@ -171,14 +174,15 @@ class Consolidator:
         pinned = [lesson for lesson in lessons if lesson.pinned and is_live(lesson, now)]
         data = gather(self.scope, lessons, candidates, documents, state, now)
         core = with_pinned(documents.core_memory or EMPTY_CORE, pinned) if pinned else documents.core_memory
-        if self.llm is not None:
+        llm = self.llm if use_llm else None
+        if llm is not None:
             settings = self.scope.settings
             budget = Budget(
                 settings.consolidation_max_tokens_in,
                 settings.consolidation_max_tokens_out,
                 settings.consolidation_max_cost_usd,
             )
-            run_sync(Phases(self.llm, budget, self.count_tokens).run(data, spent))
+            run_sync(Phases(llm, budget, self.count_tokens).run(data, spent))
             seen = remembered | {op.fingerprint for op in operations}
             operations += [op for op in spent.operations if op.fingerprint not in seen]
             core = with_pinned(spent.core_memory or core, pinned, self.count_tokens)
@@ -206,12 +210,12 @@ class Consolidator:
         }
         if data.episodes:
             metadata["newest_episode"] = max(e.created_at for e in data.episodes).isoformat()
-        if self.llm is not None:
+        if llm is not None:
             metadata.update(
                 insight=spent.insight,
                 reflection=spent.reflection,
                 phases=[vars(usage) for usage in spent.usage],
-                model=self.llm.model,
+                model=llm.model,
             )
         return Proposal(
             namespace=self.scope.namespace,
@@ -334,6 +338,7 @@ class Consolidator:
         documents = documents.with_status(proposal.id, decided.status)
         state = self._remembered_in(decided, documents.into(store.cycle_state(namespace)))
         store.apply_proposal(decided, list(writes.values()), audit, state=state)
+        mirror_decision(self.scope.settings, store, decided, actor)
         self._embed(
             [
                 lesson
@@ -431,6 +436,7 @@ class Consolidator:
             update={"status": "reverted", "based_on": based_on, "decided_at": now, "decided_by": actor}
         )
         store.apply_proposal(reverted, writes, audit, state=documents.into(state))
+        mirror_decision(self.scope.settings, store, reverted, actor)
         return reverted
 
     def core_memory(self) -> str:
@@ -574,24 +580,6 @@ class Consolidator:
             log.warning(
                 "embedding %d merged lesson(s) failed (%s: %s)", len(lessons), type(exc).__name__, exc
             )
-
-
-def core_fingerprint(core: str) -> str:
-    """A rewrite of the core memory as remembered when a person turns it down."""
-    return "core:" + hashlib.sha256(" ".join(core.split()).encode()).hexdigest()[:24]
-
-
-def admissions(pending: Sequence[Lesson]) -> list[Operation]:
-    """An ADMIT per quarantined lesson of an untrusted agent (seed 002's pending sub-agent memories):
-    the person decides whether it joins the bank."""
-    return [
-        Operation(
-            kind="admit",
-            lesson_ids=[lesson.id],
-            reason=f"{lesson.metadata.get('quarantine', 'quarantined')}: review before it is recalled",
-        )
-        for lesson in pending
-    ]
 
 
 def _changes_anything(proposal: Proposal) -> bool:

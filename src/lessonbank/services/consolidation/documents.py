@@ -18,6 +18,7 @@ Pure functions over plain data: no store, no LLM.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
@@ -314,3 +315,8 @@ def _plain(documents: Documents) -> dict[str, Any]:
     for key in ("evolution", "evolution_archive", "reflections", "reflection_archive"):
         plain[key] = list(plain[key])
     return plain
+
+
+def core_fingerprint(core: str) -> str:
+    """A rewrite of the core memory as remembered when a person turns it down."""
+    return "core:" + hashlib.sha256(" ".join(core.split()).encode()).hexdigest()[:24]

@@ -73,8 +73,8 @@ import re
 import shutil
 import subprocess
 import threading
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
@@ -82,6 +82,7 @@ from typing import IO
 from lessonbank.errors import ConfigError, LessonbankError, StoreError
 from lessonbank.models import Lesson
 from lessonbank.ports import LessonQuery, Store
+from lessonbank.proposals import Proposal
 from lessonbank.services.consolidation.documents import Documents
 from lessonbank.services.sections import inline
 from lessonbank.settings import Settings
@@ -520,3 +521,55 @@ def mirror_change(
     except Exception:  # a bug here must not undo the bank's change either; its traceback is logged
         log.warning("mirror: %s's change to %s not committed", author, namespace, exc_info=True)
     return None
+
+
+def mirror_decision(settings: Settings, store: Store, decided: Proposal, actor: str) -> None:
+    """Commit an applied (or reverted) proposal to the configured mirror. An approval is one commit
+    authored ``reflection:<cycle id>``; with a person's edits, that commit shows the proposal as the
+    cycle made it and a second one, authored by the person, their changes. A revert is the person's
+    commit. Never raises (see :func:`mirror_change`)."""
+    if settings.mirror_dir is None:
+        return
+    namespace = decided.namespace
+    if decided.status == "reverted":
+        mirror_change(settings, store, namespace, author=actor, message=f"Revert proposal {decided.id}")
+        return
+    author = f"reflection:{decided.cycle_id}"
+    message = f"{decided.status.replace('_', ' ').capitalize()} proposal {decided.id}: {decided.summary}"
+    edits = decided.metadata.get("edits") or {}
+    if edits:
+        mirror_change(
+            settings,
+            store,
+            namespace,
+            author=author,
+            message=message,
+            snapshot=_as_proposed(store, decided, edits),
+        )
+        message = f"{actor}'s changes to proposal {decided.id}"
+        author = actor
+    mirror_change(settings, store, namespace, author=author, message=message)
+
+
+def _as_proposed(store: Store, decided: Proposal, originals: Mapping[str, str]) -> Snapshot:
+    """The namespace as it would be had the proposal been applied without the person's edits."""
+    namespace = decided.namespace
+    content_of = {
+        op.lesson.id: originals[op.id]
+        for op in decided.operations
+        if op.id in originals and op.lesson is not None and op.status == "applied"
+    }
+    evolved = {
+        op.text: originals[op.id] for op in decided.operations if op.id in originals and op.kind == "evolve"
+    }
+    documents = Documents.from_state(store.cycle_state(namespace))
+    if "core" in originals:
+        documents = replace(documents, core_memory=originals["core"])
+    documents = replace(
+        documents, evolution=tuple(replace(e, text=evolved.get(e.text, e.text)) for e in documents.evolution)
+    )
+    lessons = (
+        lesson.model_copy(update={"content": content_of[lesson.id]}) if lesson.id in content_of else lesson
+        for lesson in StoreLessons(store, namespace)
+    )
+    return Snapshot(namespace, lessons, documents)

@@ -280,3 +280,16 @@ def _pool_name(cap: Cap) -> str:
     kinds = "/".join(cap.query.kinds or ())
     stream = f" {cap.stream}" if cap.stream else ""
     return f"of {kinds}{stream} for {label} {value if value is not None else '(none)'}"
+
+
+def admissions(pending: Sequence[Lesson]) -> list[Operation]:
+    """An ADMIT per quarantined lesson of an untrusted agent (seed 002's pending sub-agent memories):
+    the person decides whether it joins the bank."""
+    return [
+        Operation(
+            kind="admit",
+            lesson_ids=[lesson.id],
+            reason=f"{lesson.metadata.get('quarantine', 'quarantined')}: review before it is recalled",
+        )
+        for lesson in pending
+    ]
