@@ -124,7 +124,7 @@ def at_scale(size: int, *, model: bool) -> dict[str, Any]:
             bank.record({"task": rows[index]["content"][:300], "error": f"failure {index}", "agent": "bench"})
         started = time.perf_counter()
         run_before = time.process_time()
-        proposal = bank.consolidate(dry_run=True)
+        proposal = bank.consolidate(dry_run=not model)  # a dry run calls no model
         seconds = time.perf_counter() - started
         cpu = time.process_time() - run_before
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
