@@ -273,3 +273,19 @@ def test_caps_hold_after_the_operations_in_order() -> None:
     assert [op.id for op in dropped] == ["op_2"]
     merge = Operation(kind="merge", lesson_ids=["i1", "i2"], lesson=insight("m"))
     assert validate([merge], BANK, now=NOW) == ([merge], [])  # a merge never grows its pool
+
+
+def test_a_new_lesson_saying_what_another_says_is_dropped() -> None:
+    from lessonbank.lessons import LessonWriter
+
+    now = datetime(2026, 6, 1, tzinfo=UTC)
+    stored = LessonWriter.prepared(Lesson(id="les_old", content="Pin the CI image digest.", created_at=now))
+    first = Operation(kind="extract", lesson=Lesson(content="Cache the wheels between CI runs."))
+    twice = Operation(kind="extract", lesson=Lesson(content="cache the  wheels between CI runs."))
+    again = Operation(kind="extract", lesson=Lesson(content="Pin the CI image digest."))
+    kept, dropped = validate([first, twice, again], {"les_old": stored}, now=now)
+    assert kept == [first]
+    assert [op.note for op in dropped] == [
+        f"duplicate: {first.lesson.id} already says this",  # type: ignore[union-attr]
+        "duplicate: les_old already says this",
+    ]

@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
-from lessonbank.lessons import Cap, pool_cap
+from lessonbank.lessons import Cap, LessonWriter, pool_cap
 from lessonbank.models import MAX_TAGS, Lesson
 from lessonbank.proposals import Operation
 from lessonbank.services.consolidation.decay import days_idle
@@ -44,6 +44,7 @@ RULES: tuple[str, ...] = (
     "pinned: a pinned lesson is never merged or archived",
     "scope: a merge joins lessons of one kind and scope, and its lesson is of them",
     "conflict: a lesson changed by two operations stays with the first",
+    "duplicate: a new lesson's text is not another lesson's (nor another operation's)",
     "cap: the pool a new lesson joins (insights per goal, rules per agent, replay per task type) holds",
 )
 CHANGES = frozenset({"merge", "archive", "admit"})  # the kinds that change the lessons they name
@@ -164,13 +165,21 @@ def validate(
     dropped: list[Operation] = []
     changed: set[str] = set()
     pools = _PoolCounts(lessons_by_id, now, caps)
+    holders = {lesson.content_hash: lesson.id for lesson in lessons_by_id.values() if lesson.content_hash}
     for op in operations:
-        note = _check(op, lessons_by_id, now) or _conflict(op, changed) or pools.admit(op)
+        note = (
+            _check(op, lessons_by_id, now)
+            or _conflict(op, changed)
+            or _duplicate(op, holders)
+            or pools.admit(op)
+        )
         if note is not None:
             dropped.append(op.model_copy(update={"status": "dropped", "note": note}))
             continue
         if op.kind in CHANGES:
             changed.update(op.lesson_ids)
+        if op.lesson is not None and op.kind in ("extract", "pattern", "merge"):
+            holders[LessonWriter.prepared(op.lesson).content_hash] = op.lesson.id
         kept.append(op)
     return kept, dropped
 
@@ -229,6 +238,18 @@ def _shape(op: Operation) -> str | None:
         return "an evolution carries its text"
     if op.kind == "admit" and n != 1:
         return "an admission names one lesson"
+    return None
+
+
+def _duplicate(op: Operation, holders: dict[str, str]) -> str | None:
+    """A new lesson whose content another lesson (or an earlier kept operation's) already has: the
+    store would refuse the whole approval. A merge may keep one of its sources' text."""
+    if op.lesson is None or op.kind not in ("extract", "pattern", "merge"):
+        return None
+    content_hash = LessonWriter.prepared(op.lesson).content_hash
+    holder = holders.get(content_hash)
+    if holder is not None and holder not in op.lesson_ids:
+        return f"duplicate: {holder} already says this"
     return None
 
 
