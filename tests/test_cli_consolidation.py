@@ -1,5 +1,6 @@
-"""The shell's consolidation commands: consolidate, proposals (list, show, revert), approve (all or
---only some), reject, dreams; decisions are audited with the actor ``cli``."""
+"""The shell's consolidation commands: consolidate (queue a cycle, or --wait for its proposal),
+proposals (list, show, revert), approve (all or --only some), reject, dreams; decisions are audited
+with the actor ``cli``."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def test_a_cycle_from_the_shell(cli, tmp_path: Path) -> None:  # type: ignore[no
     db = f"sqlite:///{tmp_path / 'bank.db'}"
     seed(db)
     assert b"dry run: would propose 1 archive, 1 merge" in cli("--db", db, "consolidate", "--dry-run").stdout
-    shown = cli("--db", db, "consolidate").stdout.decode()
+    shown = cli("--db", db, "consolidate", "--wait").stdout.decode()
     assert "# Reflection Summary" in shown and "Proposed Archival" in shown and "les_stale" in shown
     [listed] = json.loads(cli("--db", db, "proposals", "--json").stdout)
     assert listed["status"] == "pending"
@@ -48,7 +49,7 @@ def test_a_cycle_from_the_shell(cli, tmp_path: Path) -> None:  # type: ignore[no
         ("merge", "cli", listed["id"]),
         ("supersede", "cli", listed["id"]),
     }
-    assert b"nothing to propose" in cli("--db", db, "consolidate").stdout  # the archive was turned down
+    assert b"nothing to propose" in cli("--db", db, "consolidate", "--wait").stdout  # archive turned down
     runs = json.loads(cli("--db", db, "dreams", "--json").stdout)
     assert [run["outcome"] for run in runs] == ["empty", "proposed"]
     assert "proposed" in cli("--db", db, "dreams").stdout.decode()
@@ -61,10 +62,28 @@ def test_a_cycle_from_the_shell(cli, tmp_path: Path) -> None:  # type: ignore[no
 def test_reject_from_the_shell(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     db = f"sqlite:///{tmp_path / 'bank.db'}"
     seed(db)
-    proposal = json.loads(cli("--db", db, "consolidate", "--json").stdout)
+    proposal = json.loads(cli("--db", db, "consolidate", "--wait", "--json").stdout)
     assert b"rejected " in cli("--db", db, "reject", proposal["id"], "--reason", "keep both").stdout
     [decided] = json.loads(cli("--db", db, "proposals", "--status", "rejected", "--json").stdout)
     assert decided["decision_reason"] == "keep both" and decided["decided_by"] == "cli"
-    assert json.loads(cli("--db", db, "consolidate", "--json").stdout) is None
+    assert json.loads(cli("--db", db, "consolidate", "--wait", "--json").stdout) is None
     missing = cli("--db", db, "approve", "prp_nope", ok=False)
     assert missing.returncode != 0 and b"error:" in missing.stderr
+
+
+def test_consolidate_queues_a_cycle_for_a_worker(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    db = f"sqlite:///{tmp_path / 'bank.db'}"
+    seed(db)
+    said = cli("--db", db, "consolidate").stdout.decode()
+    job = json.loads(cli("--db", db, "consolidate", "--json").stdout)  # the same cycle, still queued
+    assert (
+        job["kind"] == "consolidate" and job["status"] == "queued" and job["payload"]["trigger"] == "manual"
+    )
+    assert f"cycle job {job['id']} (queued, trigger manual)" in said and "lessonbank worker" in said
+    assert json.loads(cli("--db", db, "proposals", "--json").stdout) == []  # nothing ran yet
+    shown = cli("--db", db, "consolidate", "--wait").stdout.decode()  # runs that queued cycle here
+    assert "# Reflection Summary" in shown
+    [run] = json.loads(cli("--db", db, "dreams", "--json").stdout)
+    assert run["outcome"] == "proposed"
+    jobs = json.loads(cli("--db", db, "jobs", "--json").stdout)
+    assert [(j["id"], j["status"]) for j in jobs] == [(job["id"], "done")]

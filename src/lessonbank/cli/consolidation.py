@@ -31,12 +31,35 @@ proposals_app = typer.Typer(
 def consolidate(
     ctx: typer.Context,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Show what would be proposed; store nothing")
+        bool, typer.Option("--dry-run", help="Show what would be proposed, computed here; store nothing")
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the proposal as JSON")] = False,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait", help="Wait for the cycle (run it here if no worker does) and show its proposal"
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print the proposal (with --wait or --dry-run), else the job, as JSON"),
+    ] = False,
 ) -> None:
-    """Run one consolidation cycle now. It proposes (merges of near duplicates, archival of what
-    decayed, contradictions to look at); nothing changes until you approve."""
+    """Queue one consolidation cycle of this namespace; a `lessonbank worker` runs it (one cycle per
+    namespace at a time: a cycle already queued or running is the one you get). It proposes (merges,
+    archival of what decayed, contradictions to look at, with an LLM what the episodes teach); nothing
+    changes until you approve. --wait waits for it and shows the proposal."""
+    if not (wait or dry_run):
+        with ctx.obj.bank() as bank:
+            job = bank.services.cycles.manual()  # what bank.consolidate(wait=False) queues, with its job
+        if as_json:
+            emit_json(job.model_dump(mode="json"))
+        else:
+            state = "running" if job.status == "leased" else job.status
+            out.print(
+                f"cycle job {job.id} ({state}, trigger {job.payload.get('trigger')}): a `lessonbank worker` "
+                "runs it; `lessonbank consolidate --wait` runs it here; then `lessonbank proposals`"
+            )
+        return
     with ctx.obj.bank() as bank:
         proposal = bank.consolidate(dry_run=dry_run)
         text = (

@@ -13,6 +13,7 @@ import typer
 from rich.table import Table
 
 from lessonbank.cli.common import emit_json, err, fail, out
+from lessonbank.services.consolidation.triggers import TICK_S, Scheduler, describe
 
 
 class _JobsAction(StrEnum):
@@ -64,7 +65,7 @@ def jobs(
                     job.status,
                     f"{job.attempts}/{job.max_attempts}",
                     str(job.payload.get("trigger")),
-                    str(job.payload.get("reflector", "lesson")),
+                    str(job.payload.get("reflector", "lesson")) if job.kind == "reflect" else "cycle",
                     job.episode_id or "",
                     why or "",
                 )
@@ -109,7 +110,10 @@ def worker(
     concurrency: Annotated[int, typer.Option(min=1, help="Jobs run at once")] = 4,
     until_idle: Annotated[bool, typer.Option("--until-idle", help="Exit when no job is left")] = False,
 ) -> None:
-    """Run reflection jobs in this process until stopped.
+    """Run reflection jobs and consolidation cycles in this process until stopped.
+
+    It also checks the automatic consolidation triggers of the namespaces it serves, every 30 s:
+    LESSONBANK_CONSOLIDATION_SCHEDULE (cron), _THRESHOLD (new episodes) and _INACTIVITY_H (dream mode).
 
     SIGINT/SIGTERM stop it cleanly: no new job is leased, the jobs in flight are cancelled and handed
     back with their attempt refunded (a result already being written is written first).
@@ -121,17 +125,27 @@ def worker(
         if bank.reflection_llm is None:
             fail("no LLM configured: set LESSONBANK_LLM or pass --llm")
         bank.settings = bank.settings.with_overrides(worker_concurrency=concurrency)
-        runner = bank.new_worker([bank.namespace] if namespace_given else None)
+        served = [bank.namespace] if namespace_given else None
+        runner = bank.new_worker(served)
+        scheduler = Scheduler(bank.services.cycles, namespaces=served)
 
         async def run() -> None:
-            loop = asyncio.get_running_loop()
+            loop, stop = asyncio.get_running_loop(), asyncio.Event()
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(signum, runner.stop)
-            await runner.run(until_idle=until_idle)
+            # The triggers are looked at before the first lease, so --until-idle runs what they ask for.
+            await asyncio.to_thread(scheduler.tick)
+            ticking = asyncio.create_task(scheduler.run(stop, wake=runner.wake, every_s=TICK_S))
+            try:
+                await runner.run(until_idle=until_idle)
+            finally:
+                stop.set()
+                await ticking
 
         err.print(
             f"worker {runner.owner} serving {'namespace ' + bank.namespace if namespace_given else 'all namespaces'}"
         )
+        err.print(describe(bank.settings))
         asyncio.run(run())
         handed_back = f"; {runner.released} unfinished job(s) handed back" if runner.released else ""
         err.print(f"worker stopped after {runner.processed} job(s){handed_back}")

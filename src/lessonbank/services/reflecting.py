@@ -23,7 +23,7 @@ from lessonbank.retrieval import Retriever
 from lessonbank.retrieval.dedup import place_by_vector
 from lessonbank.services.pools import Pools
 from lessonbank.services.scope import Scope
-from lessonbank.services.writing import place_active, stamp_reflected
+from lessonbank.services.writing import place_active, stamp_reflected, untrusted
 
 log = logging.getLogger("lessonbank")
 
@@ -98,6 +98,7 @@ class ReflectionHandler:
                 )
             summary = "; ".join(lesson.content.replace("\n", " | ") for lesson in lessons) or f"skip: {skip}"
             return JobResult(reflection=None, lessons=[], detail=f"persist off, logged only: {summary}")
+        lessons = [untrusted(lesson, settings.untrusted, agent=episode.agent) for lesson in lessons]
         lessons = await asyncio.to_thread(place_active, self.pools, lessons)
         if self.retriever.embedder is not None and lessons:
             lessons = await asyncio.to_thread(place_by_vector, self.retriever, lessons, settings.dedup_cosine)

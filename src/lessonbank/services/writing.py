@@ -5,7 +5,9 @@ finds vector near-duplicates first when an embedder is configured, and embeds wh
 Every lesson, whatever its source (reflected, added by hand, imported), passes :func:`guarded`:
 secrets redacted, and a lesson that reads as instructions to the model (see
 :mod:`lessonbank.injection`) written ``quarantined``: kept for a person to approve, never recalled,
-and taking no room in a pool.
+and taking no room in a pool. A lesson written for an agent listed in ``untrusted_agents`` (by a
+reflection job, the Reflexion loop or ``add_lesson``) arrives quarantined too (:func:`untrusted`), for
+a person or the next consolidation cycle to review.
 An embedding failure never loses a lesson: it is logged, and ``embed_missing()`` catches up.
 """
 
@@ -52,6 +54,21 @@ def guarded(record: Lesson | dict[str, Any]) -> Lesson:
     log.warning("lesson %s quarantined (%s): it reads as instructions to the model", lesson.id, reason)
     metadata = {**lesson.metadata, "quarantine_reason": reason}
     return lesson.model_copy(update={"status": "quarantined", "metadata": metadata})
+
+
+def untrusted(lesson: Lesson, agents: frozenset[str], *, agent: str | None = None) -> Lesson:
+    """``lesson`` quarantined when it was written for an untrusted agent (its own ``agent``, or the
+    ``agent`` of the episode it came from): ``metadata["quarantine"] = "untrusted agent <name>"``.
+    What it would supersede is only noted (``metadata["would_supersede"]``): an unreviewed lesson
+    must not hide a live one."""
+    name = next((a for a in (lesson.agent, agent) if a and a in agents), None)
+    if name is None or lesson.status == "quarantined":  # screened out already: a person decides that one
+        return lesson
+    metadata = {**lesson.metadata, "quarantine": f"untrusted agent {name}"}
+    if lesson.supersedes:
+        metadata["would_supersede"] = lesson.supersedes
+    log.info("lesson %s quarantined: written for untrusted agent %s", lesson.id, name)
+    return lesson.model_copy(update={"status": "quarantined", "metadata": metadata, "supersedes": None})
 
 
 def _texts(lesson: Lesson) -> tuple[Any, ...]:
@@ -118,7 +135,7 @@ class LessonIntake:
             raise InputError("tags must be a list of strings, not one string", field="tags")
         if learned_from is not None:
             check_text_arg(learned_from, "learned_from")
-        lesson = guarded(
+        fields = guarded(
             {
                 "namespace": self.scope.namespace,
                 "kind": kind,
@@ -137,6 +154,7 @@ class LessonIntake:
                 "learned_from": learned_from,
             }
         )
+        lesson = untrusted(fields, self.scope.settings.untrusted)
         [result] = self.write([lesson])
         return result.lesson
 
@@ -144,7 +162,8 @@ class LessonIntake:
         """Freshly reflected lessons (see :func:`stamp_reflected`) placed in their pools, then written."""
         if not lessons:
             return []
-        return self.write(place_active(self.pools, lessons))
+        agents = self.scope.settings.untrusted
+        return self.write(place_active(self.pools, [untrusted(lesson, agents) for lesson in lessons]))
 
     def write(self, lessons: Sequence[Lesson]) -> list[WriteResult]:
         """Write lessons outside a job: vector dedup first (with an embedder), then their vectors."""

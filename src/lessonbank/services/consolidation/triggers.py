@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from cronsim import CronSim, CronSimError
 
-from lessonbank.errors import ConfigError
+from lessonbank.errors import ConfigError, StoreError
 from lessonbank.models import Job
 from lessonbank.ports import Store
 from lessonbank.proposals import CycleTrigger
@@ -134,9 +134,9 @@ class Breaker:
             "LESSONBANK_CONSOLIDATION_BREAKER (0 turns the breaker off)"
         )
 
-    def as_dict(self) -> dict[str, Any]:
-        state = "off" if self.limit <= 0 else ("open" if self.open else "closed")
-        return {"state": state, "failed_or_empty_in_a_row": self.failures, "limit": self.limit}
+    @property
+    def state(self) -> str:
+        return "off" if self.limit <= 0 else ("open" if self.open else "closed")
 
 
 def breaker(store: Store, namespace: str, settings: Settings) -> Breaker:
@@ -155,6 +155,22 @@ def breaker(store: Store, namespace: str, settings: Settings) -> Breaker:
         if failures >= limit:
             break
     return Breaker(failures >= limit, failures, limit)
+
+
+def guard_status(store: Store, namespace: str, settings: Settings, now: datetime) -> dict[str, Any]:
+    """The guards of ``namespace`` as ``bank.stats()["consolidation"]`` shows them."""
+    stop = breaker(store, namespace, settings)
+    tokens, cost = spent_today(store, namespace, now)
+    cap = daily_cap(store, namespace, settings, now)
+    return {
+        "breaker": stop.state,
+        "failed_or_empty_in_a_row": stop.failures,
+        "breaker_limit": stop.limit,
+        **({"breaker_reason": stop.reason()} if stop.open else {}),
+        "tokens_today": tokens,
+        "cost_usd_today": cost,
+        "daily_cap": cap.reason if cap is not None else None,
+    }
 
 
 # ----------------------------------------------------------------- the automatic triggers
@@ -241,8 +257,13 @@ class Scheduler:
     def tick(self) -> list[Job]:
         """One look at every namespace served; the cycle jobs asked for (new or already queued)."""
         store = self.scope.store
+        try:
+            served = self.namespaces if self.namespaces is not None else store.namespaces()
+        except StoreError as exc:  # unreachable for now: the next tick looks again
+            log.error("consolidation triggers: cannot list the namespaces: %s", exc)
+            return []
         asked = []
-        for namespace in self.namespaces if self.namespaces is not None else store.namespaces():
+        for namespace in served:
             try:
                 job = self.check(namespace)
             except Exception as exc:  # one namespace's trouble must not stop the others' triggers
@@ -268,11 +289,20 @@ class Scheduler:
             store.set_cycle_state(namespace, state)
         return job
 
-    async def run(self, stop: asyncio.Event, *, wake: Callable[[], None] | None = None) -> None:
-        """Tick every :data:`TICK_S` until ``stop`` is set; ``wake()`` after a tick that asked for cycles."""
+    async def run(
+        self, stop: asyncio.Event, *, wake: Callable[[], None] | None = None, every_s: float = TICK_S
+    ) -> None:
+        """Tick every ``every_s`` (the first after ``every_s``: the caller ticks once at start) until
+        ``stop`` is set; ``wake()`` after a tick that asked for cycles, so the worker looks at once."""
         while not stop.is_set():
-            asked = await asyncio.to_thread(self.tick)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), every_s)
+            if stop.is_set():
+                return
+            try:
+                asked = await asyncio.to_thread(self.tick)
+            except Exception as exc:  # e.g. the store is unreachable: the next tick tries again
+                log.error("consolidation triggers: %s: %s", type(exc).__name__, exc)
+                continue
             if asked and wake is not None:
                 wake()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), TICK_S)
