@@ -18,8 +18,10 @@ Deciding, by a person (``actor``):
 - **revert** an applied proposal: from its audit rows, each lesson it changed goes back to what it
   was, and each lesson it added is archived; refused if one of them changed since.
 
-Not built yet: the LLM phases (survey, meta-reflection, consolidate, rewrite core, summarize), core
-memory and the evolution and reflection logs, the cycle as a queued job with its triggers.
+With an LLM, the cycle runs seed 002's five phases after the deterministic part (:mod:`.phases`,
+within the cycle's token budget) and proposes their operations and core memory rewrite too; an
+approval writes the core memory, the evolution log and the reflection log (:mod:`.documents`) in
+its transaction. Queued as a job with its triggers: :mod:`.jobs` and :mod:`.triggers`.
 """
 
 from __future__ import annotations
