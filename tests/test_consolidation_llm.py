@@ -13,6 +13,7 @@ from lessonbank import LessonBank
 from lessonbank.errors import InputError, LessonbankError
 from lessonbank.llm.base import Message
 from lessonbank.llm.fake import FakeCall, FakeLLM
+from lessonbank.proposals import Proposal
 from lessonbank.services.consolidation import prompts
 from lessonbank.settings import Settings
 
@@ -129,6 +130,15 @@ def open_bank(tmp_path: Path, llm: FakeLLM | None, **settings: object) -> Lesson
     return LessonBank(f"sqlite:///{tmp_path / 'bank.db'}", llm=llm, worker=False, settings=chosen)
 
 
+def proposed(bank: LessonBank, llm: Script) -> tuple[Proposal, str]:
+    """The seeded bank's proposal from the five scripted phases, and the episode it read."""
+    episode_id = seed(bank)
+    llm.script(*scripted(episode_id))
+    proposal = bank.consolidate()
+    assert proposal is not None
+    return proposal, episode_id
+
+
 def user_prompts(llm: Script) -> list[str]:
     return [next(m["content"] for m in call.messages if m["role"] == "user") for call in llm.cycle_calls]
 
@@ -136,10 +146,7 @@ def user_prompts(llm: Script) -> list[str]:
 def test_five_phases_propose_apply_and_revert(tmp_path: Path) -> None:
     llm = Script()
     with open_bank(tmp_path, llm) as bank:
-        episode_id = seed(bank)
-        llm.script(*scripted(episode_id))
-        proposal = bank.consolidate()
-        assert proposal is not None
+        proposal, episode_id = proposed(bank, llm)
         assert len(llm.cycle_calls) == 5  # one call per phase
         survey, meta, consolidate, core, summarize = user_prompts(llm)
         assert episode_id in survey and "les_twin_a, les_twin_b" in survey  # the episode and the pre-pass
@@ -271,10 +278,7 @@ def test_a_reply_longer_than_asked_for_stops_the_cycle(tmp_path: Path) -> None:
 def test_approve_with_changes(tmp_path: Path) -> None:
     llm = Script()
     with open_bank(tmp_path, llm) as bank:
-        episode_id = seed(bank)
-        llm.script(*scripted(episode_id))
-        proposal = bank.consolidate()
-        assert proposal is not None
+        proposal, _ = proposed(bank, llm)
         extract = next(op for op in proposal.operations if op.kind == "extract")
         edited_core = CORE.replace("Terse, checks before acting.", "Careful and brief.")
         with pytest.raises(InputError, match="not an editable part"):
