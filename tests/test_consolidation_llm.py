@@ -283,6 +283,10 @@ def test_approve_with_changes(tmp_path: Path) -> None:
         edited_core = CORE.replace("Terse, checks before acting.", "Careful and brief.")
         with pytest.raises(InputError, match="not an editable part"):
             bank.approve(proposal.id, edits={"les_gate": "x"})
+        with pytest.raises(InputError, match="must be text, got int"):
+            bank.approve(proposal.id, edits={extract.id: 5})  # type: ignore[dict-item]
+        with pytest.raises(InputError, match="is empty"):
+            bank.approve(proposal.id, edits={extract.id: "  "})
         with pytest.raises(InputError, match="lacks the section"):
             bank.approve(proposal.id, edits={"core": "just text"})
         decided = bank.approve(

@@ -117,7 +117,9 @@ def apply_edits(
                 f"{', '.join(sorted(originals)) or 'none'}",
                 field="edits",
             )
-        if not isinstance(text, str) or not text.strip():
+        if not isinstance(text, str):
+            raise InputError(f"the edit of {part_id} must be text, got {type(text).__name__}", field="edits")
+        if not text.strip():
             raise InputError(
                 f"the edit of {part_id} is empty; leave it out with --only instead", field="edits"
             )
