@@ -126,7 +126,7 @@ def scripted(episode_id: str) -> list[str]:
 
 
 def open_bank(tmp_path: Path, llm: FakeLLM | None, **settings: object) -> LessonBank:
-    chosen = Settings(**settings) if settings else None  # type: ignore[arg-type]
+    chosen = Settings(**settings) if settings else None
     return LessonBank(f"sqlite:///{tmp_path / 'bank.db'}", llm=llm, worker=False, settings=chosen)
 
 
