@@ -18,8 +18,8 @@ MAX_LINES = 620
 # Layers from the top down; a module may import its own layer's modules and any layer below.
 # The first matching prefix decides a module's layer.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("interfaces", ("lessonbank.cli",)),
-    ("facades", ("lessonbank.bank", "lessonbank.loop")),
+    ("interfaces", ("lessonbank.cli", "lessonbank.server")),
+    ("facades", ("lessonbank.bank", "lessonbank.loop", "lessonbank.remote")),
     ("services", ("lessonbank.services", "lessonbank.jobs", "lessonbank.retrieval")),
     ("adapters", ("lessonbank.stores", "lessonbank.llm", "lessonbank.reflectors", "lessonbank.embedders")),
     (

@@ -427,6 +427,7 @@ LOGGERS = (
     "lessonbank.stores",
     "lessonbank.consolidation",
     "lessonbank.mirror",
+    "lessonbank.server",
 )
 
 

@@ -1,0 +1,132 @@
+"""The server's application: the REST API under ``/api/v1``, the MCP endpoint at ``/mcp`` and the
+dashboard at ``/``, over one set of banks and one key store (``create_app``).
+
+Every error is JSON with a stable code (:mod:`.errors`); request bodies over ``max_body_bytes`` are
+refused with 413 before they are read whole; a request without a valid key (while keys exist) is 401,
+one outside its key's namespaces or role 403.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.responses import Response
+
+from lessonbank.errors import LessonbankError
+from lessonbank.server.auth import KeyStore, default_keys_path
+from lessonbank.server.banks import Banks
+from lessonbank.server.errors import INTERNAL, TOO_LARGE, body, error_body
+from lessonbank.settings import Settings
+
+MAX_BODY_BYTES = 4 * 1024 * 1024  # a batch import goes through the CLI's streamed import, not one request
+API_PREFIX = "/api/v1"
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    keys: KeyStore | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    **bank_options: Any,
+) -> FastAPI:
+    """The server over ``settings`` (default: the environment's). ``bank_options`` go to every
+    namespace's bank (an ``llm`` or ``embedder`` object, ``worker=False``, ...)."""
+    chosen = settings or Settings.from_env()
+    banks = Banks(chosen, **bank_options)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            banks.close()
+
+    app = FastAPI(
+        title="lessonbank",
+        summary="Lessons LLM agents learned from experience: record, recall, context, review.",
+        version="0.1.0",
+        docs_url="/docs",
+        openapi_url="/openapi.json",
+        lifespan=lifespan,
+    )
+    app.state.settings = chosen
+    app.state.banks = banks
+    app.state.keys = keys or KeyStore(default_keys_path(chosen.home))
+    app.state.max_body_bytes = max_body_bytes
+    _errors(app)
+    app.middleware("http")(_limit_body)
+
+    from lessonbank.server import dashboard, mcp_http, rest  # the parts, each a router over the same state
+
+    app.include_router(rest.router, prefix=API_PREFIX)
+    mcp_http.mount(app)
+    app.include_router(dashboard.router)
+    return app
+
+
+def _errors(app: FastAPI) -> None:
+    @app.exception_handler(LessonbankError)
+    async def lessonbank_error(request: Request, exc: LessonbankError) -> JSONResponse:
+        status, content = error_body(exc)
+        return JSONResponse(content, status_code=status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = exc.errors()
+        first = problems[0] if problems else {}
+        where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
+        message = f"{where}: {first.get('msg', 'invalid request')}" if where else str(first.get("msg", ""))
+        return JSONResponse(body("invalid_input", message, field=where or None), status_code=422)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        if isinstance(exc.detail, dict) and "error" in exc.detail:
+            content = exc.detail
+        else:
+            content = body(_code_of_status(exc.status_code), str(exc.detail))
+        return JSONResponse(content, status_code=exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def internal(request: Request, exc: Exception) -> JSONResponse:
+        status, content = error_body(exc)
+        return JSONResponse(content, status_code=status)
+
+
+def _code_of_status(status: int) -> str:
+    return {404: "not_found", 405: "method_not_allowed", 401: "unauthorized", 403: "forbidden"}.get(
+        status, INTERNAL if status >= 500 else "bad_request"
+    )
+
+
+async def _limit_body(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    """413 for a body over the limit: by its Content-Length, or while it streams in without one."""
+    limit: int = request.app.state.max_body_bytes
+    length = request.headers.get("content-length")
+    too_large = JSONResponse(body(TOO_LARGE, f"the request body is over {limit} bytes"), status_code=413)
+    if length is not None:
+        try:
+            if int(length) > limit:
+                return too_large
+        except ValueError:
+            return JSONResponse(body("bad_request", "Content-Length is not a number"), status_code=400)
+    elif request.method in ("POST", "PUT", "PATCH"):
+        received = 0
+        chunks: list[bytes] = []
+        async for chunk in request.stream():
+            received += len(chunk)
+            if received > limit:
+                return too_large
+            chunks.append(chunk)
+        data = b"".join(chunks)
+
+        async def replay() -> dict[str, Any]:
+            return {"type": "http.request", "body": data, "more_body": False}
+
+        request = Request(request.scope, replay)
+    return await call_next(request)

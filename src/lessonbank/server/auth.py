@@ -1,0 +1,183 @@
+"""API keys: who may read or change which namespaces of a served bank.
+
+A key is ``lbk_<id>_<secret>``: 16 random bytes of secret, shown once when it is created; only its
+SHA-256 is stored (a random 128-bit secret needs no slow hash: nothing can be guessed from the
+digest). Each key has a name, a role and the namespaces it may use (``*``: all):
+
+- ``read``: recall, context, lessons, show, goals, insights, rules, replay, jobs, stats, proposals, audit;
+- ``write``: that and record, reflect, add, import, archive, restore, consolidate, finish a goal;
+- ``admin``: that and what a person decides: approve, reject, revert proposals, forget, retry jobs.
+
+Keys live in a JSON file (``$LESSONBANK_HOME/keys.json`` by default, mode 0600), written through a
+temporary file and renamed, so a crash never leaves half a file. ``lessonbank keys create|list|revoke``
+manage it. A server with no key at all is *open*: every request is admin on every namespace, which is
+why ``lessonbank serve`` then binds to 127.0.0.1 only and says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import threading
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal, get_args
+
+from lessonbank.errors import ConfigError, InputError, NotFoundError
+
+Role = Literal["read", "write", "admin"]
+ROLES: tuple[str, ...] = get_args(Role)
+ALL = "*"
+PREFIX = "lbk_"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request comes from: a key's name, role and namespaces (``open`` when no key exists)."""
+
+    name: str
+    role: Role
+    namespaces: tuple[str, ...]
+    open: bool = False
+
+    def may(self, namespace: str, role: Role) -> bool:
+        """Whether this principal may act as ``role`` on ``namespace``."""
+        in_scope = ALL in self.namespaces or namespace in self.namespaces
+        return in_scope and ROLES.index(self.role) >= ROLES.index(role)
+
+
+OPEN = Principal(name="open", role="admin", namespaces=(ALL,), open=True)
+
+
+@dataclass
+class Key:
+    id: str
+    name: str
+    role: Role
+    namespaces: list[str]
+    digest: str
+    created_at: str
+    revoked_at: str | None = None
+    last_used_at: str | None = field(default=None, compare=False)
+
+    def principal(self) -> Principal:
+        return Principal(name=self.name, role=self.role, namespaces=tuple(self.namespaces))
+
+
+class KeyStore:
+    """The keys of one server, in one JSON file (see the module docstring)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ managing
+
+    def create(
+        self, name: str, *, role: str = "read", namespaces: list[str] | None = None
+    ) -> tuple[Key, str]:
+        """A new key and its secret token (shown once; only its digest is kept)."""
+        if not isinstance(name, str) or not name.strip() or len(name) > 100:
+            raise InputError("a key needs a name of 1 to 100 characters", field="name")
+        if role not in ROLES:
+            raise InputError(f"unknown role {role!r}; use one of {', '.join(ROLES)}", field="role")
+        chosen = [n.strip() for n in (namespaces or [ALL]) if n.strip()]
+        if not chosen:
+            raise InputError("a key needs at least one namespace (or '*')", field="namespaces")
+        key_id = secrets.token_hex(6)
+        secret = secrets.token_urlsafe(16)
+        token = f"{PREFIX}{key_id}_{secret}"
+        key = Key(
+            id=key_id,
+            name=name.strip(),
+            role=role,  # type: ignore[arg-type]
+            namespaces=chosen,
+            digest=_digest(token),
+            created_at=_now(),
+        )
+        with self._lock:
+            keys = self._read()
+            keys.append(key)
+            self._write(keys)
+        return key, token
+
+    def all(self) -> list[Key]:
+        with self._lock:
+            return self._read()
+
+    def revoke(self, key_id: str) -> Key:
+        with self._lock:
+            keys = self._read()
+            for index, key in enumerate(keys):
+                if key.id == key_id or key.name == key_id:
+                    if key.revoked_at is None:
+                        keys[index] = Key(**{**asdict(key), "revoked_at": _now()})
+                        self._write(keys)
+                    return keys[index]
+        raise NotFoundError("key", key_id)
+
+    # ------------------------------------------------------------------ checking
+
+    def any_active(self) -> bool:
+        return any(key.revoked_at is None for key in self.all())
+
+    def principal(self, token: str | None) -> Principal | None:
+        """The principal of ``token``; OPEN when no active key exists; None for a missing, unknown
+        or revoked token while keys exist."""
+        keys = [key for key in self.all() if key.revoked_at is None]
+        if not keys:
+            return OPEN
+        if not token or not token.startswith(PREFIX):
+            return None
+        digest = _digest(token)
+        for key in keys:
+            if hmac.compare_digest(key.digest, digest):
+                return key.principal()
+        return None
+
+    # ------------------------------------------------------------------ the file
+
+    def _read(self) -> list[Key]:
+        try:
+            raw = json.loads(self.path.read_text("utf-8"))
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot read the API keys in {self.path}: {exc}") from None
+        return [Key(**item) for item in raw.get("keys", [])]
+
+    def _write(self, keys: list[Key]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        data = json.dumps({"keys": [asdict(key) for key in keys]}, indent=2)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, self.path)
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def token_of(authorization: str | None, api_key_header: str | None) -> str | None:
+    """The token a request carries: ``Authorization: Bearer <token>`` or ``X-API-Key: <token>``."""
+    if api_key_header:
+        return api_key_header.strip()
+    if authorization and authorization.lower().startswith("bearer "):
+        return authorization[7:].strip()
+    return None
+
+
+def default_keys_path(home: Path) -> Path:
+    return home / "keys.json"
