@@ -24,6 +24,7 @@ from lessonbank.cli.lessons import add, export, forget, import_, lessons, rescre
 from lessonbank.cli.lifecycle import archive, audit, restore
 from lessonbank.cli.loop import analytics, loop_app
 from lessonbank.cli.retrieval import context, embed, recall
+from lessonbank.cli.server import keys_app, serve
 from lessonbank.errors import InputError, LessonbankError
 from lessonbank.redact import redact
 
@@ -57,11 +58,13 @@ COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("rules", rules),
     ("replay", replay),
     ("analytics", analytics),
+    ("serve", serve),
 )
 GROUPS: tuple[tuple[str, typer.Typer], ...] = (
     ("goal", goal_app),
     ("loop", loop_app),
     ("proposals", proposals_app),
+    ("keys", keys_app),
 )
 
 

@@ -10,8 +10,9 @@ digest). Each key has a name, a role and the namespaces it may use (``*``: all):
 
 Keys live in a JSON file (``$LESSONBANK_HOME/keys.json`` by default, mode 0600), written through a
 temporary file and renamed, so a crash never leaves half a file. ``lessonbank keys create|list|revoke``
-manage it. A server with no key at all is *open*: every request is admin on every namespace, which is
-why ``lessonbank serve`` then binds to 127.0.0.1 only and says so.
+manage it. A server whose key file holds no key at all is *open*: every request is admin on every
+namespace, which is why ``lessonbank serve`` then binds to 127.0.0.1 only and says so. Once a key was
+created, revoking every key leaves the server closed, not open.
 """
 
 from __future__ import annotations
@@ -122,15 +123,18 @@ class KeyStore:
 
     # ------------------------------------------------------------------ checking
 
-    def any_active(self) -> bool:
-        return any(key.revoked_at is None for key in self.all())
+    def required(self) -> bool:
+        """Whether requests need a key: once any key was created. Revoking the last key does not
+        open the server again (that would turn a revocation into an open door)."""
+        return bool(self.all())
 
     def principal(self, token: str | None) -> Principal | None:
-        """The principal of ``token``; OPEN when no active key exists; None for a missing, unknown
-        or revoked token while keys exist."""
-        keys = [key for key in self.all() if key.revoked_at is None]
-        if not keys:
+        """The principal of ``token``; OPEN when no key was ever created; None for a missing,
+        unknown or revoked token otherwise."""
+        every = self.all()
+        if not every:
             return OPEN
+        keys = [key for key in every if key.revoked_at is None]
         if not token or not token.startswith(PREFIX):
             return None
         digest = _digest(token)

@@ -1,0 +1,143 @@
+"""Serving commands: ``serve`` runs the REST API, the MCP endpoint and the dashboard in one process;
+``keys create|list|revoke`` manage the API keys it accepts. Both need the ``server`` extra
+(``pip install 'lessonbank[server]'``); importing this module imports neither FastAPI nor uvicorn."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from lessonbank.cli.common import emit_json, err, fail, out
+from lessonbank.settings import Settings
+
+LOOPBACK = "127.0.0.1"
+
+keys_app = typer.Typer(help="API keys of `lessonbank serve`: create, list, revoke.", no_args_is_help=True)
+
+
+def _settings(ctx: typer.Context) -> Settings:
+    options = ctx.obj
+    return Settings.from_env(
+        db=options.db, namespace=options.namespace, llm=options.llm, embedder=options.embedder
+    )
+
+
+def serve(
+    ctx: typer.Context,
+    host: Annotated[
+        str | None,
+        typer.Option(help="Address to bind (default 127.0.0.1; another address needs at least one API key)"),
+    ] = None,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on")] = 8765,
+    workers_off: Annotated[
+        bool,
+        typer.Option(
+            "--no-worker", help="Run no reflection worker in this process (a `lessonbank worker` does)"
+        ),
+    ] = False,
+) -> None:
+    """Serve the bank: the REST API (/api/v1, OpenAPI at /docs), the MCP endpoint (/mcp) and the
+    dashboard (/). Without any API key it is open to whoever can reach it, so it binds to 127.0.0.1 only."""
+    try:
+        import uvicorn
+
+        from lessonbank.server.app import create_app
+        from lessonbank.server.auth import KeyStore, default_keys_path
+    except ImportError as exc:
+        fail(
+            f"`lessonbank serve` needs the server extra: pip install 'lessonbank[server]' ({exc.name} is missing)"
+        )
+    settings = _settings(ctx)
+    keys = KeyStore(default_keys_path(settings.home))
+    chosen = host or LOOPBACK
+    if not keys.required():
+        if not _is_loopback(chosen):
+            fail(
+                f"no API key exists, so the server is open to anyone who reaches it: it binds to {LOOPBACK} only, "
+                f"not {chosen}; create a key first (lessonbank keys create NAME --role admin)"
+            )
+        err.print(
+            f"no API key: open to anyone on this machine, bound to {chosen} only (lessonbank keys create …)"
+        )
+    else:
+        active = sum(key.revoked_at is None for key in keys.all())
+        err.print(f"API keys required ({active} active)")
+    app = create_app(settings, keys=keys, worker=not workers_off)
+    err.print(
+        f"lessonbank serving {settings.db_url} on http://{chosen}:{port} (docs /docs, MCP /mcp, dashboard /)"
+    )
+    uvicorn.run(app, host=chosen, port=port, log_level="warning")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@keys_app.command("create")
+def create_key(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Who the key is for, e.g. ci-agent")],
+    role: Annotated[
+        str, typer.Option(help="read, write or admin (approving proposals and forgetting)")
+    ] = "read",
+    namespace: Annotated[
+        list[str] | None, typer.Option("--ns", help="A namespace the key may use (repeat; default: all, '*')")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Create a key; its secret is printed once and only its hash is kept."""
+    from lessonbank.server.auth import KeyStore, default_keys_path
+
+    store = KeyStore(default_keys_path(_settings(ctx).home))
+    key, token = store.create(name, role=role, namespaces=namespace)
+    if as_json:
+        emit_json(
+            {"id": key.id, "name": key.name, "role": key.role, "namespaces": key.namespaces, "token": token}
+        )
+        return
+    out.print(f"key {key.id} ({key.name}, {key.role} on {', '.join(key.namespaces)}):")
+    typer.echo(token)
+    err.print("keep it now: only its hash is stored")
+
+
+@keys_app.command("list")
+def list_keys(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """The keys (never their secrets): id, name, role, namespaces, created, revoked."""
+    from lessonbank.server.auth import KeyStore, default_keys_path
+
+    keys = KeyStore(default_keys_path(_settings(ctx).home)).all()
+    if as_json:
+        emit_json([{k: v for k, v in vars(key).items() if k != "digest"} for key in keys])
+        return
+    table = Table()
+    for column in ("id", "name", "role", "namespaces", "created", "revoked"):
+        table.add_column(column, overflow="fold")
+    for key in keys:
+        table.add_row(
+            key.id,
+            key.name,
+            key.role,
+            ",".join(key.namespaces),
+            key.created_at[:19],
+            (key.revoked_at or "")[:19],
+        )
+    out.print(table)
+
+
+@keys_app.command("revoke")
+def revoke_key(
+    ctx: typer.Context, key_id: Annotated[str, typer.Argument(help="The key's id (or name)")]
+) -> None:
+    """Revoke a key: requests with it are refused from now on (it stays listed, revoked)."""
+    from lessonbank.server.auth import KeyStore, default_keys_path
+
+    key = KeyStore(default_keys_path(_settings(ctx).home)).revoke(key_id)
+    out.print(f"revoked {key.id} ({key.name})")
