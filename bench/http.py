@@ -1,0 +1,235 @@
+"""`lessonbank serve` under load, through the Python client (``lessonbank.AsyncRemoteBank``).
+
+1. **Concurrent clients**: a real ``lessonbank serve`` process (no in-process reflection worker: the
+   episodes' reflection jobs wait in the queue, as with a separate ``lessonbank worker``) over a fresh
+   SQLite file and a fresh PostgreSQL schema, seeded with 1,000 lessons. ``--clients`` clients (50) each
+   loop for ``--seconds`` (60): record an episode, then recall a query. Reported: requests per second,
+   p50/p99 latency of each operation, errors, and episodes lost (recorded and acknowledged by the server
+   but not in the store afterwards; must be 0).
+2. **Recall at 100k** (SQLite, lexical): the bank imported before the server starts; ``--queries``
+   sequential recalls over HTTP, p50/p99 (target p99 ≤ 20 ms).
+
+The machine has 2 cores shared by the server and the clients: figures are of both together.
+
+    .venv/bin/python bench/http.py                       # both parts, SQLite and PostgreSQL
+    .venv/bin/python bench/http.py --seconds 10 --size 10000 --backends sqlite
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# Run as `python bench/http.py`, this file's folder comes first on the path and its name would hide
+# the standard library's `http` (which httpx imports): the folder goes last, after the standard library.
+_HERE = str(Path(__file__).resolve().parent)
+sys.path[:] = [entry for entry in sys.path if entry not in (_HERE, "")] + [_HERE]
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+
+import _backends
+import _corpus
+from lessonbank import AsyncRemoteBank, LessonBank, RemoteBank
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def serving(db: str, home: Path) -> Iterator[str]:
+    """A ``lessonbank serve`` process over ``db`` (no API key: loopback only); its base URL."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LESSONBANK_")}
+    env["LESSONBANK_HOME"] = str(home)
+    argv = [sys.executable, "-m", "lessonbank.cli", "--db", db, "serve", "--port", str(port), "--no-worker"]
+    server = subprocess.Popen(argv, env=env, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(f"{url}/openapi.json", timeout=2)
+                break
+            except httpx.TransportError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"lessonbank serve did not start (exit {server.poll()})") from None
+                time.sleep(0.2)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def client(
+    url: str,
+    episodes: list[dict[str, Any]],
+    queries: list[str],
+    until: float,
+    index: int,
+    found: dict[str, Any],
+) -> None:
+    async with AsyncRemoteBank(url) as bank:
+        step = index
+        while time.monotonic() < until:
+            episode = dict(episodes[step % len(episodes)])
+            episode["task"] = f"{episode['task']} (client {index}, step {step})"  # distinct episodes
+            started = time.perf_counter()
+            try:
+                stored = await bank.record(episode)
+                found["record"].append(time.perf_counter() - started)
+                found["recorded"].append(stored.id)
+            except Exception as exc:
+                found["errors"].append(f"record: {type(exc).__name__}: {exc}"[:200])
+            started = time.perf_counter()
+            try:
+                await bank.recall(queries[step % len(queries)], k=5)
+                found["recall"].append(time.perf_counter() - started)
+            except Exception as exc:
+                found["errors"].append(f"recall: {type(exc).__name__}: {exc}"[:200])
+            step += 1
+
+
+def concurrent(backend: str, clients: int, seconds: float) -> dict[str, Any]:
+    source = _corpus.load_source(11)
+    lessons = _corpus.make_lessons(source, 1_000, 11)
+    episodes = _corpus.make_episodes(source, 500, 11)
+    queries = _corpus.make_queries(source, 500, 11)
+    with tempfile.TemporaryDirectory(prefix="lb-http-") as tmp, _backends.fresh_url(backend, Path(tmp)) as db:
+        with LessonBank(db, worker=False) as bank:
+            bank.import_lessons(lessons)
+        with serving(db, Path(tmp) / "home") as url:
+            found: dict[str, Any] = {"record": [], "recall": [], "recorded": [], "errors": []}
+            started = time.monotonic()
+
+            async def run() -> None:
+                until = time.monotonic() + seconds
+                await asyncio.gather(
+                    *(client(url, episodes, queries, until, i, found) for i in range(clients))
+                )
+
+            asyncio.run(run())
+            elapsed = time.monotonic() - started
+        with LessonBank(db, worker=False) as bank:
+            stored = {episode.id for episode in _all_episodes(bank)}
+    lost = [episode_id for episode_id in found["recorded"] if episode_id not in stored]
+    requests = len(found["record"]) + len(found["recall"])
+    return {
+        "backend": backend,
+        "clients": clients,
+        "seconds": round(elapsed, 1),
+        "requests": requests,
+        "requests_per_s": round(requests / elapsed, 1),
+        "record_p50_ms": round(percentile(found["record"], 0.5) * 1000, 2),
+        "record_p99_ms": round(percentile(found["record"], 0.99) * 1000, 2),
+        "recall_p50_ms": round(percentile(found["recall"], 0.5) * 1000, 2),
+        "recall_p99_ms": round(percentile(found["recall"], 0.99) * 1000, 2),
+        "errors": len(found["errors"]),
+        "first_errors": found["errors"][:5],
+        "episodes_recorded": len(found["recorded"]),
+        "episodes_lost": len(lost),
+    }
+
+
+def _all_episodes(bank: LessonBank) -> list[Any]:
+    store, namespace = bank.services.scope.store, bank.services.scope.namespace
+    return [episode for episode, _ in store.recent_episodes(namespace, since=0.0, limit=10_000_000)]
+
+
+def recall_at_scale(size: int, queries: int) -> dict[str, Any]:
+    source = _corpus.load_source(7)
+    rows = _corpus.make_lessons(source, size, 7)
+    asked = _corpus.make_queries(source, queries, 7)
+    with tempfile.TemporaryDirectory(prefix="lb-http-") as tmp:
+        db = f"sqlite:///{tmp}/bank.db"
+        with LessonBank(db, worker=False) as bank:
+            for start in range(0, len(rows), 10_000):
+                bank.import_lessons(rows[start : start + 10_000])
+        with serving(db, Path(tmp) / "home") as url, RemoteBank(url) as bank:
+            for query in asked[:20]:  # warm the server's caches and connection
+                bank.recall(query, k=5)
+            timings = []
+            for query in asked:
+                started = time.perf_counter()
+                bank.recall(query, k=5)
+                timings.append(time.perf_counter() - started)
+    return {
+        "lessons": size,
+        "queries": len(asked),
+        "p50_ms": round(statistics.median(timings) * 1000, 2),
+        "p99_ms": round(percentile(timings, 0.99) * 1000, 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--backends", default="sqlite,postgres")
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument(
+        "--size", type=int, default=100_000, help="lessons for the recall-at-scale part (0: skip)"
+    )
+    parser.add_argument("--queries", type=int, default=1_000)
+    parser.add_argument("--out", type=Path, default=RESULTS / "http.json")
+    args = parser.parse_args()
+    report: dict[str, Any] = {
+        "load_average": os.getloadavg(),
+        "python": sys.version.split()[0],
+        "concurrent": [],
+    }
+    for backend in [b.strip() for b in args.backends.split(",") if b.strip()]:
+        why = _backends.available(backend)
+        if why is not None:
+            print(f"skipping {backend}: {why}")
+            continue
+        report["concurrent"].append(concurrent(backend, args.clients, args.seconds))
+    print(
+        "| backend | clients | s | req/s | record p50/p99 ms | recall p50/p99 ms | errors | episodes recorded / lost |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for row in report["concurrent"]:
+        print(
+            f"| {row['backend']} | {row['clients']} | {row['seconds']} | {row['requests_per_s']} | "
+            f"{row['record_p50_ms']}/{row['record_p99_ms']} | {row['recall_p50_ms']}/{row['recall_p99_ms']} | "
+            f"{row['errors']} | {row['episodes_recorded']} / {row['episodes_lost']} |"
+        )
+        for error in row["first_errors"]:
+            print("  error:", error)
+    if args.size:
+        report["recall_at_scale"] = recall_at_scale(args.size, args.queries)
+        row = report["recall_at_scale"]
+        print("\n| lessons | queries | recall p50 ms | p99 ms |\n|---|---|---|---|")
+        print(f"| {row['lessons']:,} | {row['queries']} | {row['p50_ms']} | {row['p99_ms']} |")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2))
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
