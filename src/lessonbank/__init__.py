@@ -42,10 +42,16 @@ from lessonbank.settings import Settings
 
 if TYPE_CHECKING:
     from lessonbank.bank import AsyncLessonBank, LessonBank
+    from lessonbank.remote import AsyncRemoteBank, RemoteBank
 
 # The facades load on first use, so importing a bottom module (``lessonbank.errors``,
 # ``lessonbank.models``) does not open the whole stack, and the package root imports no layer above it.
-_FACADES = {"AsyncLessonBank": "lessonbank.bank", "LessonBank": "lessonbank.bank"}
+_FACADES = {
+    "AsyncLessonBank": "lessonbank.bank",
+    "AsyncRemoteBank": "lessonbank.remote",
+    "LessonBank": "lessonbank.bank",
+    "RemoteBank": "lessonbank.remote",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -62,6 +68,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "AsyncLessonBank",
+    "AsyncRemoteBank",
     "AuditEntry",
     "BudgetExceededError",
     "ConfigError",
@@ -84,6 +91,7 @@ __all__ = [
     "OnnxBuildError",
     "ParseError",
     "Reflection",
+    "RemoteBank",
     "Settings",
     "StoreError",
     "VerificationResult",

@@ -1,0 +1,297 @@
+"""What both remote facades share: each bank method as one HTTP request (:class:`Call`), the answer
+parsed back into lessonbank's records, and a server's JSON error turned back into the error class
+the embedded bank would have raised.
+
+A :class:`Call` is pure data: :class:`~lessonbank.remote.RemoteBank` sends it with ``httpx.Client``,
+:class:`~lessonbank.remote.AsyncRemoteBank` with ``httpx.AsyncClient``, so the two can never build a
+request differently.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import TypeAdapter
+from pydantic_core import to_jsonable_python
+
+from lessonbank.errors import (
+    BudgetExceededError,
+    ConfigError,
+    ConflictError,
+    CycleFailedError,
+    InputError,
+    LessonbankError,
+    LLMError,
+    NotFoundError,
+    ParseError,
+    StoreError,
+)
+from lessonbank.models import AuditEntry, ContextBlock, Decision, Episode, Hit, Job, Lesson
+from lessonbank.proposals import DreamRun, Proposal
+from lessonbank.services.transfer import (
+    STATE_KEY,
+    ExportTarget,
+    Mark,
+    check_format,
+    export_chunks,
+    write_chunks,
+)
+
+T = TypeVar("T")
+
+API_PREFIX = "/api/v1"
+IMPORT_BATCH = 1_000  # records per import request; the server takes up to 10,000
+IMPORT_BATCH_BYTES = 2 * 1024 * 1024  # half the server's default body cap
+MAX_FLUSH_S = 60.0  # the server waits at most this long per flush request; a longer flush asks again
+CYCLE_TIMEOUT_S = 900.0  # a waited-for consolidation cycle calls the model several times
+
+# The server's error codes (lessonbank.server.errors) → the class the embedded bank raises. A key that
+# is missing, unknown or not allowed here is the caller's configuration; a body over the cap is input.
+ERRORS: dict[str, type[LessonbankError]] = {
+    "invalid_input": InputError,
+    "not_found": NotFoundError,
+    "conflict": ConflictError,
+    "budget_exceeded": BudgetExceededError,
+    "cycle_failed": CycleFailedError,
+    "not_configured": ConfigError,
+    "llm_error": LLMError,
+    "parse_error": ParseError,
+    "store_error": StoreError,
+    "unauthorized": ConfigError,
+    "forbidden": ConfigError,
+    "too_large": InputError,
+}
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One request under ``/api/v1/ns/{namespace}``; ``parse`` turns the decoded JSON (or the text,
+    with ``text``) into what the bank method returns."""
+
+    method: str
+    path: str
+    parse: Callable[[Any], T]
+    params: dict[str, Any] = field(default_factory=dict)
+    json: Any = None
+    text: bool = False
+    wait_s: float = 0.0  # how long the server may take on purpose, added to the client's timeout
+
+
+def base_url(url: str, namespace: str) -> str:
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise ConfigError(f"a lessonbank server URL starts with http:// or https://, got {url!r}")
+    if not isinstance(namespace, str) or not namespace.strip():
+        raise InputError("namespace must be a non-empty string", field="namespace")
+    return f"{url.rstrip('/')}{API_PREFIX}/ns/{quote(namespace, safe='')}"
+
+
+def segment(value: object, name: str) -> str:
+    """An id as one path segment: a slash or '..' in it cannot reach another route."""
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"{name} must be a non-empty string, got {value!r}"[:300], field=name)
+    return quote(value, safe="")
+
+
+def seconds(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise InputError(f"{name} must be a number of seconds ≥ 0, got {value!r}", field=name)
+    return float(value)
+
+
+def timeout_of(call: Call[Any], timeout: float) -> httpx.Timeout:
+    return httpx.Timeout(timeout, read=timeout + call.wait_s)
+
+
+# ---------------------------------------------------------------------- answers
+
+
+def _adapter(kind: Any) -> Callable[[Any], Any]:
+    return TypeAdapter(kind).validate_python
+
+
+def parse(call: Call[T], response: httpx.Response) -> T:
+    """The call's result from a 2xx ``response``; anything else raises the bank's error."""
+    if response.status_code >= 300:
+        raise error_of(response)
+    if response.status_code == 204:
+        return call.parse(None)
+    if call.text:
+        return call.parse(response.text)
+    try:
+        data = response.json()
+    except ValueError:
+        raise StoreError(
+            f"{response.url} answered {response.status_code} with a body that is not JSON"
+        ) from None
+    return call.parse(data)
+
+
+def error_of(response: httpx.Response) -> LessonbankError:
+    """The error the embedded bank would raise, from the server's ``{"error": {code, message, …}}``."""
+    try:
+        error = response.json()["error"]
+        code, message = str(error["code"]), str(error["message"])
+    except (ValueError, KeyError, TypeError):
+        # Not our server's answer: a proxy's page, a server of another version.
+        return StoreError(f"{response.url} answered {response.status_code} {response.reason_phrase}")
+    cls = ERRORS.get(code, InputError if 400 <= response.status_code < 500 else LessonbankError)
+    built = _build(cls, message, error)
+    built.args = (message,)  # the server's words, exactly, whatever the constructor would write
+    return built
+
+
+def _build(cls: type[LessonbankError], message: str, error: Mapping[str, Any]) -> LessonbankError:
+    field_name, record_id = error.get("field"), error.get("record_id")
+    if cls is InputError:
+        return InputError(message, field=field_name)
+    if cls is NotFoundError:
+        found = re.match(r"no (.+?) with id ", message)
+        return NotFoundError(found.group(1) if found else "record", str(record_id or ""))
+    if cls is ConflictError:
+        return ConflictError(message, record_id=record_id)
+    if cls is CycleFailedError:
+        return CycleFailedError(message, record_id=record_id)
+    if cls is BudgetExceededError:
+        return BudgetExceededError(message, budget=math.nan, needed=math.nan)  # not sent over HTTP
+    if cls is LLMError:
+        return LLMError(message, provider="remote")
+    if cls is ParseError:
+        return ParseError(message)
+    return cls(message)
+
+
+def transport_error(url: str, exc: httpx.HTTPError) -> StoreError:
+    """A request that got no answer: the bank the client uses is out of reach, like a store."""
+    if isinstance(exc, httpx.TimeoutException):
+        return StoreError(f"the lessonbank server at {url} did not answer in time ({type(exc).__name__})")
+    return StoreError(f"cannot reach the lessonbank server at {url}: {exc}")
+
+
+# ---------------------------------------------------------------------- request bodies
+
+
+def jsonable(value: Any) -> Any:
+    return to_jsonable_python(value)
+
+
+def strings(values: str | Sequence[str] | None) -> list[str] | None:
+    """A sequence of strings as a JSON list (one string is a list of one, as the bank reads it)."""
+    if values is None:
+        return None
+    return [values] if isinstance(values, str) else list(values)
+
+
+def one_or_many(value: str | Sequence[str] | None) -> str | list[str] | None:
+    return value if value is None or isinstance(value, str) else list(value)
+
+
+def query(**params: Any) -> dict[str, Any]:
+    """Query parameters without the unset ones (httpx would send None as an empty value)."""
+    return {key: value for key, value in params.items() if value is not None and value != []}
+
+
+def episode_body(episode: Episode | dict[str, Any], context_ids: Sequence[str] | None) -> dict[str, Any]:
+    if isinstance(episode, Episode):
+        sent: Any = episode.model_dump(mode="json")
+    elif isinstance(episode, dict):
+        sent = jsonable(episode)
+    else:
+        raise InputError(f"record() takes an Episode or a dict, got {type(episode).__name__}")
+    return {"episode": sent, "context_ids": strings(context_ids)}
+
+
+def import_batches(records: Iterable[Lesson | dict[str, Any]]) -> Iterator[tuple[list[Any], int]]:
+    """``records`` as request-sized lists, each with how many records could not be sent as JSON
+    (skipped, as the embedded bank skips an invalid record)."""
+    batch: list[Any] = []
+    size = skipped = 0
+    for record in records:
+        try:
+            item = record.model_dump(mode="json") if isinstance(record, Lesson) else jsonable(record)
+            length = len(json.dumps(item))
+        except (TypeError, ValueError):
+            skipped += 1
+            continue
+        if batch and (len(batch) >= IMPORT_BATCH or size + length > IMPORT_BATCH_BYTES):
+            yield batch, skipped
+            batch, size, skipped = [], 0, 0
+        batch.append(item)
+        size += length
+    if batch or skipped:
+        yield batch, skipped
+
+
+def add_counts(total: dict[str, int], counts: Mapping[str, int]) -> None:
+    for key, value in counts.items():
+        total[key] = total.get(key, 0) + value
+
+
+# ---------------------------------------------------------------------- export
+
+
+def write_export(lines: Iterable[str], dest: ExportTarget, format: str, namespace: str) -> int:
+    """Write an export fetched as JSON Lines to ``dest`` in ``format``, rendered here exactly as the
+    embedded bank renders it; returns how many lessons it holds."""
+    check_format(format)
+    written = 0
+
+    def marked() -> Iterator[tuple[Lesson, Mark]]:
+        nonlocal written
+        for line in lines:
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            mark = record.pop(STATE_KEY, None)
+            written += 1
+            yield Lesson.model_validate(record), mark
+
+    write_chunks(export_chunks(marked(), format, namespace), dest)
+    return written
+
+
+# ---------------------------------------------------------------------- parsers
+
+
+def nothing(_: Any) -> None:
+    return None
+
+
+episode = Episode.model_validate
+decision = Decision.model_validate
+lesson = Lesson.model_validate
+context_block = ContextBlock.model_validate
+proposal = Proposal.model_validate
+lessons = _adapter(list[Lesson])
+hits = _adapter(list[Hit])
+jobs = _adapter(list[Job])
+audit_entries = _adapter(list[AuditEntry])
+proposals = _adapter(list[Proposal])
+dream_runs = _adapter(list[DreamRun])
+maybe_proposal = _adapter(Proposal | None)
+maybe_job = _adapter(Job | None)
+counts = _adapter(dict[str, int])
+records = _adapter(list[dict[str, Any]])
+mapping = _adapter(dict[str, Any])
+
+
+def count(data: Any) -> int:
+    return int(data["count"])
+
+
+def done(data: Any) -> bool:
+    return bool(data["done"])
+
+
+def core_text(data: Any) -> str:
+    return str(data["text"])
+
+
+def text(data: Any) -> str:
+    return str(data)
