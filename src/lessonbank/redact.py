@@ -428,6 +428,7 @@ LOGGERS = (
     "lessonbank.consolidation",
     "lessonbank.mirror",
     "lessonbank.server",
+    "lessonbank.server.mcp",
 )
 
 

@@ -23,6 +23,7 @@ from lessonbank.cli.learned import goal_app, insights, replay, rules
 from lessonbank.cli.lessons import add, export, forget, import_, lessons, rescreen, show, stats
 from lessonbank.cli.lifecycle import archive, audit, restore
 from lessonbank.cli.loop import analytics, loop_app
+from lessonbank.cli.mcp import mcp
 from lessonbank.cli.retrieval import context, embed, recall
 from lessonbank.cli.server import keys_app, serve
 from lessonbank.errors import InputError, LessonbankError
@@ -58,6 +59,7 @@ COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("rules", rules),
     ("replay", replay),
     ("analytics", analytics),
+    ("mcp", mcp),
     ("serve", serve),
 )
 GROUPS: tuple[tuple[str, typer.Typer], ...] = (

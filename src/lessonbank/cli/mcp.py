@@ -1,0 +1,38 @@
+"""``lessonbank mcp``: the MCP server over stdio, for an agent on this machine (Claude Code, Cursor,
+any MCP client that starts a command). It runs as the local user: no API key, the bank of the usual
+settings (--db, --namespace, LESSONBANK_*). Reflections run on a background thread while it serves.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from lessonbank.cli.common import Options, fail
+from lessonbank.settings import Settings
+
+
+def mcp(ctx: typer.Context) -> None:
+    """Serve the bank to an MCP client over stdio (stdin/stdout carry the protocol, logs go to stderr).
+
+    Add it to Claude Code with: claude mcp add lessonbank -- lessonbank mcp
+    Tools: get_context, recall_lessons, record_episode, finish_goal, add_lesson, show_lesson,
+    list_rules, search_reflections, list_proposals, consolidate, archive_lesson (staged for a person).
+    """
+    try:
+        from lessonbank.server.auth import ALL, Principal
+        from lessonbank.server.banks import Banks
+        from lessonbank.server.mcp_tools import Access, build_server
+    except ImportError as exc:  # the mcp SDK comes with the server extra
+        fail(f"lessonbank mcp needs the MCP SDK ({exc.name} is missing): pip install 'lessonbank[server]'")
+    options: Options = ctx.obj
+    settings = Settings.from_env(
+        db=options.db, namespace=options.namespace, llm=options.llm, embedder=options.embedder
+    )
+    banks = Banks(settings)
+    # The local user owns the bank, as with every other `lessonbank` command: any namespace, any role.
+    local = Principal(name="local", role="admin", namespaces=(ALL,))
+    server = build_server(Access(banks, settings.namespace, lambda request: local))
+    try:
+        server.run("stdio")
+    finally:
+        banks.close()
