@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import io
+import json
 import socket
 import threading
 import time
@@ -70,7 +71,14 @@ def serve(tmp_path: Path) -> Iterator[Serve]:
 
 def lesson_shape(lesson: Any) -> tuple[Any, ...]:
     """What two banks agree on for the same lesson (ids and times are each bank's own)."""
-    return (lesson.kind, lesson.content, tuple(lesson.tags), lesson.status, lesson.source, lesson.access_count)
+    return (
+        lesson.kind,
+        lesson.content,
+        tuple(lesson.tags),
+        lesson.status,
+        lesson.source,
+        lesson.access_count,
+    )
 
 
 def learning_scenario(bank: LessonBank | RemoteBank) -> dict[str, Any]:
@@ -190,8 +198,8 @@ def test_export_to_writes_what_the_embedded_bank_writes(tmp_path: Path, serve: S
         remote.add_lesson("run the linter before committing", tags=["lint"])
         for fmt in ("json", "jsonl", "markdown"):
             path = tmp_path / f"export.{fmt}"
-            assert remote.export_to(path, fmt) == 2  # type: ignore[arg-type]
-            assert path.read_text("utf-8").rstrip("\n") == remote.export(fmt).rstrip("\n")  # type: ignore[arg-type]
+            assert remote.export_to(path, fmt) == 2
+            assert path.read_text("utf-8").rstrip("\n") == remote.export(fmt).rstrip("\n")
         stream = io.StringIO()
         assert remote.export_to(stream, "jsonl") == 2
         async_path = tmp_path / "async.md"
@@ -212,8 +220,6 @@ def test_export_to_writes_what_the_embedded_bank_writes(tmp_path: Path, serve: S
 
 
 def _json_lines(text: str) -> Iterator[dict[str, Any]]:
-    import json
-
     for line in text.splitlines():
         record = json.loads(line)
         record.pop("namespace")
