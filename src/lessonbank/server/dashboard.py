@@ -479,7 +479,11 @@ def proposal_page(request: Request, proposal_id: str) -> Response:
                 lessons[lesson_id] = bank.get_lesson(lesson_id)
             except NotFoundError:
                 continue
-        current = str(proposal.metadata.get("core_before") or bank.core_memory())
+        # What the rewrite replaces: kept on the proposal by the cycle; else, while pending, today's.
+        current = proposal.metadata.get("core_before")
+        if current is None and proposal.status == "pending":
+            current = bank.core_memory()
+        current = str(current or "")
         body = proposal_views.proposal_detail(p.ns, CSRF_TOKEN, proposal, rendered, lessons, current)
         return p.render(f"Proposal {proposal.id}", "proposals", body)
 

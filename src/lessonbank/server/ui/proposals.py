@@ -136,8 +136,9 @@ def _operation(ns: str, op: Operation, lessons: Mapping[str, Lesson], pending: b
         + (f'<span class="muted">score {op.score:.3f}</span>' if op.score is not None else "")
         + "</div>"
     )
+    gone = "del" if op.kind in ("merge", "archive") else ""  # superseded or archived once applied
     touched = "".join(
-        f'<li class="del">{lesson_link(ns, lesson_id, lesson_id)} {esc(clip(lessons[lesson_id].content, 160)) if lesson_id in lessons else "(unknown lesson)"}</li>'
+        f'<li class="{gone}">{lesson_link(ns, lesson_id, lesson_id)} {esc(clip(lessons[lesson_id].content, 160)) if lesson_id in lessons else "(unknown lesson)"}</li>'
         for lesson_id in op.lesson_ids
     )
     body = f'<ul class="diff">{touched}</ul>' if touched else ""

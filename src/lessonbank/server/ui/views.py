@@ -275,13 +275,18 @@ def lesson_actions(ns: str, csrf: str, lesson: Lesson) -> str:
         )
     )
     note = (
-        '<span class="muted">Lesson text and pinning change through a proposal\'s "approve with changes" '
-        "or the CLI; the bank has no direct edit call yet.</span>"
+        '<span class="muted">Lesson text and pinning are not edited in place: the bank has no edit call '
+        "yet (pin a lesson when adding it, <code>lessonbank add --pin</code>; approve a proposal with "
+        "changes to rewrite what a cycle writes).</span>"
     )
     return "".join(forms) + note
 
 
 # ---------------------------------------------------------------------- episode
+
+
+def _or_dash(value: object) -> str:
+    return "—" if value is None else str(value)
 
 
 def episode_detail(ns: str, shown: Mapping[str, Any], produced: Sequence[Lesson]) -> str:
@@ -296,7 +301,10 @@ def episode_detail(ns: str, shown: Mapping[str, Any], produced: Sequence[Lesson]
         "goal": esc(episode.get("goal_title") or episode.get("goal_id") or "—"),
         "error": f'<span class="text">{esc(episode.get("error") or "—")}</span>',
         "output": f'<span class="text">{esc(clip(str(episode.get("output") or "—"), 600))}</span>',
-        "reward · duration": esc(f"{episode.get('reward')} · {episode.get('duration_s')} s"),
+        "reward · duration": esc(
+            f"{_or_dash(episode.get('reward'))} · {_or_dash(episode.get('duration_s'))}"
+            + (" s" if episode.get("duration_s") is not None else "")
+        ),
         "importance · signals": esc(
             f"{episode.get('importance')} · {', '.join(episode.get('signals') or []) or 'none'}"
         ),
