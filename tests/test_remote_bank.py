@@ -287,3 +287,14 @@ def test_every_bank_method_exists_with_the_same_parameters(embedded: type, remot
         assert inspect.iscoroutinefunction(getattr(remote, name)) == inspect.iscoroutinefunction(
             getattr(embedded, name)
         ), name
+
+
+def test_what_cannot_be_sent_is_refused_before_any_request() -> None:
+    with RemoteBank("http://127.0.0.1:9") as bank:  # nothing listens there: a request would be StoreError
+        with pytest.raises(InputError, match="cannot be sent as JSON"):
+            bank.record({"task": "deploy", "metadata": {"socket": object()}})
+        with pytest.raises(InputError):
+            bank.get_lesson("")
+        with pytest.raises(InputError):
+            bank.flush(timeout=-1)
+        assert bank.import_lessons([{"content": object()}]) == {"added": 0, "reinforced": 0, "skipped": 1}

@@ -201,7 +201,10 @@ def episode_body(episode: Episode | dict[str, Any], context_ids: Sequence[str] |
     if isinstance(episode, Episode):
         sent: Any = episode.model_dump(mode="json")
     elif isinstance(episode, dict):
-        sent = jsonable(episode)
+        try:
+            sent = jsonable(episode)
+        except ValueError as exc:
+            raise InputError(f"the episode cannot be sent as JSON: {exc}"[:300], field="episode") from None
     else:
         raise InputError(f"record() takes an Episode or a dict, got {type(episode).__name__}")
     return {"episode": sent, "context_ids": strings(context_ids)}
