@@ -12,11 +12,11 @@ from lessonbank.settings import Settings
 
 
 def mcp(ctx: typer.Context) -> None:
-    """Serve the bank to an MCP client over stdio (stdin/stdout carry the protocol, logs go to stderr).
+    """Serve the bank to an MCP client over stdio; logs go to stderr.
 
-    Add it to Claude Code with: claude mcp add lessonbank -- lessonbank mcp
-    Tools: get_context, recall_lessons, record_episode, finish_goal, add_lesson, show_lesson,
-    list_rules, search_reflections, list_proposals, consolidate, archive_lesson (staged for a person).
+    Runs as the local user (no API key) on the bank of --db, --namespace and LESSONBANK_*.
+
+    In Claude Code: claude mcp add lessonbank -- lessonbank mcp
     """
     try:
         from lessonbank.server.auth import ALL, Principal
