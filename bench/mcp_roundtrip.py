@@ -13,8 +13,8 @@ tool's recall and rendering, the structured result back and validated against th
 Prints a table and writes ``bench/results/mcp.json``. The machine's cores are shared by the server
 and the client.
 
-    .venv/bin/python bench/mcp.py
-    .venv/bin/python bench/mcp.py --calls 200 --lessons 10000
+    .venv/bin/python bench/mcp_roundtrip.py
+    .venv/bin/python bench/mcp_roundtrip.py --calls 200 --lessons 10000
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# Run as `python bench/mcp.py`, this file's folder comes first on the path and its name would hide
-# the MCP SDK's `mcp` package: the folder goes last.
+# Run as a script, this file's folder comes first on the path, ahead of the installed packages: it goes
+# last, so no module here can hide one of them. (This file is not bench/mcp.py for that reason: tests put
+# bench/ on the path, and a bench/mcp.py would hide the MCP SDK from them.)
 _HERE = str(Path(__file__).resolve().parent)
 sys.path[:] = [entry for entry in sys.path if entry not in (_HERE, "")] + [_HERE]
 
