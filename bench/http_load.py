@@ -9,21 +9,15 @@
 2. **Recall at 100k** (SQLite, lexical): the bank imported before the server starts; ``--queries``
    sequential recalls over HTTP, p50/p99 (target p99 ≤ 20 ms).
 
-The machine has 2 cores shared by the server and the clients: figures are of both together.
+The machine has 2 cores shared by the server and the clients: figures are of both together. (Named
+``http_load`` because a ``bench/http.py`` would hide the standard library's ``http`` from every script
+run in this folder.)
 
-    .venv/bin/python bench/http.py                       # both parts, SQLite and PostgreSQL
-    .venv/bin/python bench/http.py --seconds 10 --size 10000 --backends sqlite
+    .venv/bin/python bench/http_load.py                  # both parts, SQLite and PostgreSQL
+    .venv/bin/python bench/http_load.py --seconds 10 --size 10000 --backends sqlite
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-# Run as `python bench/http.py`, this file's folder comes first on the path and its name would hide
-# the standard library's `http` (which httpx imports): the folder goes last, after the standard library.
-_HERE = str(Path(__file__).resolve().parent)
-sys.path[:] = [entry for entry in sys.path if entry not in (_HERE, "")] + [_HERE]
 
 import argparse
 import asyncio
@@ -32,10 +26,12 @@ import os
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -196,7 +192,7 @@ def main() -> None:
         "--size", type=int, default=100_000, help="lessons for the recall-at-scale part (0: skip)"
     )
     parser.add_argument("--queries", type=int, default=1_000)
-    parser.add_argument("--out", type=Path, default=RESULTS / "http.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "http_load.json")
     args = parser.parse_args()
     report: dict[str, Any] = {
         "load_average": os.getloadavg(),
