@@ -144,7 +144,10 @@ def test_malformed_json_unknown_ids_and_unknown_routes(client: TestClient) -> No
     broken = client.post(
         f"{NS}/recall", content=b'{"query": "dep', headers={"content-type": "application/json"}
     )
-    assert broken.status_code == 422 and "JSON" in error(broken)["message"]
+    assert broken.status_code == 422 and error(broken)["message"].startswith(
+        "the request body is not valid JSON"
+    )
+    assert error(broken)["field"] is None
     for path in ("/proposals/prp_nope", "/lessons/les_nope", "/records/ep_nope"):
         missing = client.get(NS + path)
         assert missing.status_code == 404 and error(missing)["code"] == "not_found", path

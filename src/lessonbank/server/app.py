@@ -80,6 +80,10 @@ def _errors(app: FastAPI) -> None:
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = exc.errors()
         first = problems[0] if problems else {}
+        if first.get("type") == "json_invalid":
+            detail = (first.get("ctx") or {}).get("error", "")
+            message = f"the request body is not valid JSON{f' ({detail})' if detail else ''}"
+            return JSONResponse(body("invalid_input", message), status_code=422)
         where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
         message = f"{where}: {first.get('msg', 'invalid request')}" if where else str(first.get("msg", ""))
         return JSONResponse(body("invalid_input", message, field=where or None), status_code=422)
