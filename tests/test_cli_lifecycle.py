@@ -59,3 +59,17 @@ def test_unknown_ids_fail_cleanly(cli, tmp_path: Path) -> None:  # type: ignore[
         assert refused.returncode != 0 and b"les_nothing" in refused.stderr
     assert json.loads(cli("--db", db, "audit", "--json").stdout) == []
     assert cli("--db", db, "audit", "--limit", "0", ok=False).returncode == 2
+
+
+def test_edit_pins_and_tags_a_lesson(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    db = f"sqlite:///{tmp_path / 'bank.db'}"
+    with LessonBank(db, worker=False) as bank:
+        lesson_id = bank.add_lesson("Never deploy on Fridays.").id
+    shown = cli("--db", db, "edit", lesson_id, "--pin", "--tag", "deploy", "--importance", "0.9").stdout
+    assert f"{lesson_id}: pinned, tags deploy, importance 0.90".encode() in shown
+    assert b"not pinned" in cli("--db", db, "edit", lesson_id, "--unpin").stdout
+    nothing = cli("--db", db, "edit", lesson_id, ok=False)
+    assert nothing.returncode != 0 and b"nothing to edit" in nothing.stderr
+    with LessonBank(db, worker=False) as bank:
+        rows = bank.audit(lesson_id=lesson_id)
+        assert [(row.action, row.actor) for row in rows] == [("edit", "cli"), ("edit", "cli")]

@@ -171,6 +171,27 @@ def test_a_post_needs_the_token_and_this_origin(seeded: Seeded) -> None:
         assert bank.audit(lesson_id=seeded.hostile_id)[0].actor == "dashboard:open"
 
 
+def test_a_lesson_is_pinned_and_its_tags_edited_from_its_page(seeded: Seeded) -> None:
+    path = f"/lessons/{seeded.hostile_id}/edit"
+    origin = {"Origin": "http://testserver"}
+    with client_of(seeded) as client:
+        page = client.get(f"/lessons/{seeded.hostile_id}").text
+        assert f'action="{path}"' in page and "Pin (never decays" in page
+        pinned = client.post(
+            path, data={"ns": "default", "csrf": CSRF_TOKEN, "pinned": "yes"}, headers=origin
+        )
+        assert pinned.status_code == 303 and "done=edited" in pinned.headers["location"]
+        form = {"ns": "default", "csrf": CSRF_TOKEN, "tags": "deploy, security", "importance": "0.8"}
+        assert client.post(path, data=form, headers=origin).status_code == 303
+        bad = client.post(path, data={**form, "importance": "lots"}, headers=origin)
+        assert bad.status_code == 422 and "importance is a number" in bad.text
+        assert "Unpin" in client.get(f"/lessons/{seeded.hostile_id}").text
+    with seeded.bank() as bank:
+        lesson = bank.get_lesson(seeded.hostile_id)
+        assert lesson.pinned and lesson.tags == ["deploy", "security"] and lesson.importance == 0.8
+        assert [row.action for row in bank.audit(lesson_id=lesson.id)][:2] == ["edit", "edit"]
+
+
 def test_partial_approval_with_an_edit_and_then_revert(seeded: Seeded) -> None:
     with seeded.bank() as bank:
         proposal = bank.proposal(seeded.proposal_id)

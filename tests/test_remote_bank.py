@@ -298,3 +298,34 @@ def test_what_cannot_be_sent_is_refused_before_any_request() -> None:
         with pytest.raises(InputError):
             bank.flush(timeout=-1)
         assert bank.import_lessons([{"content": object()}]) == {"added": 0, "reinforced": 0, "skipped": 1}
+
+
+def editing_scenario(bank: LessonBank | RemoteBank) -> dict[str, Any]:
+    lesson = bank.add_lesson("Never deploy on Fridays.", tags=["deploy"])
+    pinned = bank.edit_lesson(lesson.id, pinned=True, tags=["deploy", "release"], importance=0.9, actor="ana")
+    unchanged = bank.edit_lesson(lesson.id, pinned=True)  # nothing changes: no audit row
+    refused = []
+    for bad in ({}, {"importance": 2.0}):
+        try:
+            bank.edit_lesson(lesson.id, **bad)  # type: ignore[arg-type]
+        except lb_errors.InputError:
+            refused.append(True)
+    [row] = [r for r in bank.audit(lesson_id=lesson.id) if r.action == "edit"]
+    return {
+        "pinned": (pinned.pinned, pinned.tags, pinned.importance, unchanged.updated_at == pinned.updated_at),
+        "refused": refused,
+        "audit": (row.actor.split(" (key")[0], row.summary.startswith("pinned False → True")),
+    }
+
+
+def test_editing_a_lesson_gives_the_same_results_embedded_and_remote(tmp_path: Path, serve: Serve) -> None:
+    with LessonBank(f"sqlite:///{tmp_path / 'embedded.db'}", worker=False) as bank:
+        expected = editing_scenario(bank)
+    with RemoteBank(serve(worker=False)) as remote:
+        got = editing_scenario(remote)
+    assert expected == {
+        "pinned": (True, ["deploy", "release"], 0.9, True),
+        "refused": [True, True],
+        "audit": ("ana", True),
+    }
+    assert got == expected

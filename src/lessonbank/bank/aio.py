@@ -193,6 +193,19 @@ class AsyncLessonBank(BankBase):
     async def archive(self, lesson_id: str, *, reason: str | None = None, actor: str = "api") -> Lesson:
         return await in_thread(self.services.lifecycle.archive)(lesson_id, reason=reason, actor=actor)
 
+    async def edit_lesson(
+        self,
+        lesson_id: str,
+        *,
+        pinned: bool | None = None,
+        tags: Sequence[str] | None = None,
+        importance: float | None = None,
+        actor: str = "api",
+    ) -> Lesson:
+        return await in_thread(self.services.lifecycle.edit)(
+            lesson_id, pinned=pinned, tags=tags, importance=importance, actor=actor
+        )
+
     async def restore(self, lesson_id: str, *, actor: str = "api") -> Lesson:
         return await in_thread(self.services.lifecycle.restore)(lesson_id, actor=actor)
 

@@ -231,6 +231,20 @@ class LessonBank(BankBase):
         row naming ``actor`` and ``reason``; a no-op on an archived lesson. NotFoundError if absent."""
         return self.services.lifecycle.archive(lesson_id, reason=reason, actor=actor)
 
+    def edit_lesson(
+        self,
+        lesson_id: str,
+        *,
+        pinned: bool | None = None,
+        tags: Sequence[str] | None = None,
+        importance: float | None = None,
+        actor: str = "api",
+    ) -> Lesson:
+        """Pin or unpin a lesson, set its tags or importance; audited (its text is not edited in place)."""
+        return self.services.lifecycle.edit(
+            lesson_id, pinned=pinned, tags=tags, importance=importance, actor=actor
+        )
+
     def restore(self, lesson_id: str, *, actor: str = "api") -> Lesson:
         """Make an archived lesson active again; for a quarantined or pending one this is the approval
         (audit action ``approve``). A no-op on an active lesson. NotFoundError if absent."""

@@ -21,7 +21,7 @@ from lessonbank.cli.episodes import record, reflect
 from lessonbank.cli.jobs import jobs, purge, worker
 from lessonbank.cli.learned import goal_app, insights, replay, rules
 from lessonbank.cli.lessons import add, export, forget, import_, lessons, rescreen, show, stats
-from lessonbank.cli.lifecycle import archive, audit, restore
+from lessonbank.cli.lifecycle import archive, audit, edit, restore
 from lessonbank.cli.loop import analytics, loop_app
 from lessonbank.cli.mcp import mcp
 from lessonbank.cli.retrieval import context, embed, recall
@@ -41,6 +41,7 @@ COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("forget", forget),
     ("archive", archive),
     ("restore", restore),
+    ("edit", edit),
     ("audit", audit),
     ("rescreen", rescreen),
     ("consolidate", consolidate),

@@ -25,6 +25,26 @@ def archive(
     out.print(f"{lesson_id} was already archived" if was == "archived" else f"archived {lesson_id}")
 
 
+def edit(
+    ctx: typer.Context,
+    lesson_id: Annotated[str, typer.Argument(help="Lesson id (les_…)")],
+    pin: Annotated[
+        bool | None, typer.Option("--pin/--unpin", help="Pinned: never decays, always in core memory")
+    ] = None,
+    tag: Annotated[
+        list[str] | None, typer.Option("--tag", help="Set the tags (repeat); replaces them")
+    ] = None,
+    importance: Annotated[float | None, typer.Option(min=0.0, max=1.0, help="From 0 to 1")] = None,
+) -> None:
+    """Pin or unpin a lesson, set its tags or importance (audited; its text is not edited in place)."""
+    with ctx.obj.bank() as bank:
+        lesson = bank.edit_lesson(lesson_id, pinned=pin, tags=tag, importance=importance, actor=ACTOR)
+    state = "pinned" if lesson.pinned else "not pinned"
+    out.print(
+        f"{lesson_id}: {state}, tags {', '.join(lesson.tags) or '-'}, importance {lesson.importance:.2f}"
+    )
+
+
 def restore(ctx: typer.Context, lesson_id: Annotated[str, typer.Argument(help="Lesson id (les_…)")]) -> None:
     """Make an archived lesson active again; for a quarantined or pending lesson, approve it."""
     with ctx.obj.bank() as bank:

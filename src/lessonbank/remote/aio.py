@@ -224,6 +224,17 @@ class AsyncRemoteBank:
     async def archive(self, lesson_id: str, *, reason: str | None = None, actor: str = "api") -> Lesson:
         return await self._run(req.archive(lesson_id, reason, actor))
 
+    async def edit_lesson(
+        self,
+        lesson_id: str,
+        *,
+        pinned: bool | None = None,
+        tags: Sequence[str] | None = None,
+        importance: float | None = None,
+        actor: str = "api",
+    ) -> Lesson:
+        return await self._run(req.edit_lesson(lesson_id, pinned, tags, importance, actor))
+
     async def restore(self, lesson_id: str, *, actor: str = "api") -> Lesson:
         return await self._run(req.restore(lesson_id, actor))
 

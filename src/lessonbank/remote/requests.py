@@ -192,6 +192,19 @@ def archive(lesson_id: str, reason: str | None, actor: str) -> Call[Lesson]:
     return Call("POST", path, calls.lesson, json={"reason": reason, "actor": actor})
 
 
+def edit_lesson(
+    lesson_id: str, pinned: bool | None, tags: Sequence[str] | None, importance: float | None, actor: str
+) -> Call[Lesson]:
+    path = f"/lessons/{segment(lesson_id, 'lesson_id')}"
+    body = {
+        "pinned": pinned,
+        "tags": None if tags is None else list(tags),
+        "importance": importance,
+        "actor": actor,
+    }
+    return Call("PATCH", path, calls.lesson, json=body)
+
+
 def restore(lesson_id: str, actor: str) -> Call[Lesson]:
     path = f"/lessons/{segment(lesson_id, 'lesson_id')}/restore"
     return Call("POST", path, calls.lesson, json={"actor": actor})

@@ -68,6 +68,7 @@ NOTICES = {
     "archived": "Lesson archived: it is no longer recalled or injected.",
     "restored": "Lesson active again.",
     "forgotten": "Lesson deleted.",
+    "edited": "Lesson saved.",
     "retried": "Dead jobs queued again.",
     "approved": "Proposal applied.",
     "rejected": "Proposal rejected; its operations will not be proposed again.",
@@ -339,6 +340,8 @@ def _lesson_action(action: str, role: Role, notice: str) -> Callable[..., Respon
                 bank.archive(lesson_id, reason="archived from the dashboard", actor=actor)
             elif action == "restore":
                 bank.restore(lesson_id, actor=actor)
+            elif action == "edit":
+                _edit(bank, lesson_id, form, actor)
             else:
                 if _field(form, "confirm") != "yes":
                     raise InputError("tick the box to confirm the deletion", field="confirm")
@@ -354,6 +357,21 @@ def _lesson_action(action: str, role: Role, notice: str) -> Callable[..., Respon
 router.post("/lessons/{lesson_id}/archive")(_lesson_action("archive", "write", "archived"))
 router.post("/lessons/{lesson_id}/restore")(_lesson_action("restore", "write", "restored"))
 router.post("/lessons/{lesson_id}/forget")(_lesson_action("forget", "admin", "forgotten"))
+router.post("/lessons/{lesson_id}/edit")(_lesson_action("edit", "admin", "edited"))
+
+
+def _edit(bank: LessonBank, lesson_id: str, form: Mapping[str, list[str]], actor: str) -> None:
+    """Pin / unpin (a ``pinned`` button), or the tags and importance of the edit form."""
+    pinned = _field(form, "pinned")
+    if pinned:
+        bank.edit_lesson(lesson_id, pinned=pinned == "yes", actor=actor)
+        return
+    try:
+        importance = float(_field(form, "importance"))
+    except ValueError:
+        raise InputError("importance is a number from 0 to 1", field="importance") from None
+    tags = [tag.strip() for tag in _field(form, "tags").split(",") if tag.strip()]
+    bank.edit_lesson(lesson_id, tags=tags, importance=importance, actor=actor)
 
 
 # ---------------------------------------------------------------------- episode and why

@@ -42,6 +42,7 @@ from lessonbank.server.rest_models import (
     Count,
     Done,
     DryRunBody,
+    EditBody,
     EndSessionBody,
     FinishGoalBody,
     FlushBody,
@@ -186,6 +187,21 @@ def forget(
 def archive(namespace: str, lesson_id: Id, body: ArchiveBody, bank: WriteBank, who: Who) -> Lesson:
     """Soft-delete: kept and audited, no longer recalled or injected."""
     return bank.archive(lesson_id, reason=body.reason, actor=_actor(who, body.actor))
+
+
+@router.patch(
+    f"{NS}/lessons/{{lesson_id}}", summary="Edit a lesson (pin, tags, importance)", tags=["lessons"]
+)
+def edit_lesson(namespace: str, lesson_id: Id, body: EditBody, bank: AdminBank, who: Who) -> Lesson:
+    """Pin or unpin a lesson, set its tags or importance (audited). A person's word: admin, since a
+    pinned lesson never decays and no cycle merges or archives it."""
+    return bank.edit_lesson(
+        lesson_id,
+        pinned=body.pinned,
+        tags=body.tags,
+        importance=body.importance,
+        actor=_actor(who, body.actor),
+    )
 
 
 @router.post(f"{NS}/lessons/{{lesson_id}}/restore", summary="Restore a lesson", tags=["lessons"])

@@ -100,6 +100,13 @@ class ActorBody(Body):
     actor: str = _actor()
 
 
+class EditBody(Body):
+    pinned: bool | None = None
+    tags: list[str] | None = Field(default=None, max_length=MAX_TAGS)
+    importance: float | None = Field(default=None, ge=0.0, le=1.0)
+    actor: str = _actor()
+
+
 class ImportBody(Body):
     lessons: list[dict[str, Any]] = Field(max_length=MAX_IMPORT)
 

@@ -34,6 +34,8 @@ warning, never a failed or undone change, and its next commit catches up.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from lessonbank.errors import InputError
 from lessonbank.models import AuditAction, AuditEntry, Lesson, LessonStatus
 from lessonbank.services.consolidation.mirror import mirror_change
@@ -121,6 +123,62 @@ class Lifecycle:
         if done:
             action, summary = done[-1]
             self.mirror(actor, f"{action.capitalize()} {lesson_id}: {summary}")
+        return lesson
+
+    def edit(
+        self,
+        lesson_id: str,
+        *,
+        pinned: bool | None = None,
+        tags: Sequence[str] | None = None,
+        importance: float | None = None,
+        actor: str = "api",
+    ) -> Lesson:
+        """A person's edit of what the bank keeps about a lesson: pin it (it never decays and is
+        never merged or archived by a cycle; it is always in core memory's Critical Facts), its tags,
+        its importance. Audited (``edit``, before and after); a no-op when nothing changes. Its text
+        is not edited in place: a new lesson supersedes it (``add_lesson(..., supersedes=id)``) or a
+        consolidation proposal is approved with changes."""
+        check_text_arg(lesson_id, "lesson_id")
+        actor = check_actor(actor)
+        update: dict[str, object] = {}
+        if pinned is not None:
+            if not isinstance(pinned, bool):
+                raise InputError(f"pinned must be true or false, got {pinned!r}", field="pinned")
+            update["pinned"] = pinned
+        if tags is not None:
+            if isinstance(tags, str) or not all(isinstance(tag, str) for tag in tags):
+                raise InputError("tags must be a list of strings", field="tags")
+            update["tags"] = list(tags)
+        if importance is not None:
+            if (
+                isinstance(importance, bool)
+                or not isinstance(importance, int | float)
+                or not 0 <= importance <= 1
+            ):
+                raise InputError(
+                    f"importance must be a number in [0, 1], got {importance!r}", field="importance"
+                )
+            update["importance"] = float(importance)
+        if not update:
+            raise InputError("nothing to edit: give pinned, tags or importance")
+        changes: list[str] = []
+
+        def change(old: Lesson) -> tuple[Lesson, AuditEntry] | None:
+            new = Lesson.model_validate({**old.model_dump(), **update, "updated_at": self.scope.now()})
+            what = [
+                f"{key} {getattr(old, key)!r} → {getattr(new, key)!r}"
+                for key in update
+                if getattr(old, key) != getattr(new, key)
+            ]
+            if not what:
+                return None
+            changes.append("; ".join(what))
+            return new, self.entry("edit", actor, changes[-1], old.id).of(old, new)
+
+        lesson = self.scope.store.change_lesson(self.scope.namespace, lesson_id, change)
+        if changes:
+            self.mirror(actor, f"Edit {lesson_id}: {changes[-1]}")
         return lesson
 
     def mirror(self, actor: str, message: str) -> str | None:

@@ -274,10 +274,25 @@ def lesson_actions(ns: str, csrf: str, lesson: Lesson) -> str:
             + button("Forget", tone="danger"),
         )
     )
+    pin = "Unpin" if lesson.pinned else "Pin (never decays, always in core memory)"
+    forms.append(
+        post_form(
+            f"{base}/edit", ns, csrf, button(pin, name="pinned", value="no" if lesson.pinned else "yes")
+        )
+    )
+    forms.append(
+        post_form(
+            f"{base}/edit",
+            ns,
+            csrf,
+            f'<label>tags <input name="tags" value={attr(", ".join(lesson.tags))} size="40"></label> '
+            f'<label>importance <input name="importance" value={attr(f"{lesson.importance:.2f}")} size="4"></label> '
+            + button("Save"),
+        )
+    )
     note = (
-        '<span class="muted">Lesson text and pinning are not edited in place: the bank has no edit call '
-        "yet (pin a lesson when adding it, <code>lessonbank add --pin</code>; approve a proposal with "
-        "changes to rewrite what a cycle writes).</span>"
+        '<span class="muted">Lesson text is not edited in place: add a lesson that supersedes it, or '
+        "approve a proposal with changes to rewrite what a cycle writes.</span>"
     )
     return "".join(forms) + note
 
