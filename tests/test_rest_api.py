@@ -285,3 +285,10 @@ def test_roles_decide_what_a_key_may_do(keyed: tuple[TestClient, dict[str, dict[
     assert client.post(restore, json={}, headers=headers["a-admin"]).json()["status"] == "active"
     for path in ("/jobs/retry", "/jobs/purge", "/proposals/prp_x/approve", "/rescreen"):
         assert client.post(base + path, json={}, headers=headers["a-writer"]).status_code == 403, path
+
+
+def test_a_validation_message_names_its_field_and_is_not_mistaken_for_a_secret(client: TestClient) -> None:
+    refused = client.post(f"{NS}/context", json={"task": "deploy", "budget_tokens": -1})
+    assert refused.status_code == 422
+    message = error(refused)["message"]
+    assert message.startswith("budget_tokens — ") and "REDACTED" not in message

@@ -85,7 +85,9 @@ def _errors(app: FastAPI) -> None:
             message = f"the request body is not valid JSON{f' ({detail})' if detail else ''}"
             return JSONResponse(body("invalid_input", message), status_code=422)
         where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
-        message = f"{where}: {first.get('msg', 'invalid request')}" if where else str(first.get("msg", ""))
+        # "field — reason": a "name: value" shape would read as a credential to the redaction of messages
+        reason = str(first.get("msg", "invalid request"))
+        message = f"{where} — {reason}" if where else reason
         return JSONResponse(body("invalid_input", message, field=where or None), status_code=422)
 
     @app.exception_handler(HTTPException)

@@ -85,7 +85,7 @@ class ContextBody(Body):
     goal_id: str | None = _name()
     agent: str | None = _name()
     task_type: str | None = _name()
-    budget_tokens: int = Field(default=800, ge=1, le=MAX_BUDGET_TOKENS)
+    budget_tokens: int = Field(default=800, ge=0, le=MAX_BUDGET_TOKENS)
     formats: list[str] | None = Field(default=None, max_length=10)
     kind: str | list[str] | None = None
     tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
