@@ -107,6 +107,9 @@ class SQLiteDialect:
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        # This process's writers queue here, in turn, instead of each polling SQLite's file lock with
+        # busy_timeout's growing sleeps (which gave 50 concurrent writers a 2.4 s p99 under serve).
+        self._writing = threading.Lock()
         self._closed = False
         self.fts = FtsSearch(self)
         self._stop_checkpoints = threading.Event()
@@ -159,19 +162,24 @@ class SQLiteDialect:
         if self.read_only:
             raise StoreError(f"{self.path} is read-only for this process: it cannot be written")
         conn = self.connection()
+        if not self._writing.acquire(timeout=self._busy_ms / 1000):
+            raise StoreError(f"{self.path}: could not start a write; another thread held it for too long")
         try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise StoreError(
-                f"{self.path}: could not start a write ({exc}); another process holds the lock for too long"
-            ) from exc
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        else:
-            conn.execute("COMMIT")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise StoreError(
+                    f"{self.path}: could not start a write ({exc}); another process holds the lock for too long"
+                ) from exc
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            else:
+                conn.execute("COMMIT")
+        finally:
+            self._writing.release()
 
     @staticmethod
     def run(fn: Callable[[], T]) -> T:
