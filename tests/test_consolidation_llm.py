@@ -4,6 +4,7 @@ the budget they keep, and a malformed reply recorded as a readable failure that 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -389,3 +390,20 @@ def test_core_memory_in_context_is_data_within_budget(tmp_path: Path) -> None:
         assert block.tokens <= 400
         small = bank.context("deploy", formats=["core_memory"], budget_tokens=70)
         assert small.tokens <= 70 and "Critical Facts" in small.text  # the facts come first
+
+
+def test_a_cycle_past_its_deadline_stops_between_phases_and_proposes_nothing(tmp_path: Path) -> None:
+    llm = Script()
+    with open_bank(tmp_path, llm) as bank:
+        episode_id = seed(bank)
+        llm.script(*scripted(episode_id))
+        llm.delay_s = 0.3  # each phase's call takes longer than the whole cycle may
+        consolidator = bank.services.consolidation
+        with pytest.raises(TimeoutError, match="stopped before phase meta"):
+            consolidator.run(deadline=time.monotonic() + 0.1)
+        assert len(llm.cycle_calls) == 1
+        [run] = bank.dreams()
+        assert run.outcome == "failed" and run.error is not None and "time limit" in run.error
+        assert bank.proposals() == []
+        with pytest.raises(TimeoutError, match="storing its proposal"):
+            consolidator.run(deadline=time.monotonic() - 1, dry_run=True)  # no model: the last check stops it

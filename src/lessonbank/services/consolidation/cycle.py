@@ -46,7 +46,7 @@ from lessonbank.services.consolidation.edits import CORE_ID, apply_edits
 from lessonbank.services.consolidation.inputs import gather, pending_review
 from lessonbank.services.consolidation.mirror import mirror_decision
 from lessonbank.services.consolidation.operations import admissions, deterministic_operations, validate
-from lessonbank.services.consolidation.phases import Budget, PhaseResult, Phases
+from lessonbank.services.consolidation.phases import Budget, PhaseResult, Phases, past_deadline
 from lessonbank.services.consolidation.prepass import find_candidates, is_live
 from lessonbank.services.consolidation.render import render_pending
 from lessonbank.services.lifecycle import check_actor, clean_reason
@@ -89,7 +89,7 @@ class Consolidator:
     # ------------------------------------------------------------------ the cycle
 
     def run(
-        self, *, trigger: CycleTrigger = "manual", dry_run: bool = False
+        self, *, trigger: CycleTrigger = "manual", dry_run: bool = False, deadline: float | None = None
     ) -> tuple[DreamRun, Proposal | None]:
         """One cycle: the dream-log row and the proposal it made (None when there was nothing to
         propose). ``dry_run`` computes the deterministic part of the proposal and stores nothing (no
@@ -104,7 +104,8 @@ class Consolidator:
         spent = PhaseResult()
         try:
             lessons = self._all_lessons()
-            proposal = self._propose(run, lessons, spent, use_llm=not dry_run)
+            proposal = self._propose(run, lessons, spent, use_llm=not dry_run, deadline=deadline)
+            past_deadline(deadline, "storing its proposal")
         except Exception as exc:
             run = run.model_copy(
                 update={
@@ -157,7 +158,13 @@ class Consolidator:
         return every_lesson(self.scope.store, query)
 
     def _propose(
-        self, run: DreamRun, lessons: Sequence[Lesson], spent: PhaseResult, *, use_llm: bool
+        self,
+        run: DreamRun,
+        lessons: Sequence[Lesson],
+        spent: PhaseResult,
+        *,
+        use_llm: bool,
+        deadline: float | None = None,
     ) -> Proposal:
         """The proposal of one cycle: the deterministic operations, then (with an LLM, unless
         ``use_llm`` is off: a dry run spends nothing) the five phases' operations and core memory,
@@ -184,7 +191,7 @@ class Consolidator:
                 settings.consolidation_max_tokens_out,
                 settings.consolidation_max_cost_usd,
             )
-            run_sync(Phases(llm, budget, self.count_tokens).run(data, spent))
+            run_sync(Phases(llm, budget, self.count_tokens, deadline=deadline).run(data, spent))
             seen = remembered | {op.fingerprint for op in operations}
             operations += [op for op in spent.operations if op.fingerprint not in seen]
             core = with_pinned(spent.core_memory or core, pinned, self.count_tokens)

@@ -224,7 +224,10 @@ class CycleQueue:
             run = await asyncio.to_thread(self._skip, job.namespace, trigger, cap.reason)
             return JobResult(reflection=None, detail=f"skipped: dream run {run.id}: {cap.reason}")
         consolidator = self.consolidator.for_namespace(job.namespace)
-        run, _ = await asyncio.to_thread(partial(consolidator.run, trigger=trigger))
+        # The worker gives up on the job at job_timeout_s but cannot stop this thread: the cycle stops
+        # itself a second before, between phases, so a timed-out job never writes a late proposal.
+        deadline = time.monotonic() + max(1.0, self.scope.settings.job_timeout_s - 1.0)
+        run, _ = await asyncio.to_thread(partial(consolidator.run, trigger=trigger, deadline=deadline))
         return JobResult(reflection=None, detail=cycle_detail(run))
 
     # ------------------------------------------------------------------ waiting

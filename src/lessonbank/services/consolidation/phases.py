@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -148,8 +149,11 @@ class Budget:
 class Phases:
     """Runs the five phases of one cycle with one LLM."""
 
-    def __init__(self, llm: LLM, budget: Budget, count: TokenCounter) -> None:
+    def __init__(
+        self, llm: LLM, budget: Budget, count: TokenCounter, *, deadline: float | None = None
+    ) -> None:
         self.llm, self.budget, self.count = llm, budget, count
+        self.deadline = deadline  # time.monotonic() past which no phase starts
 
     async def run(self, data: CycleInput, result: PhaseResult | None = None) -> PhaseResult:
         """The five phases over ``data``; ``result`` (a new one by default) collects what they
@@ -215,6 +219,7 @@ class Phases:
         extra: Mapping[str, str] | None = None,
         max_out: int | None = None,
     ) -> str:
+        past_deadline(self.deadline, f"phase {phase}")
         allowed_in, allowed_out = self.budget.allowance(phase)
         if max_out is not None:  # the core memory has its own cap: asking for more only wastes
             allowed_out = min(allowed_out, max_out)
@@ -244,6 +249,13 @@ class Phases:
         if not text:
             raise ParseError(f"phase {phase}: the model's reply is empty", raw=completion.text)
         return text
+
+
+def past_deadline(deadline: float | None, what: str) -> None:
+    """TimeoutError when ``deadline`` (``time.monotonic()``) has passed: the cycle stops before ``what``.
+    A cycle run by a job has one, a little under the job's timeout, since its thread cannot be cancelled."""
+    if deadline is not None and time.monotonic() > deadline:
+        raise TimeoutError(f"the cycle ran past its time limit; stopped before {what}, nothing proposed")
 
 
 # ---------------------------------------------------------------------------- prompt inputs
