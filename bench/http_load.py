@@ -23,55 +23,19 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 import _backends
 import _corpus
+from _serve import serving
 from lessonbank import AsyncRemoteBank, LessonBank, RemoteBank
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextmanager
-def serving(db: str, home: Path) -> Iterator[str]:
-    """A ``lessonbank serve`` process over ``db`` (no API key: loopback only); its base URL."""
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LESSONBANK_")}
-    env["LESSONBANK_HOME"] = str(home)
-    argv = [sys.executable, "-m", "lessonbank.cli", "--db", db, "serve", "--port", str(port), "--no-worker"]
-    server = subprocess.Popen(argv, env=env, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(f"{url}/openapi.json", timeout=2)
-                break
-            except httpx.TransportError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"lessonbank serve did not start (exit {server.poll()})") from None
-                time.sleep(0.2)
-        yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -33,61 +33,24 @@ import argparse
 import json
 import os
 import platform
-import socket
 import statistics
-import subprocess
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-import httpx
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 import _corpus
+from _serve import environment, serving
 from lessonbank import LessonBank
 
 RESULTS = Path(__file__).resolve().parent / "results"
 WARM_UP = 20
-
-
-def environment(home: Path) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("LESSONBANK_")}
-    env["LESSONBANK_HOME"] = str(home)
-    return env
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextmanager
-def serving(db: str, home: Path) -> Iterator[str]:
-    """A ``lessonbank serve`` process over ``db``; its MCP endpoint's URL."""
-    port = free_port()
-    argv = [sys.executable, "-m", "lessonbank.cli", "--db", db, "serve", "--port", str(port), "--no-worker"]
-    server = subprocess.Popen(argv, env=environment(home), stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(f"{url}/openapi.json", timeout=2)
-                break
-            except httpx.TransportError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"lessonbank serve did not start (exit {server.poll()})") from None
-                time.sleep(0.2)
-        yield f"{url}/mcp"
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 @asynccontextmanager
@@ -160,7 +123,8 @@ def main() -> None:
                 return await round_trips(session, tasks, args.calls)
 
         rows = {"stdio": anyio.run(stdio)}
-        with serving(db, home) as url:
+        with serving(db, home) as base:
+            url = f"{base}/mcp"
             rows["http"] = anyio.run(http, url)
 
     print(f"get_context round trip, {args.lessons:,} lessons, SQLite, {args.calls} calls each\n")
