@@ -175,10 +175,12 @@ class Consolidator:
         if self.retriever.embedder is not None:
             vectors = self.retriever.index(self.scope.namespace).vectors()
         candidates = find_candidates(lessons, now, vectors=vectors, cosine=self.scope.settings.dedup_cosine)
-        remembered = self._remembered()
+        state = self.scope.store.cycle_state(self.scope.namespace)
+        remembered = {str(f) for f in state.get("rejected", [])} | {
+            str(f) for f in state.get("flags_seen", [])
+        }
         operations = deterministic_operations(candidates, by_id, now, rejected=remembered)
         operations += [op for op in admissions(pending_review(lessons)) if op.fingerprint not in remembered]
-        state = self.scope.store.cycle_state(self.scope.namespace)
         documents = Documents.from_state(state)
         pinned = [lesson for lesson in lessons if lesson.pinned and is_live(lesson, now)]
         data = gather(self.scope, lessons, candidates, documents, state, now)
@@ -242,10 +244,6 @@ class Consolidator:
             cost_usd=spent.cost_usd,
             metadata=metadata,
         )
-
-    def _remembered(self) -> set[str]:
-        state = self.scope.store.cycle_state(self.scope.namespace)
-        return {str(f) for f in state.get("rejected", [])} | {str(f) for f in state.get("flags_seen", [])}
 
     # ------------------------------------------------------------------ reading
 
@@ -338,14 +336,15 @@ class Consolidator:
             }
         )
         store, namespace = self.scope.store, self.scope.namespace
-        documents = Documents.from_state(store.cycle_state(namespace))
+        state = store.cycle_state(namespace)
+        documents = Documents.from_state(state)
         if core_applied and decided.core_memory is not None:
             documents = dataclasses.replace(documents, core_memory=decided.core_memory)
         number = int(proposal.metadata.get("reflection_number", documents.count) or documents.count)
         evolved = [op.text or "" for op in operations if op.kind == "evolve" and op.status == "applied"]
         documents = documents.with_evolution(evolved, number, now, self.count_tokens)
         documents = documents.with_status(proposal.id, decided.status)
-        state = self._remembered_in(decided, documents.into(store.cycle_state(namespace)))
+        state = self._remembered_in(decided, documents.into(state))
         store.apply_proposal(decided, list(writes.values()), audit, state=state)
         mirror_decision(self.scope.settings, store, decided, actor)
         self._embed(
@@ -376,10 +375,9 @@ class Consolidator:
         )
         store, namespace = self.scope.store, self.scope.namespace
         self.scope.store.save_proposal(decided)
-        documents = Documents.from_state(store.cycle_state(namespace)).with_status(proposal.id, "rejected")
-        store.set_cycle_state(
-            namespace, self._remembered_in(decided, documents.into(store.cycle_state(namespace)))
-        )
+        state = store.cycle_state(namespace)
+        documents = Documents.from_state(state).with_status(proposal.id, "rejected")
+        store.set_cycle_state(namespace, self._remembered_in(decided, documents.into(state)))
         return decided
 
     def revert(self, proposal_id: str, *, actor: str = "api") -> Proposal:
