@@ -58,6 +58,8 @@ LATENCY_K = 5
 LATENCY_QUERIES = 300
 WARMUP_QUERIES = 20
 NAMESPACE = "bench"
+RULES_AGENT = "rule-docs"
+REFERENCE_SIZES = (10_000, 100_000)  # lexical recall is compared with bm25s and the exhaustive scorer here
 
 
 # --------------------------------------------------------------------- banks
@@ -115,11 +117,13 @@ def lessons_for(
     dataset: dict[str, Any], distractors: list[dict[str, Any]], size: int | None, provenance: bool
 ) -> list[dict[str, Any]]:
     """The rule lessons, padded with distractors up to ``size`` (None: rules alone)."""
-    rules = list(dataset["lessons"])
+    # Rule lessons carry an agent of their own: the filtered-recall check asks for them alone (about
+    # 1% of a 100k bank). Padding gets ids, so the references can name every lesson.
+    rules = [{**lesson, "agent": RULES_AGENT} for lesson in dataset["lessons"]]
     pad = [] if size is None else distractors[: max(0, size - len(rules))]
     if size is not None and len(rules) + len(pad) < size:
         raise SystemExit(f"only {len(rules) + len(pad)} lessons available for a bank of {size}")
-    chosen = rules + pad
+    chosen = rules + [{**lesson, "id": f"pad-{n}"} for n, lesson in enumerate(pad)]
     if not provenance:
         chosen = [{**lesson, "learned_from": None} for lesson in chosen]
     return chosen
@@ -262,6 +266,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         },
         "quality": [],
         "latency": [],
+        "lexical_reference": [],
         "banks": [],
     }
     with tempfile.TemporaryDirectory(prefix="lessonbank-retrieval-") as tmp:
@@ -277,6 +282,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # Lexical recall does not depend on the embedder: measured once, on banks without one.
         plans: list[tuple[str | None, tuple[str, ...]]] = [(None, ("lexical",))]
         plans += [(name, ("vector", "hybrid", OTHER_FUSION)) for name in embedders]
+        rules_bank: dict[str, float] = {}  # recall@5 on the rules-alone bank: the filtered check's reference
         for embedder_name, modes in plans:
             embedder = embedders.get(embedder_name or "")
             for size, provenance in bank_plan(sizes, distractor_size):
@@ -299,6 +305,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                     "metrics": quality(bank, cases, mode),
                                 }
                             )
+                        if mode == "lexical" and provenance and size in args.reference_sizes:
+                            print(f"{label}: lexical references (bm25s, exhaustive) ...", file=sys.stderr)
+                            results["lexical_reference"].append(
+                                lexical_reference(bank, lessons, cases, args, rules_alone=rules_bank)
+                            )
+                        if mode == "lexical" and size is None and provenance:
+                            rules_bank = slice_recall(bank, cases)
                         if size in sizes and provenance and mode != OTHER_FUSION:
                             print(f"{label}: latency, {mode} ...", file=sys.stderr)
                             results["latency"].append(
@@ -355,6 +368,124 @@ def latency(
     return {"k": LATENCY_K, **summarize_ns(samples)}
 
 
+def slice_recall(
+    bank: LessonBank, cases: Sequence[dict[str, Any]], agent: str | None = None
+) -> dict[str, float]:
+    """recall@5 of lexical recall per query variant, filtered to ``agent``'s lessons when given."""
+    out = {}
+    for variant in VARIANTS:
+        found = 0
+        for case in cases:
+            hits = bank.recall(case["queries"][variant], k=LATENCY_K, mode="lexical", agent=agent)
+            found += case["expected"] in [hit.lesson.id for hit in hits]
+        out[variant] = found / len(cases)
+    return out
+
+
+def long_queries(cases: Sequence[dict[str, Any]], words: int) -> list[str]:
+    """Queries of ``words`` distinct keywords, made of consecutive cases' code and messages."""
+    out, current = [], []
+    for case in cases:
+        current += [w for w in keywords(case["queries"]["message+code"]) if w not in current]
+        if len(current) >= words:
+            out.append(" ".join(current[:words]))
+            current = []
+    return out
+
+
+def lexical_reference(
+    bank: LessonBank,
+    lessons: list[dict[str, Any]],
+    cases: Sequence[dict[str, Any]],
+    args: argparse.Namespace,
+    *,
+    rules_alone: dict[str, float],
+) -> dict[str, Any]:
+    """The bank's lexical recall beside bm25s and the exhaustive scorer on the same lessons and queries:
+    recall@5, agreement with the exact top 5, latency, index size; and the 1%-slice filter check."""
+    from _lexical_reference import Bm25sReference, Exhaustive, overlap_with_exact
+    from lessonbank.models import LESSON_STATUSES
+    from lessonbank.ports import LessonQuery
+    from lessonbank.stores.lexical import LEXICAL_SPACE
+
+    # The lessons as stored (redacted, some quarantined): every one counts in the figures, only the
+    # live ones may be recalled, by the bank and by the references alike.
+    every = LessonQuery(NAMESPACE, statuses=LESSON_STATUSES, live_only=False)
+    stored = bank.store.list_lessons(every, limit=len(lessons) + 1)
+    fields = [{"content": s.content, "tags": s.tags, "learned_from": s.learned_from} for s in stored]
+    ids = [s.id for s in stored]
+    live = [s.status == "active" for s in stored]
+    exhaustive = Exhaustive(fields, ids)
+    reference = Bm25sReference(fields, ids, live)
+    allowed = {lesson_id for lesson_id, ok in zip(ids, live, strict=True) if ok}
+    query = LessonQuery(NAMESPACE)
+    row: dict[str, Any] = {"lessons": len(lessons), "quality": {}, "latency": {}}
+    for variant in VARIANTS:
+        counts = {"recall (blended)": 0, "bm25 top 5": 0, "exhaustive": 0, "bm25s": 0}
+        agreement = []
+        for case in cases:
+            text, expected = case["queries"][variant], case["expected"]
+            ours = [c.lesson_id for c in bank.retriever.lexical(text, query, LATENCY_K)]
+            scores = exhaustive.scores(_query_terms(text))
+            exact = sorted(((i, v) for i, v in scores.items() if i in allowed), key=lambda item: -item[1])
+            exact = exact[:LATENCY_K]
+            agreement.append(overlap_with_exact(ours, exact, scores))
+            counts["recall (blended)"] += expected in recall_ids(bank, text, LATENCY_K, "lexical")
+            counts["bm25 top 5"] += expected in ours
+            counts["exhaustive"] += expected in [lesson_id for lesson_id, _ in exact]
+            counts["bm25s"] += expected in reference.top_ids(text, LATENCY_K)
+        row["quality"][variant] = {name: found / len(cases) for name, found in counts.items()}
+        row["quality"][variant]["top-5 agreement with exhaustive"] = sum(agreement) / len(agreement)
+        row["quality"][variant]["worst query agreement"] = min(agreement)
+    queries = [case["queries"]["message+code"] for case in cases]
+    inputs = [queries[i % len(queries)] for i in range(args.queries + args.warmup)]
+    row["latency"]["lessonbank"] = summarize_ns(
+        time_each(lambda q: recall_ids(bank, q, LATENCY_K, "lexical"), inputs, args.warmup)
+    )
+    row["latency"]["bm25s"] = summarize_ns(
+        time_each(lambda q: reference.top_ids(q, LATENCY_K), inputs, args.warmup)
+    )
+    longest = long_queries(cases, 64)
+    long_inputs = [longest[i % len(longest)] for i in range(args.queries + args.warmup)]
+    row["latency"]["lessonbank, 64 words"] = summarize_ns(
+        time_each(lambda q: recall_ids(bank, q, LATENCY_K, "lexical"), long_inputs, args.warmup)
+    )
+    row["latency"]["bm25s, 64 words"] = summarize_ns(
+        time_each(lambda q: reference.top_ids(q, LATENCY_K), long_inputs, args.warmup)
+    )
+    index = bank.retriever.lexical_index(NAMESPACE)
+    conn = bank.store.dialect.connection()  # type: ignore[attr-defined]
+    pages = dict(
+        conn.execute(
+            "SELECT CASE WHEN name LIKE 'lessons_fts%' THEN 'fts5' WHEN name LIKE '%vectors%' THEN 'vectors' "
+            "ELSE 'other' END, sum(pgsize) FROM dbstat GROUP BY 1"
+        ).fetchall()
+    )
+    term_bytes = conn.execute(
+        "SELECT sum(length(vector)) FROM lesson_vectors WHERE model = ?", (LEXICAL_SPACE,)
+    ).fetchone()[0]
+    row["index"] = {
+        "memory_mb": round(index.memory_bytes() / 2**20, 1) if index is not None else None,
+        "term_vectors_mb": round((term_bytes or 0) / 2**20, 1),
+        "vector_table_on_disk_mb": round(pages.get("vectors", 0) / 2**20, 1),
+        "fts5_on_disk_mb": round(pages.get("fts5", 0) / 2**20, 1),
+        "file_mb": round(sum(pages.values()) / 2**20, 1),
+        "bm25s_index_s": round(reference.index_seconds, 2),
+    }
+    row["filtered_slice"] = {
+        "share": sum(1 for lesson in lessons if lesson.get("agent") == RULES_AGENT) / len(lessons),
+        "filtered, this bank": slice_recall(bank, cases, RULES_AGENT),
+        "slice alone": rules_alone,
+    }
+    return row
+
+
+def _query_terms(text: str) -> list[str]:
+    from _lexical_reference import query_of
+
+    return query_of(text)
+
+
 # --------------------------------------------------------------------- report
 
 
@@ -409,6 +540,7 @@ def report(results: dict[str, Any]) -> str:
             body.append(cells)
         header = ["recall(k=5) p50 / p99 ms", *(f"{size:,}" for size in sizes)]
         parts.append("Latency (query embedding included)\n\n" + markdown_table(header, body))
+    parts += reference_report(results.get("lexical_reference", []))
     imports = [b for b in results["banks"] if b.get("import")]
     if imports:
         body = [
@@ -447,6 +579,36 @@ def report(results: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
+def reference_report(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Lexical recall beside bm25s and the exhaustive scorer, per bank size."""
+    if not rows:
+        return []
+    measures = ["recall (blended)", "bm25 top 5", "exhaustive", "bm25s", "top-5 agreement with exhaustive",
+                "worst query agreement"]  # fmt: skip
+    body = []
+    for row in rows:
+        for variant, figures in row["quality"].items():
+            body.append([f"{row['lessons']:,}", variant, *(f"{figures[m]:.3f}" for m in measures)])
+    parts = ["Lexical recall@5 beside the references (same lessons, same queries)\n\n"
+             + markdown_table(["lessons", "query", *measures], body)]  # fmt: skip
+    body = []
+    for row in rows:
+        for name, figures in row["latency"].items():
+            body.append([f"{row['lessons']:,}", name, f"{figures['p50_ms']:.2f}", f"{figures['p99_ms']:.2f}"])
+    parts.append("Lexical latency, k=5\n\n" + markdown_table(["lessons", "system", "p50 ms", "p99 ms"], body))
+    body = [[f"{row['lessons']:,}", *(str(v) for v in row["index"].values())] for row in rows]
+    parts.append("Lexical index size\n\n" + markdown_table(["lessons", *rows[0]["index"]], body))
+    body = []
+    for row in rows:
+        data = row["filtered_slice"]
+        for variant in VARIANTS:
+            body.append([f"{row['lessons']:,}", f"{data['share']:.2%}", variant,
+                         f"{data['filtered, this bank'][variant]:.3f}", f"{data['slice alone'].get(variant, float('nan')):.3f}"])  # fmt: skip
+    parts.append("Filtered recall@5 on the rule lessons' slice\n\n"
+                 + markdown_table(["lessons", "slice", "query", "filtered in this bank", "slice alone"], body))  # fmt: skip
+    return parts
+
+
 # --------------------------------------------------------------------- entry point
 
 
@@ -471,6 +633,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"timed queries per mode and size (default {LATENCY_QUERIES})",
     )
     parser.add_argument("--cases", type=int, default=None, help="use only N cases, spread over all rules")
+    parser.add_argument(
+        "--reference-sizes",
+        default=None,
+        help="bank sizes where lexical recall is compared with bm25s and the exhaustive scorer "
+        "(default 10000,100000; none to skip)",
+    )
     parser.add_argument(
         "--dataset",
         type=Path,
@@ -507,6 +675,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     else:
         args.sizes = [quick_size] if quick_size else list(DEFAULT_SIZES)
     args.distractor_size = args.distractor_size or quick_size or DISTRACTOR_SIZE
+    if args.reference_sizes == "none":
+        args.reference_sizes = []
+    elif args.reference_sizes:
+        args.reference_sizes = [
+            int(part.replace("_", "")) for part in args.reference_sizes.split(",") if part.strip()
+        ]
+    else:
+        args.reference_sizes = [quick_size] if quick_size else list(REFERENCE_SIZES)
     args.queries = args.queries or (50 if args.quick else LATENCY_QUERIES)
     args.warmup = 5 if args.quick else WARMUP_QUERIES
     if args.quick and args.cases is None:

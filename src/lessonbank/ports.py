@@ -444,10 +444,14 @@ class Store(
     """Every port in one backend. Methods are synchronous and thread-safe.
 
     ``notifier`` is the store's :class:`JobNotifier` when it can push job announcements, else None.
+    ``term_vectors`` is True when the store writes each lesson's term vector
+    (:func:`lessonbank.stores.lexical.term_vector`) as a vector of ``LEXICAL_SPACE`` in the lesson's
+    own transaction, so recall can rank with the in-process lexical index.
     """
 
     clock: Callable[[], float]
     notifier: JobNotifier | None
+    term_vectors: bool
 
     def close(self) -> None: ...
     def stats(self, namespace: str) -> StoreStats: ...

@@ -120,3 +120,19 @@ def test_per_namespace_lexical_stats_are_backfilled_and_kept_in_step(tmp_path: P
         assert kept_stats(conn)["b"][0] == 6
     finally:
         store.close()
+
+
+def test_lessons_of_an_old_file_get_their_term_vectors(tmp_path: Path) -> None:
+    from lessonbank.stores.lexical import LEXICAL_SPACE, term_vector
+
+    path = tmp_path / "old.db"
+    old_bank(path, ["rotate the signing keys every quarter", "vacuum the analytics tables weekly"])
+    store = SQLiteStore(path, clock=Clock())
+    try:
+        rows = dict(store.vector_changes("default", LEXICAL_SPACE, 0).rows)
+        assert rows == {
+            "les_old0": term_vector("rotate the signing keys every quarter", ["legacy"], None),
+            "les_old1": term_vector("vacuum the analytics tables weekly", ["legacy"], None),
+        }
+    finally:
+        store.close()

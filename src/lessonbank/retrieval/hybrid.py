@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from lessonbank.retrieval.embedders import Embedder
+    from lessonbank.retrieval.lexical_index import LexicalIndex
     from lessonbank.retrieval.vector import VectorIndex
 
 log = logging.getLogger("lessonbank.retrieval")
@@ -47,7 +48,7 @@ RecallMode = Literal["auto", "lexical", "vector", "hybrid"]
 RECALL_MODES: tuple[str, ...] = ("auto", "lexical", "vector", "hybrid")
 Fusion = Literal["rrf", "weighted"]
 
-MAX_QUERY_TERMS = 32
+MAX_QUERY_TERMS = 64
 MAX_HYDE_TERMS = 16
 CANDIDATES_PER_RESULT = 4
 MIN_CANDIDATES = 20
@@ -128,6 +129,8 @@ class Retriever:
             raise ConfigError(f"lexical_weight must be in [0, 1], got {lexical_weight}")
         self.lexical_weight = lexical_weight
         self._indexes: dict[str, VectorIndex] = {}
+        self._lexical_indexes: dict[str, LexicalIndex] = {}
+        self._no_numpy = False
         self._lock = threading.Lock()
         # Text hash → vector of recently embedded documents: the dedup check and the write that
         # follows it embed the same text once.
@@ -215,6 +218,11 @@ class Retriever:
         self._relevance(chosen, entries, lexical_order, vector_order)
         return self._rank(entries, k, now)
 
+    def lexical(self, text: str, query: LessonQuery, limit: int) -> list[Candidate]:
+        """The ``limit`` best lessons for ``text`` by BM25 alone (no prior, no use), best first:
+        the lexical candidates every recall starts from."""
+        return self._lexical(text, None, query, limit)
+
     def _lexical(self, text: str, hypothesis: str | None, query: LessonQuery, pool: int) -> list[Candidate]:
         terms = keywords(text)[:MAX_QUERY_TERMS]
         if hypothesis:
@@ -222,7 +230,28 @@ class Retriever:
             terms = [*terms, *extra[:MAX_HYDE_TERMS]]
         if not terms:
             return []
+        index = self.lexical_index(query.namespace)
+        if index is not None:
+            return index.search(terms, pool, lambda ids: self.store.candidates(query, ids))
         return self.store.search(query, terms, limit=pool)
+
+    def lexical_index(self, namespace: str) -> LexicalIndex | None:
+        """The in-process lexical index of ``namespace``, or None where recall ranks in the store
+        (a store that keeps no term vectors, or no numpy: the base install)."""
+        if not self.store.term_vectors or self._no_numpy:
+            return None
+        with self._lock:
+            index = self._lexical_indexes.get(namespace)
+            if index is None:
+                from lessonbank.retrieval.lexical_index import LexicalIndex
+
+                try:
+                    index = LexicalIndex(self.store, namespace)
+                except ImportError:
+                    self._no_numpy = True
+                    return None
+                self._lexical_indexes[namespace] = index
+            return index
 
     def _query_vector(self, text: str, hypothesis: str | None) -> np.ndarray:
         assert self.embedder is not None

@@ -14,8 +14,12 @@ Invariants:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import struct
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 from lessonbank.models import Lesson
 from lessonbank.text import stem, words
@@ -37,24 +41,92 @@ BM25_B = 0.75
 
 def field_terms(lesson: Lesson) -> dict[str, list[str]]:
     """The stemmed tokens of each indexed field of a lesson (repeats kept)."""
+    return text_field_terms(lesson.content, lesson.tags, lesson.learned_from)
+
+
+def text_field_terms(content: str, tags: Sequence[str], learned_from: str | None) -> dict[str, list[str]]:
+    """The stemmed tokens of each indexed field, from the fields' values."""
     return {
-        "content": [stem(w) for w in words(lesson.content)],
-        "tags": [stem(w) for tag in lesson.tags for w in words(tag)],
-        "learned_from": [stem(w) for w in words(lesson.learned_from or "")],
+        "content": [stem(w) for w in words(content)],
+        "tags": [stem(w) for tag in tags for w in words(tag)],
+        "learned_from": [stem(w) for w in words(learned_from or "")],
     }
 
 
 def weighted_terms(lesson: Lesson, weights: Mapping[str, float]) -> tuple[dict[str, float], int]:
     """Each token's term frequency summed over the fields, each field's scaled by its weight
     (missing: 1.0), and the document length in tokens (all fields, unweighted, as FTS5 counts)."""
+    return weighted_frequencies(field_terms(lesson), weights)
+
+
+def weighted_frequencies(
+    fields: Mapping[str, Sequence[str]], weights: Mapping[str, float]
+) -> tuple[dict[str, float], int]:
     frequencies: dict[str, float] = {}
     length = 0
-    for name, terms in field_terms(lesson).items():
+    for name, terms in fields.items():
         weight = weights.get(name, 1.0)
         length += len(terms)
         for term in terms:
             frequencies[term] = frequencies.get(term, 0.0) + weight
     return frequencies, length
+
+
+# ----------------------------------------------------------------- term vectors
+#
+# A store that keeps term vectors writes one per lesson, in the lesson's own transaction, as a
+# row of its vector table under LEXICAL_SPACE; the in-process lexical index
+# (lessonbank.retrieval.lexical_index) follows them by the vectors' change sequence and ranks
+# with exact BM25. A term vector is little-endian records of 16 bytes: (term hash u64, weighted
+# term frequency f32, document length u32). The first record holds hash 0 and frequency 0, so a
+# lesson without a word still counts in the namespace's lesson count and mean length.
+
+LEXICAL_SPACE = "lexical:terms-v1"
+TERM_RECORD = struct.Struct("<QfI")
+
+
+@lru_cache(maxsize=1 << 17)
+def term_hash(term: str) -> int:
+    """A term's 64-bit id (never 0, which marks the length record): the same in every process."""
+    value = int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=8).digest(), "little")
+    return value or 1
+
+
+# Word as ``words`` yields it → its stem's hash. Every write tokenises its lesson here, so the
+# stemmer (slow) and the hash run once per distinct word; bounded, a flood of unique words
+# costs time, never memory.
+_WORD_HASHES: dict[str, int] = {}
+_WORD_HASHES_MAX = 1 << 18
+
+
+def term_vector(content: str, tags: Sequence[str], learned_from: str | None) -> bytes:
+    """A lesson's term vector (see above) from its indexed fields: the terms of
+    :func:`text_field_terms`, weighted as :func:`weighted_frequencies` weighs them."""
+    known = _WORD_HASHES
+    frequencies: dict[int, float] = {}
+    length = 0
+    for text, weight in (
+        (content, FIELD_WEIGHTS["content"]),
+        (" ".join(tags), FIELD_WEIGHTS["tags"]),
+        (learned_from or "", FIELD_WEIGHTS["learned_from"]),
+    ):
+        tokens = words(text)
+        length += len(tokens)
+        for word in tokens:
+            hashed = known.get(word)
+            if hashed is None:
+                hashed = term_hash(stem(word))
+                if len(known) < _WORD_HASHES_MAX:
+                    known[word] = hashed
+            frequencies[hashed] = frequencies.get(hashed, 0.0) + weight
+    pack = TERM_RECORD.pack
+    return pack(0, 0.0, length) + b"".join(pack(term, tf, length) for term, tf in frequencies.items())
+
+
+def term_vector_sql(content: str | None, tags: str | None, learned_from: str | None) -> bytes:
+    """``term_vector`` of a lessons row as SQL holds it (tags as a JSON array): the function
+    SQLite's triggers call."""
+    return term_vector(content or "", json.loads(tags) if tags else [], learned_from)
 
 
 def bm25_factors(frequencies: Mapping[str, float], length: int, avg_len: float) -> dict[str, float]:

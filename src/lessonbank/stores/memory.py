@@ -13,7 +13,7 @@ touches the disk. Invariants:
 - Lessons are written by :class:`~lessonbank.lessons.LessonWriter`'s decisions, filtered by
   :func:`~lessonbank.lessons.passes` and sorted by :func:`~lessonbank.lessons.sort_lessons`.
   Lexical relevance is the BM25 of :mod:`lessonbank.stores.lexical` (stemmed terms, field weights,
-  the postings budget), computed at query time over the namespace's lessons of every status.
+  every query word), computed at query time over the namespace's lessons of every status.
 - Vectors: at most one per (lesson, model); each write takes the next number of its
   (namespace, model) counter, which never goes back; removing a lesson removes its vectors.
 - Jobs (``memory_jobs.py``) are unique per (namespace, dedupe_key); a lease expires by the store
@@ -136,6 +136,7 @@ class MemoryStore(MemoryJobQueue, MemoryAuditLog, MemoryConsolidation, ReadsOneL
 
     __test__ = False
     notifier: JobNotifier | None = None
+    term_vectors: bool = False
 
     def __init__(self, name: str = "", *, clock: Callable[[], float] = time.time) -> None:
         self.name = name
@@ -396,11 +397,13 @@ class MemoryStore(MemoryJobQueue, MemoryAuditLog, MemoryConsolidation, ReadsOneL
     def _search(
         self, db: _Data, query: LessonQuery, terms: Sequence[str], limit: int, *, content_only: bool = False
     ) -> list[Candidate]:
-        """Top ``limit`` lessons by BM25 over the query's selective terms that pass the filters.
+        """Top ``limit`` lessons by BM25 that pass the filters; equal scores in write order, as FTS5
+        returns them.
 
-        Terms are taken rarest first while their postings fit ``POSTINGS_BUDGET``; when every word
-        is more common than that, the newest lessons holding the rarest one are taken, all with
-        the same relevance, newest first. Equal scores go in write order, as FTS5 returns them.
+        Recall ranks by every query word, exactly. The near-duplicate check (``content_only``)
+        bounds its work as SQLite's does: terms are taken rarest first while their postings fit
+        ``POSTINGS_BUDGET``; when every word is more common than that, the newest lessons holding
+        the rarest one are taken, all with the same relevance, newest first.
         """
         space = db.spaces.get(query.namespace)
         wanted = query_terms(terms)
@@ -408,7 +411,11 @@ class MemoryStore(MemoryJobQueue, MemoryAuditLog, MemoryConsolidation, ReadsOneL
             return []
         postings = space.content_postings if content_only else space.postings
         frequencies = {term: len(postings.get(term, ())) for term in wanted}
-        chosen, rarest = choose_terms(frequencies)
+        if content_only:
+            chosen, rarest = choose_terms(frequencies)
+        else:
+            chosen = [term for term in wanted if frequencies[term]]
+            rarest = min(((frequencies[t], t) for t in chosen), default=None)
         if rarest is None:
             return []
         docs = len(space.docs)

@@ -31,3 +31,4 @@ class SQLiteStore(SQLStore):
         super().__init__(SQLiteDialect(path, clock=clock, busy_timeout_s=busy_timeout_s))
         self.path = self.dialect.path
         self.notifier = None
+        self.term_vectors = True  # the lessons triggers write them (migration 6)

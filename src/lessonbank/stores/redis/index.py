@@ -203,13 +203,17 @@ class RedisLessonIndex:
                             row[name] = str(int(fields.get(name, 0)))
         return rows
 
-    def search(self, query: LessonQuery, terms: Sequence[str], limit: int) -> list[Candidate]:
-        """Top ``limit`` lessons by BM25 over the query's selective terms that pass the filters.
+    def search(
+        self, query: LessonQuery, terms: Sequence[str], limit: int, *, selective: bool = False
+    ) -> list[Candidate]:
+        """Top ``limit`` lessons by BM25 over every query word that pass the filters.
 
         Each token zset holds its lessons scored by the token's BM25 factor, so Redis ranks:
         ZUNIONSTORE weighted by the terms' IDF, then pages through the best until ``limit``
-        lessons pass the filters. When every word is too common, the lessons where the rarest
-        one weighs most are taken, all with the same relevance.
+        lessons pass the filters, however deep that is. ``selective`` (the near-duplicate check
+        on every write) bounds the work instead: only words within the postings budget count,
+        and when every word is too common the lessons where the rarest weighs most are taken,
+        all with the same relevance.
         """
         ns = query.namespace
         terms = query_terms(terms)
@@ -221,13 +225,20 @@ class RedisLessonIndex:
         pipe.hget(self.db.k(ns, "corpus"), "docs")
         *counts, docs_raw = pipe.execute()
         frequencies = dict(zip(terms, counts, strict=True))
-        chosen, rarest = choose_terms(frequencies)
-        if rarest is None:
-            return []
         docs = int(docs_raw or 0)
+        if selective:
+            chosen, rarest = choose_terms(frequencies)
+            if rarest is None:
+                return []
+            if not chosen:
+                flat = common_idf(docs, rarest[0])
+                return self._ranked(
+                    self.db.k(ns, "tok", rarest[1]), query, limit, lambda _: flat, most=POSTINGS_BUDGET
+                )
+        else:
+            chosen = [term for term in terms if frequencies[term]]
         if not chosen:
-            flat = common_idf(docs, rarest[0])
-            return self._ranked(self.db.k(ns, "tok", rarest[1]), query, limit, lambda _: flat)
+            return []
         weights = {self.db.k(ns, "tok", term): idf(docs, frequencies[term]) for term in chosen}
         union = self.db.k(ns, "tmp", uuid.uuid4().hex)
         pipe = self.db.r.pipeline(transaction=True)
@@ -242,12 +253,19 @@ class RedisLessonIndex:
             self.db.r.delete(union)
 
     def _ranked(
-        self, key: str, query: LessonQuery, limit: int, relevance: Callable[[float], float]
+        self,
+        key: str,
+        query: LessonQuery,
+        limit: int,
+        relevance: Callable[[float], float],
+        *,
+        most: int | None = None,
     ) -> list[Candidate]:
-        """The best-scored members of zset ``key`` that pass the filters, as candidates."""
+        """The best-scored members of zset ``key`` that pass the filters (among its first ``most``),
+        as candidates."""
         out: list[Candidate] = []
         now, start, page = self.db.clock(), 0, max(PAGE, 2 * limit)
-        while len(out) < limit:
+        while len(out) < limit and (most is None or start < most):
             found = self.db.r.zrevrange(key, start, start + page - 1, withscores=True)
             if not found:
                 break
@@ -256,8 +274,7 @@ class RedisLessonIndex:
                 if row is not None and row_passes(row, query, now):
                     out.append(candidate_of(lesson_id, row, relevance(score)))
             start += page
-            if start >= POSTINGS_BUDGET:
-                break  # the filters let few through: stop, as SQLite's postings budget does
+            page *= 2  # a narrow filter lets few through: read ever larger pages
         return out[:limit]
 
 

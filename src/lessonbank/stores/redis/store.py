@@ -10,8 +10,8 @@ vectors in ``vectors.py``. Invariants:
   are counted in place and override the JSON on read.
 - A lesson and all its index entries (content hash, tokens, tags, corpus counters, the seed
   000 keys of an insight) are written and removed in one MULTI/EXEC.
-- Recall reads the token zsets of the query's selective words only (within the postings
-  budget) and ranks with the same BM25 as the other stores: never a scan of every lesson.
+- Recall ranks by the token zsets of every query word with the BM25 of the other stores (each
+  factor taken with the mean length at write time; see ``index.py``): never a scan of every lesson.
 - An episode and its job, and a job's result and its completion, are each one MULTI/EXEC; so are a
   change to a lesson and its audit entry (``audit.py``).
 - The Redis Query Engine (FT.*) is detected (``query_engine``) but recall uses the token
@@ -93,6 +93,7 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ForwardsAudit, BuildsConsolidati
     """
 
     notifier: JobNotifier | None = None
+    term_vectors: bool = False
     jobs: RedisJobQueue
     vectors: RedisVectors
 
@@ -232,10 +233,10 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ForwardsAudit, BuildsConsolidati
 
     def _near_duplicate(self, lesson: Lesson, threshold: float) -> Lesson | None:
         """The stored lesson this one nearly repeats, searched outside any transaction."""
-        terms = keywords(lesson.content)[:64]
+        query, terms = LessonQuery(lesson.namespace, kinds=[lesson.kind]), keywords(lesson.content)[:64]
         if not terms:
             return None
-        found = self.index.search(LessonQuery(lesson.namespace, kinds=[lesson.kind]), terms, 20)
+        found = self.index.search(query, terms, 20, selective=True)
         candidates = self.index.lessons_in(lesson.namespace, [c.lesson_id for c in found])
         return pick_near_duplicate(lesson.content, candidates, threshold)
 

@@ -390,8 +390,9 @@ class PostgresDialect:
         *,
         content_only: bool = False,
     ) -> list[Candidate]:
-        """BM25 over the postings index (every field: ``content_only`` is not told apart here)."""
-        return self.postings.search(conn, query, terms, limit)
+        """BM25 over the postings index (every field: ``content_only``, the near-duplicate check,
+        only bounds the work)."""
+        return self.postings.search(conn, query, terms, limit, selective=content_only)
 
     def candidates(self, conn: Connection, query: LessonQuery, lesson_ids: Sequence[str]) -> list[Candidate]:
         return self.postings.candidates(conn, query, lesson_ids)

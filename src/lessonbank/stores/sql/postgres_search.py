@@ -3,7 +3,11 @@
 Invariants: every column of ``lessons`` but ``data`` is a copy of a lesson field (or derived
 from it: ``terms``, the tsvector of its tokens, and ``weights``, each token's BM25 factor),
 always written in the same statement as ``data``; search finds candidates through the GIN index
-on ``terms`` and ranks them in SQL, within the postings budget.
+on ``terms`` and ranks them in SQL by every query word.
+
+Where the ranking differs from SQLite's exact BM25: a lesson's factors are taken with the
+namespace's mean length when it was written (cached a few seconds), and frequent words'
+document frequencies are cached until the namespace's size moves by 10 %.
 
 The tokens of content, tags and ``learned_from`` all sit in ``terms``; their weights
 (:data:`~lessonbank.stores.lexical.FIELD_WEIGHTS`) enter the BM25 factors in ``weights``, computed
@@ -62,15 +66,30 @@ class PostingsIndex:
         return values(lesson, self.avg_len(lesson.namespace))
 
     def search(
-        self, conn: Connection, query: LessonQuery, terms: Sequence[str], limit: int
+        self,
+        conn: Connection,
+        query: LessonQuery,
+        terms: Sequence[str],
+        limit: int,
+        *,
+        selective: bool = False,
     ) -> list[Candidate]:
-        """Top ``limit`` lessons by BM25 over the query's selective terms that pass the filters."""
+        """Top ``limit`` lessons by BM25 over every query word that pass the filters.
+
+        ``selective`` (the near-duplicate check on every write) bounds the work instead: words in
+        more lessons than the postings budget act as stopwords, and when every word is that common
+        the namespace's newest lessons holding the rarest are taken, all with the same relevance.
+        """
         terms = query_terms(terms)
         if not terms:
             return []
         docs, _ = self._corpus_stats(conn, query.namespace)
         frequencies = self._document_frequencies(conn, query.namespace, terms, docs)
-        chosen, rarest = choose_terms(frequencies)
+        if selective:
+            chosen, rarest = choose_terms(frequencies)
+        else:
+            chosen = [term for term in terms if frequencies[term]]
+            rarest = min(((frequencies[t], t) for t in chosen), default=None)
         if rarest is None:
             return []
         where, params = lesson_filter(self.dialect, query, self.dialect.clock())
@@ -104,10 +123,11 @@ class PostingsIndex:
     def _document_frequencies(
         self, conn: Connection, namespace: str, terms: Sequence[str], docs: int
     ) -> dict[str, int]:
-        """How many lessons hold each term, capped just above the postings budget.
+        """How many lessons hold each term.
 
-        As in SQLite, only frequent terms are cached (counting them is what costs), and the
-        cache is dropped when the namespace grows or shrinks by 10 %.
+        Only frequent terms are cached (counting them is what costs), and the cache is dropped
+        when the namespace grows or shrinks by 10 %: between, a frequent word's count may be off
+        by the lessons written since (its IDF moves by well under 1 %).
         """
         size, cache = self._df_cache.get(namespace, (docs, {}))
         if docs > size * 1.1 or docs < size:
@@ -117,10 +137,10 @@ class PostingsIndex:
         out = {t: cache[t] for t in terms if t in cache}
         if missing:
             # One count per term, each with its tsquery as a plain parameter so the GIN index is used.
-            count = "SELECT ?, count(*) FROM (SELECT 1 FROM lessons WHERE namespace = ? AND terms @@ ?::tsquery LIMIT ?) s"
+            count = "SELECT ?, count(*) FROM lessons WHERE namespace = ? AND terms @@ ?::tsquery"
             params: list[Any] = []
             for index, term in enumerate(missing):
-                params += [index, namespace, _lexeme(term), lexical.POSTINGS_BUDGET + 1]
+                params += [index, namespace, _lexeme(term)]
             rows = conn.execute(" UNION ALL ".join([count] * len(missing)), params).fetchall()
             for index, found in rows:
                 term = missing[index]

@@ -41,10 +41,11 @@ from lessonbank.errors import StoreError
 from lessonbank.lessons import CONFIDENCE_STEP
 from lessonbank.models import MAX_TAGS, Decision, Episode, Lesson, VerificationResult, from_timestamp
 from lessonbank.ports import Candidate, LessonQuery, VectorChanges
+from lessonbank.stores.lexical import LEXICAL_SPACE
 from lessonbank.stores.sql.dialect import Connection, question_marks
 from lessonbank.stores.sql.migrations.sqlite import MIGRATIONS
 from lessonbank.stores.sql.sqlite_files import open_target
-from lessonbank.stores.sql.sqlite_search import FtsSearch, register_functions
+from lessonbank.stores.sql.sqlite_search import TERM_VECTOR_FUNCTION, FtsSearch, register_functions
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -348,6 +349,12 @@ class SQLiteDialect:
                 "INSERT INTO lesson_tags (lesson_rowid, tag) SELECT l.rowid, t.value FROM lessons l, "
                 "json_each(l.tags) t WHERE l.rowid > ?",
                 (last,),
+            )
+            conn.execute(
+                "INSERT INTO lesson_vectors (lesson_rowid, namespace, model, text_hash, vector) "
+                f"SELECT rowid, namespace, ?, '', {TERM_VECTOR_FUNCTION}(content, tags, learned_from) "
+                "FROM lessons WHERE rowid > ? ORDER BY rowid",
+                (LEXICAL_SPACE, last),
             )
             conn.execute(
                 "INSERT INTO lexical_stats (namespace, docs, tokens) SELECT l.namespace, count(*), "

@@ -35,6 +35,7 @@ from lessonbank.stores.lexical import (
     choose_terms,
     common_idf,
     idf,
+    term_vector_sql,
 )
 from lessonbank.stores.sql.dialect import Connection, Dialect, lesson_filter
 from lessonbank.text import stem
@@ -52,6 +53,7 @@ _COLUMN_WEIGHT = (
 _RANK = "bm25(" + ", ".join(repr(FIELD_WEIGHTS[f]) for f in ("content", "tags", "learned_from")) + ")"
 DOC_LENGTH_FUNCTION = "lb_doc_len"
 IDF_FUNCTION = "lb_idf"
+TERM_VECTOR_FUNCTION = "lb_term_vector"
 
 
 def doc_length(sizes: bytes | None) -> int:
@@ -69,6 +71,7 @@ def register_functions(conn: sqlite3.Connection) -> None:
     """The SQL functions the schema's triggers and the search call (on every connection)."""
     conn.create_function(DOC_LENGTH_FUNCTION, 1, doc_length, deterministic=True)
     conn.create_function(IDF_FUNCTION, 2, idf, deterministic=True)
+    conn.create_function(TERM_VECTOR_FUNCTION, 3, term_vector_sql, deterministic=True)
 
 
 def indexed_form(term: str) -> str:
@@ -100,37 +103,44 @@ class FtsSearch:
         *,
         content_only: bool = False,
     ) -> list[Candidate]:
-        """Top ``limit`` lessons by BM25 over the query's selective terms that pass the filters.
+        """Top ``limit`` lessons by BM25 that pass the filters.
 
-        Terms are taken rarest first while their postings fit ``lexical.POSTINGS_BUDGET``; words
-        found in more of the namespace's lessons than that act as stopwords. When every word is
-        that common, the namespace's newest lessons holding its rarest word are taken unranked,
-        all with the same relevance, so use and recency order them. ``content_only`` limits
-        matching to the content column (the near-duplicate check).
+        Recall ranks by every query word, exactly (``rank`` in FTS5 when the namespace is alone in
+        the file, else the same formula in SQL); its work grows with the words' postings, which is
+        why recall goes to the in-process lexical index when numpy is there. ``content_only`` (the
+        near-duplicate check on every write) limits matching to the content column and bounds its
+        work instead: terms are taken rarest first while their postings fit
+        ``lexical.POSTINGS_BUDGET``, more common words act as stopwords, and when every word is
+        that common the namespace's newest lessons holding its rarest word are taken unranked.
         """
         docs, tokens, alone = self.corpus_stats(conn, query.namespace)
-        frequencies = self._document_frequencies(conn, query.namespace, terms, docs, alone=alone)
-        chosen, rarest = choose_terms(frequencies)
-        if rarest is None:
-            return []
         where, params = lesson_filter(self.dialect, query, self.dialect.clock())
-        if not chosen:
-            # The namespace's newest postings of the rarest word (CROSS JOIN: the postings stay outermost).
-            rows = conn.execute(
-                f"SELECT {CANDIDATE_COLUMNS}, ? FROM (SELECT lessons_fts.rowid AS doc FROM lessons_fts "
-                "CROSS JOIN lessons n ON n.rowid = lessons_fts.rowid WHERE lessons_fts MATCH ? AND n.namespace = ? "
-                f"ORDER BY lessons_fts.rowid DESC LIMIT ?) m JOIN lessons l ON l.rowid = m.doc WHERE {where} "
-                "LIMIT ?",
-                (
-                    common_idf(docs, rarest[0]),
-                    fts_query([rarest[1]], "content" if content_only else None),
-                    query.namespace,
-                    lexical.POSTINGS_BUDGET,
-                    *params,
-                    limit,
-                ),
-            ).fetchall()
-            return [candidate(row, float(row[8])) for row in rows]
+        if not content_only:
+            chosen = list(dict.fromkeys(term for term in terms if term))
+            if not chosen or not docs:
+                return []
+        else:
+            frequencies = self._document_frequencies(conn, query.namespace, terms, docs, alone=alone)
+            chosen, rarest = choose_terms(frequencies)
+            if rarest is None:
+                return []
+            if not chosen:
+                # The namespace's newest postings of the rarest word (CROSS JOIN: the postings stay outermost).
+                rows = conn.execute(
+                    f"SELECT {CANDIDATE_COLUMNS}, ? FROM (SELECT lessons_fts.rowid AS doc FROM lessons_fts "
+                    "CROSS JOIN lessons n ON n.rowid = lessons_fts.rowid WHERE lessons_fts MATCH ? "
+                    "AND n.namespace = ? ORDER BY lessons_fts.rowid DESC LIMIT ?) m "
+                    f"JOIN lessons l ON l.rowid = m.doc WHERE {where} LIMIT ?",
+                    (
+                        common_idf(docs, rarest[0]),
+                        fts_query([rarest[1]], "content"),
+                        query.namespace,
+                        lexical.POSTINGS_BUDGET,
+                        *params,
+                        limit,
+                    ),
+                ).fetchall()
+                return [candidate(row, float(row[8])) for row in rows]
         if alone:
             # One namespace holds every lesson: FTS5's own bm25() reads exactly its figures, fastest.
             rows = conn.execute(

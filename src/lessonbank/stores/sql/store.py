@@ -61,6 +61,7 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ForwardsConsolidation, ReadsOneLes
     """Every store port on one SQL database (see the module docstring)."""
 
     notifier: JobNotifier | None = None
+    term_vectors: bool = False
     jobs: SQLJobQueue
     vectors: Dialect
 

@@ -287,4 +287,34 @@ MIGRATIONS: list[str] = [
         data TEXT NOT NULL
     );
     """,
+    # 6: term vectors for the exact lexical index (lessonbank.stores.lexical.term_vector): one row
+    # per lesson in lesson_vectors under the space 'lexical:terms-v1', written by triggers in the
+    # lesson's own transaction (lb_term_vector tokenises as the other stores do), rewritten only when
+    # an indexed field changes, removed with the lesson by lessons_ad. Existing lessons get theirs here.
+    # The vector count trigger no longer uses INSERT OR IGNORE: fired from the import's upsert, the
+    # upsert's conflict handling overrides the trigger's and the ignored conflict became an error.
+    """
+    DROP TRIGGER lesson_vectors_ai;
+    CREATE TRIGGER lesson_vectors_ai AFTER INSERT ON lesson_vectors BEGIN
+        INSERT INTO vector_counts (namespace, model, n) SELECT new.namespace, new.model, 0
+            WHERE NOT EXISTS (SELECT 1 FROM vector_counts WHERE namespace = new.namespace AND model = new.model);
+        UPDATE vector_counts SET n = n + 1 WHERE namespace = new.namespace AND model = new.model;
+    END;
+    CREATE TRIGGER lessons_terms_ai AFTER INSERT ON lessons WHEN NOT EXISTS (SELECT 1 FROM bulk_load) BEGIN
+        INSERT INTO lesson_vectors (lesson_rowid, namespace, model, text_hash, vector)
+            VALUES (new.rowid, new.namespace, 'lexical:terms-v1', '',
+                    lb_term_vector(new.content, new.tags, new.learned_from));
+    END;
+    CREATE TRIGGER lessons_terms_au AFTER UPDATE OF content, tags, learned_from ON lessons
+        WHEN old.content IS NOT new.content OR old.tags IS NOT new.tags
+            OR old.learned_from IS NOT new.learned_from BEGIN
+        DELETE FROM lesson_vectors WHERE lesson_rowid = old.rowid AND model = 'lexical:terms-v1';
+        INSERT INTO lesson_vectors (lesson_rowid, namespace, model, text_hash, vector)
+            VALUES (new.rowid, new.namespace, 'lexical:terms-v1', '',
+                    lb_term_vector(new.content, new.tags, new.learned_from));
+    END;
+    INSERT INTO lesson_vectors (lesson_rowid, namespace, model, text_hash, vector)
+        SELECT rowid, namespace, 'lexical:terms-v1', '', lb_term_vector(content, tags, learned_from)
+        FROM lessons ORDER BY rowid;
+    """,
 ]

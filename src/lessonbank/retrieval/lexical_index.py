@@ -1,0 +1,305 @@
+"""Exact lexical recall: one namespace's term vectors as an in-process inverted index (numpy).
+
+Every query word counts: nothing is dropped as too common, and no bound on work changes the
+answer. A recall scores every posting of the query's words with BM25 exactly as
+:mod:`lessonbank.stores.lexical` defines it (FTS5's formula, k1 = 1.2, b = 0.75, IDF floored,
+field weights in the term frequencies), from the namespace's own figures at that moment: its
+lesson count, mean length and each word's document frequency. The scoring is vectorised (the
+postings of a word are two arrays, as in bm25s), so its cost is a few nanoseconds per posting:
+a 64-word query over 100k lessons reads a few hundred thousand postings in a few milliseconds.
+
+Filters are applied after ranking, walking the ranking in growing batches until ``limit``
+lessons pass, so a filtered recall returns the true top ``limit`` of the lessons that pass,
+however few they are.
+
+Keeping in step: the store writes a lesson's term vector in the lesson's own transaction, as a
+vector of ``LEXICAL_SPACE``; the index follows them by the vectors' change sequence (as
+:class:`~lessonbank.retrieval.vector.VectorIndex` does), on every search. Rows written since the
+index was built go to a small delta (Python postings) and a rewritten lesson's old slot is marked
+dead; past ``DELTA_MIN`` slots or an eighth of the index, the base is rebuilt from the live
+slots. When the store's count of term vectors differs from the index's (a lesson deleted), the
+index reloads in full.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from lessonbank.ports import Candidate, Store
+from lessonbank.stores.lexical import BM25_B, BM25_K1, LEXICAL_SPACE, TERM_RECORD, idf, query_terms, term_hash
+
+if TYPE_CHECKING:
+    import numpy as np
+
+DELTA_MIN = 4_096  # slots written since the base was built, before it is rebuilt
+DELTA_SHARE = 8  # ... or this share of the index, whichever is larger
+FIRST_BATCH = 2  # the first filter batch is this many times the limit; each next one doubles
+
+
+class LexicalIndex:
+    """BM25 over the term vectors of one namespace; thread-safe."""
+
+    def __init__(self, store: Store, namespace: str) -> None:
+        import numpy as np
+
+        self.store = store
+        self.namespace = namespace
+        self._np = np
+        self._record = np.dtype([("term", "<u8"), ("tf", "<f4"), ("length", "<u4")])
+        self._lock = threading.Lock()
+        self._seq = 0
+        self._clear()
+
+    def _clear(self) -> None:
+        np = self._np
+        self._ids: list[str] = []  # slot → lesson id
+        self._slot_of: dict[str, int] = {}
+        self._length = np.zeros(0, dtype=np.float64)  # per slot, grown by doubling
+        self._alive = np.zeros(0, dtype=bool)
+        self._live = 0
+        self._total_length = 0.0
+        # The base: postings of slots < _base_slots, sorted by term, one slice per term.
+        self._terms = np.zeros(0, dtype=np.uint64)
+        self._starts = np.zeros(1, dtype=np.int64)
+        self._docs = np.zeros(0, dtype=np.int32)
+        self._tf = np.zeros(0, dtype=np.float32)
+        self._base_slots = 0
+        self._base_dead = 0
+        # The delta: postings of slots written since, by term hash.
+        self._delta: dict[int, list[tuple[int, float]]] = {}
+
+    def __len__(self) -> int:
+        return self._live
+
+    def memory_bytes(self) -> int:
+        """What the index holds in memory (arrays and an estimate of its Python parts)."""
+        arrays = (self._terms, self._starts, self._docs, self._tf, self._length, self._alive)
+        delta = sum(len(postings) for postings in self._delta.values())
+        return sum(int(a.nbytes) for a in arrays) + 120 * len(self._ids) + 80 * delta
+
+    # ------------------------------------------------------------------ keeping in step
+
+    def sync(self) -> None:
+        with self._lock:
+            self._sync()
+
+    def _sync(self) -> None:
+        changes = self.store.vector_changes(self.namespace, LEXICAL_SPACE, self._seq)
+        if self._seq == 0 and changes.rows:
+            self._load(changes.rows)
+        else:
+            self._apply(changes.rows)
+        self._seq = max(self._seq, changes.seq)
+        if self._live != changes.count:
+            full = self.store.vector_changes(self.namespace, LEXICAL_SPACE, 0)
+            self._clear()
+            self._load(full.rows)
+            self._seq = full.seq
+
+    def _load(self, rows: Sequence[tuple[str, bytes]]) -> None:
+        """Build the base from scratch out of every row (the first sync, or a reload)."""
+        np = self._np
+        self._clear()
+        rows = _newest(rows)
+        if not rows:
+            return
+        blob = b"".join(vector for _, vector in rows)
+        if len(blob) % TERM_RECORD.size:
+            raise ValueError(f"term vectors of {self.namespace!r} are not whole records")
+        records = np.frombuffer(blob, dtype=self._record)
+        counts = np.fromiter((len(vector) // TERM_RECORD.size for _, vector in rows), np.int64, len(rows))
+        slots = np.repeat(np.arange(len(rows), dtype=np.int32), counts)
+        header = records["term"] == 0
+        self._ids = [lesson_id for lesson_id, _ in rows]
+        self._slot_of = {lesson_id: slot for slot, lesson_id in enumerate(self._ids)}
+        lengths = np.zeros(len(rows), dtype=np.float64)
+        lengths[slots[header]] = records["length"][header]
+        self._length = lengths
+        self._alive = np.ones(len(rows), dtype=bool)
+        self._live = len(rows)
+        self._total_length = float(lengths.sum())
+        postings = ~header
+        self._build(records["term"][postings], slots[postings], records["tf"][postings], len(rows))
+
+    def _build(self, terms: np.ndarray, slots: np.ndarray, tf: np.ndarray, base_slots: int) -> None:
+        np = self._np
+        order = np.argsort(terms, kind="stable")  # slots stay ascending within a term
+        terms = terms[order]
+        self._docs = np.ascontiguousarray(slots[order], dtype=np.int32)
+        self._tf = np.ascontiguousarray(tf[order], dtype=np.float32)
+        if len(terms):
+            change = np.flatnonzero(terms[1:] != terms[:-1]) + 1
+            starts = np.concatenate(([0], change, [len(terms)])).astype(np.int64)
+            self._terms = terms[starts[:-1]]
+        else:
+            starts = np.zeros(1, dtype=np.int64)
+            self._terms = np.zeros(0, dtype=np.uint64)
+        self._starts = starts
+        self._base_slots = base_slots
+        self._base_dead = 0
+        self._delta = {}
+
+    def _apply(self, rows: Sequence[tuple[str, bytes]]) -> None:
+        """Add rows written since the last sync to the delta (a rewritten lesson's old slot dies)."""
+        for lesson_id, vector in _newest(rows):
+            if len(vector) % TERM_RECORD.size or not vector:
+                raise ValueError(f"term vector of lesson {lesson_id} is not whole records")
+            old = self._slot_of.get(lesson_id)
+            if old is not None:
+                self._kill(old)
+            slot = self._grow(lesson_id)
+            for term, tf, length in TERM_RECORD.iter_unpack(vector):
+                if term == 0:
+                    self._length[slot] = length
+                    self._total_length += length
+                else:
+                    self._delta.setdefault(term, []).append((slot, tf))
+        delta_slots = len(self._ids) - self._base_slots
+        if delta_slots > max(DELTA_MIN, len(self._ids) // DELTA_SHARE) or (
+            self._base_dead > max(DELTA_MIN, self._base_slots // DELTA_SHARE)
+        ):
+            self._rebuild()
+
+    def _grow(self, lesson_id: str) -> int:
+        np = self._np
+        slot = len(self._ids)
+        if slot >= len(self._length):
+            size = max(1024, 2 * len(self._length))
+            self._length = np.concatenate((self._length, np.zeros(size - len(self._length))))
+            self._alive = np.concatenate((self._alive, np.zeros(size - len(self._alive), dtype=bool)))
+        self._ids.append(lesson_id)
+        self._slot_of[lesson_id] = slot
+        self._alive[slot] = True
+        self._live += 1
+        return slot
+
+    def _kill(self, slot: int) -> None:
+        self._alive[slot] = False
+        self._live -= 1
+        self._total_length -= float(self._length[slot])
+        if slot < self._base_slots:
+            self._base_dead += 1
+
+    def _rebuild(self) -> None:
+        """One base out of the live slots of the base and the delta, slots renumbered densely."""
+        np = self._np
+        slots = len(self._ids)
+        alive = self._alive[:slots]
+        renumber = np.cumsum(alive, dtype=np.int64) - 1
+        base_keep = alive[self._docs]
+        base_terms = np.repeat(self._terms, np.diff(self._starts))[base_keep]
+        delta = [
+            (term, slot, tf) for term, postings in self._delta.items() for slot, tf in postings if alive[slot]
+        ]
+        delta_terms = np.fromiter((d[0] for d in delta), np.uint64, len(delta))
+        delta_slots = np.fromiter((d[1] for d in delta), np.int64, len(delta))
+        delta_tf = np.fromiter((d[2] for d in delta), np.float32, len(delta))
+        terms = np.concatenate((base_terms, delta_terms))
+        new_slots = renumber[np.concatenate((self._docs[base_keep].astype(np.int64), delta_slots))]
+        tf = np.concatenate((self._tf[base_keep], delta_tf))
+        # Slot order within a term must stay ascending: sort by (term, slot).
+        order = np.lexsort((new_slots, terms))
+        self._ids = [lesson_id for lesson_id, keep in zip(self._ids, alive.tolist(), strict=True) if keep]
+        self._slot_of = {lesson_id: slot for slot, lesson_id in enumerate(self._ids)}
+        self._length = self._length[:slots][alive].copy()
+        self._alive = np.ones(len(self._ids), dtype=bool)
+        self._build(terms[order], new_slots[order], tf[order], len(self._ids))
+
+    # ------------------------------------------------------------------ search
+
+    def scores(self, terms: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """(slot → lesson id, slots holding a query word, their BM25 scores), after a sync; the
+        exhaustive scoring that ``search`` ranks (kept separate so tests can compare)."""
+        with self._lock:
+            self._sync()
+            slots, scores = self._score(terms)
+            return list(self._ids), slots, scores
+
+    def search(
+        self, terms: Sequence[str], limit: int, passing: Callable[[list[str]], list[Candidate]]
+    ) -> list[Candidate]:
+        """The ``limit`` best lessons by BM25 among those ``passing`` lets through, best first.
+
+        ``passing`` takes lesson ids (best first) and returns the candidates of those that pass
+        the recall's filters, in that order (``Store.candidates``).
+        """
+        if limit <= 0:
+            return []
+        with self._lock:
+            self._sync()
+            slots, scores = self._score(terms)
+            ids = self._ids  # a rebuild replaces the list; appends keep every slot in place
+        batches = self._ranked(slots, scores, limit)  # sorted lazily, outside the lock
+        out: list[Candidate] = []
+        for batch_slots, batch_scores in batches:
+            relevance = {ids[int(s)]: float(v) for s, v in zip(batch_slots, batch_scores, strict=True)}
+            for found in passing(list(relevance)):
+                out.append(replace(found, relevance=relevance[found.lesson_id]))
+                if len(out) == limit:
+                    return out
+        return out
+
+    def _score(self, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        np = self._np
+        wanted = query_terms(terms)
+        if not wanted or not self._live:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        docs, avg_len = self._live, self._total_length / self._live
+        acc = np.zeros(len(self._ids), dtype=np.float64)
+        # BM25's length normalisation, k1·(1 − b + b·length/avg) = flat + per_token·length.
+        flat, per_token = BM25_K1 * (1.0 - BM25_B), BM25_K1 * BM25_B / (avg_len or 1.0)
+        hashes = np.fromiter((term_hash(term) for term in wanted), np.uint64, len(wanted))
+        where = np.searchsorted(self._terms, hashes)
+        for term, at in zip(hashes.tolist(), where.tolist(), strict=True):
+            base_docs, base_tf = self._docs[:0], self._tf[:0]
+            if at < len(self._terms) and int(self._terms[at]) == term:
+                start, end = int(self._starts[at]), int(self._starts[at + 1])
+                base_docs, base_tf = self._docs[start:end], self._tf[start:end]
+                if self._base_dead:
+                    keep = self._alive[base_docs]
+                    base_docs, base_tf = base_docs[keep], base_tf[keep]
+            delta = [(slot, tf) for slot, tf in self._delta.get(term, ()) if self._alive[slot]]
+            df = len(base_docs) + len(delta)
+            if not df:
+                continue
+            weight = idf(docs, df) * (BM25_K1 + 1.0)
+            if len(base_docs):
+                tf = base_tf.astype(np.float64)
+                acc[base_docs] += weight * tf / (tf + flat + per_token * self._length[base_docs])
+            for slot, tf_value in delta:
+                acc[slot] += weight * tf_value / (tf_value + flat + per_token * float(self._length[slot]))
+        slots = np.flatnonzero(acc)
+        return slots, acc[slots]
+
+    def _ranked(self, slots: np.ndarray, scores: np.ndarray, limit: int) -> Iterator[tuple[Any, Any]]:
+        """The matching slots best first (ties in slot order, that is write order), in batches."""
+        np = self._np
+        total = len(slots)
+        first = min(total, FIRST_BATCH * limit)
+        if not first:
+            return
+        if first < total:
+            part = np.argpartition(-scores, first - 1)[:first]
+            part = part[np.lexsort((slots[part], -scores[part]))]
+            yield slots[part], scores[part]
+            rest = np.setdiff1d(np.arange(total), part, assume_unique=True)
+        else:
+            rest = np.arange(total)
+        rest = rest[np.lexsort((slots[rest], -scores[rest]))]
+        start, size = 0, first * 2
+        while start < len(rest):
+            chunk = rest[start : start + size]
+            yield slots[chunk], scores[chunk]
+            start, size = start + size, size * 2
+
+
+def _newest(rows: Sequence[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    """The last row of each lesson, in order of those last rows."""
+    last: dict[str, bytes] = {}
+    for lesson_id, vector in rows:
+        last.pop(lesson_id, None)
+        last[lesson_id] = vector
+    return list(last.items())
