@@ -224,9 +224,7 @@ def test_recall_goes_through_the_index_and_falls_back_to_the_store_without_numpy
     expected = top(brute_force(bank, terms), 20)
     retriever = Retriever(store)
     assert retriever.lexical_index(NS) is not None
-    with_index = [
-        (c.lesson_id, c.relevance) for c in retriever.lexical(" ".join(terms), LessonQuery(NS), 20)
-    ]
+    with_index = [(c.lesson_id, c.relevance) for c in retriever.lexical(" ".join(terms), LessonQuery(NS), 20)]
     assert_same_top(with_index, expected)
 
     def no_numpy(*args: object, **kwargs: object) -> None:
