@@ -1,5 +1,5 @@
-"""The base install (no extras) has no NumPy: the bank, its CLI and a consolidation cycle work
-without it. A subprocess blocks the import, as a fresh `pip install lessonbank` would lack it."""
+"""Without NumPy (an environment where it cannot be installed) the bank, its CLI, lexical recall and a
+consolidation cycle still work: recall ranks in the store. A subprocess blocks the import."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ with LessonBank(sys.argv[1], worker=False) as bank:
     assert proposal is not None and [op.kind for op in proposal.operations] == ["merge"]
     bank.approve(proposal.id)
     assert len(bank.lessons()) == 1
+    assert bank.recall("deploy migrations", k=1, mode="lexical")[0].lesson.content.startswith("Run")
 print("ok")
 """
 
