@@ -5,7 +5,8 @@ BM25 of our own, both over exactly the bank's lessons and tokens.
   (same tokens, field weights, k1, b and IDF as the bank), in plain Python from its own postings: the
   ranking the bank's lexical recall must return.
 - ``Bm25sReference`` indexes the same stemmed tokens (content, tags and provenance, unweighted: bm25s
-  has no fields) with bm25s's Lucene variant at k1 = 1.2, b = 0.75.
+  has no fields) with bm25s's Lucene variant at the textbook k1 = 1.2, b = 0.75 (not the bank's
+  tuned constants: the reference is what a plain BM25 gives).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from lessonbank.stores.lexical import (
 from lessonbank.text import keywords
 
 MAX_QUERY_TERMS = 64  # as the bank's retriever
+REFERENCE_K1, REFERENCE_B = 1.2, 0.75
 
 
 def lesson_terms(lesson: dict[str, Any]) -> dict[str, list[str]]:
@@ -58,7 +60,7 @@ class Exhaustive:
             if not postings:
                 continue
             df = len(postings)
-            weight = max(1e-6, math.log((docs - df + 0.5) / (df + 0.5))) * (BM25_K1 + 1)
+            weight = math.log(1 + (docs - df + 0.5) / (df + 0.5)) * (BM25_K1 + 1)
             for doc, tf in postings:
                 norm = BM25_K1 * (1 - BM25_B + BM25_B * self.lengths[doc] / self.avg)
                 acc[doc] = acc.get(doc, 0.0) + weight * tf / (tf + norm)
@@ -82,7 +84,7 @@ class Bm25sReference:
         self.mask = np.asarray(allowed, dtype=np.float32)
         corpus = [[t for terms in lesson_terms(lesson).values() for t in terms] for lesson in lessons]
         start = time.perf_counter()
-        self.model = bm25s.BM25(k1=BM25_K1, b=BM25_B, method="lucene")
+        self.model = bm25s.BM25(k1=REFERENCE_K1, b=REFERENCE_B, method="lucene")
         self.model.index(corpus, show_progress=False)
         self.index_seconds = time.perf_counter() - start
         self.vocab = self.model.vocab_dict

@@ -385,13 +385,17 @@ def latency(
 def slice_recall(
     bank: LessonBank, cases: Sequence[dict[str, Any]], agent: str | None = None
 ) -> dict[str, float]:
-    """recall@5 of lexical recall per query variant, filtered to ``agent``'s lessons when given."""
+    """recall@5 of the BM25 top 5 per query variant, filtered to ``agent``'s lessons when given (BM25
+    alone: the blend's use counts differ between banks that served different queries before)."""
+    from lessonbank.ports import LessonQuery
+
+    query = LessonQuery(NAMESPACE, agent=agent)
     out = {}
     for variant in VARIANTS:
         found = 0
         for case in cases:
-            hits = bank.recall(case["queries"][variant], k=LATENCY_K, mode="lexical", agent=agent)
-            found += case["expected"] in [hit.lesson.id for hit in hits]
+            hits = bank.retriever.lexical(case["queries"][variant], query, LATENCY_K)
+            found += case["expected"] in [hit.lesson_id for hit in hits]
         out[variant] = found / len(cases)
     return out
 
@@ -440,8 +444,9 @@ def lexical_reference(
     row: dict[str, Any] = {"lessons": len(lessons), "quality": {}, "latency": {}}
     for variant in VARIANTS if exhaustive is not None and reference is not None else ():
         counts = {"recall (blended)": 0, "bm25 top 5": 0, "exhaustive": 0, "bm25s": 0}
-        agreement = []
-        for case in cases:
+        held_out = {"held-out bm25 top 5": 0, "held-out bm25s": 0}  # the odd cases: BM25's constants
+        agreement = []  # were chosen on the even ones
+        for number, case in enumerate(cases):
             text, expected = case["queries"][variant], case["expected"]
             ours = [c.lesson_id for c in bank.retriever.lexical(text, query, LATENCY_K)]
             scores = exhaustive.scores(_query_terms(text))
@@ -452,7 +457,11 @@ def lexical_reference(
             counts["bm25 top 5"] += expected in ours
             counts["exhaustive"] += expected in [lesson_id for lesson_id, _ in exact]
             counts["bm25s"] += expected in reference.top_ids(text, LATENCY_K)
+            if number % 2:
+                held_out["held-out bm25 top 5"] += expected in ours
+                held_out["held-out bm25s"] += expected in reference.top_ids(text, LATENCY_K)
         row["quality"][variant] = {name: found / len(cases) for name, found in counts.items()}
+        row["quality"][variant] |= {name: found / len(cases[1::2]) for name, found in held_out.items()}
         row["quality"][variant]["top-5 agreement with exhaustive"] = sum(agreement) / len(agreement)
         row["quality"][variant]["worst query agreement"] = min(agreement)
     queries = [case["queries"]["message+code"] for case in cases]
@@ -606,8 +615,8 @@ def reference_report(rows: Sequence[dict[str, Any]]) -> list[str]:
     """Lexical recall beside bm25s and the exhaustive scorer, per bank size."""
     if not rows:
         return []
-    measures = ["recall (blended)", "bm25 top 5", "exhaustive", "bm25s", "top-5 agreement with exhaustive",
-                "worst query agreement"]  # fmt: skip
+    measures = ["recall (blended)", "bm25 top 5", "exhaustive", "bm25s", "held-out bm25 top 5", "held-out bm25s",
+                "top-5 agreement with exhaustive", "worst query agreement"]  # fmt: skip
     body = []
     for row in rows:
         for variant, figures in row["quality"].items():

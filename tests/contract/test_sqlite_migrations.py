@@ -130,9 +130,10 @@ def test_lessons_of_an_old_file_get_their_term_vectors(tmp_path: Path) -> None:
     store = SQLiteStore(path, clock=Clock())
     try:
         rows = dict(store.vector_changes("default", LEXICAL_SPACE, 0).rows)
+        scope = {"kind": "lesson", "agent": None, "task_type": None, "goal_id": None}
         assert rows == {
-            "les_old0": term_vector("rotate the signing keys every quarter", ["legacy"], None),
-            "les_old1": term_vector("vacuum the analytics tables weekly", ["legacy"], None),
+            "les_old0": term_vector("rotate the signing keys every quarter", ["legacy"], None, scope),
+            "les_old1": term_vector("vacuum the analytics tables weekly", ["legacy"], None, scope),
         }
     finally:
         store.close()

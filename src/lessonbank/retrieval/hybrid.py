@@ -232,7 +232,7 @@ class Retriever:
             return []
         index = self.lexical_index(query.namespace)
         if index is not None:
-            return index.search(terms, pool, lambda ids: self.store.candidates(query, ids))
+            return index.search(terms, pool, lambda ids: self.store.candidates(query, ids), scope=query)
         return self.store.search(query, terms, limit=pool)
 
     def lexical_index(self, namespace: str) -> LexicalIndex | None:

@@ -8,9 +8,11 @@ lesson count, mean length and each word's document frequency. The scoring is vec
 postings of a word are two arrays, as in bm25s), so its cost is a few nanoseconds per posting:
 a 64-word query over 100k lessons reads a few hundred thousand postings in a few milliseconds.
 
-Filters are applied after ranking, walking the ranking in growing batches until ``limit``
-lessons pass, so a filtered recall returns the true top ``limit`` of the lessons that pass,
-however few they are.
+A recall's scope (kinds, tags, agent, task type, goal: each lesson's term vector names its own)
+narrows the lessons BM25's figures are taken over, so a recall filtered to one agent ranks as a
+bank of that agent's lessons would. The other filters (status, expiry) are applied after
+ranking, walking the ranking in growing batches until ``limit`` lessons pass: a filtered recall
+returns the true top ``limit`` of the lessons that pass, however few they are.
 
 Keeping in step: the store writes a lesson's term vector in the lesson's own transaction, as a
 vector of ``LEXICAL_SPACE``; the index follows them by the vectors' change sequence (as
@@ -28,8 +30,17 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from lessonbank.ports import Candidate, Store
-from lessonbank.stores.lexical import BM25_B, BM25_K1, LEXICAL_SPACE, TERM_RECORD, idf, query_terms, term_hash
+from lessonbank.ports import Candidate, LessonQuery, Store
+from lessonbank.stores.lexical import (
+    BM25_B,
+    BM25_K1,
+    LEXICAL_SPACE,
+    TERM_RECORD,
+    idf,
+    query_terms,
+    scope_hash,
+    term_hash,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -64,12 +75,13 @@ class LexicalIndex:
         # The base: postings of slots < _base_slots, sorted by term, one slice per term.
         self._terms = np.zeros(0, dtype=np.uint64)
         self._starts = np.zeros(1, dtype=np.int64)
-        self._docs = np.zeros(0, dtype=np.int32)
-        self._tf = np.zeros(0, dtype=np.float32)
+        self._docs = np.zeros(0, dtype=np.intp)
+        self._tf = np.zeros(0, dtype=np.float64)
         self._base_slots = 0
         self._base_dead = 0
         # The delta: postings of slots written since, by term hash.
         self._delta: dict[int, list[tuple[int, float]]] = {}
+        self._norm_cache: tuple[tuple[int, float, int], Any] | None = None
 
     def __len__(self) -> int:
         return self._live
@@ -128,8 +140,10 @@ class LexicalIndex:
         np = self._np
         order = np.argsort(terms, kind="stable")  # slots stay ascending within a term
         terms = terms[order]
-        self._docs = np.ascontiguousarray(slots[order], dtype=np.int32)
-        self._tf = np.ascontiguousarray(tf[order], dtype=np.float32)
+        self._docs = np.ascontiguousarray(
+            slots[order], dtype=np.intp
+        )  # what indexing and bincount take: no cast per query
+        self._tf = np.ascontiguousarray(tf[order], dtype=np.float64)  # scored in float64: no cast per query
         if len(terms):
             change = np.flatnonzero(terms[1:] != terms[:-1]) + 1
             starts = np.concatenate(([0], change, [len(terms)])).astype(np.int64)
@@ -141,6 +155,7 @@ class LexicalIndex:
         self._base_slots = base_slots
         self._base_dead = 0
         self._delta = {}
+        self._norm_cache = None
 
     def _apply(self, rows: Sequence[tuple[str, bytes]]) -> None:
         """Add rows written since the last sync to the delta (a rewritten lesson's old slot dies)."""
@@ -172,11 +187,13 @@ class LexicalIndex:
             self._alive = np.concatenate((self._alive, np.zeros(size - len(self._alive), dtype=bool)))
         self._ids.append(lesson_id)
         self._slot_of[lesson_id] = slot
+        self._norm_cache = None
         self._alive[slot] = True
         self._live += 1
         return slot
 
     def _kill(self, slot: int) -> None:
+        self._norm_cache = None
         self._alive[slot] = False
         self._live -= 1
         self._total_length -= float(self._length[slot])
@@ -196,7 +213,7 @@ class LexicalIndex:
         ]
         delta_terms = np.fromiter((d[0] for d in delta), np.uint64, len(delta))
         delta_slots = np.fromiter((d[1] for d in delta), np.int64, len(delta))
-        delta_tf = np.fromiter((d[2] for d in delta), np.float32, len(delta))
+        delta_tf = np.fromiter((d[2] for d in delta), np.float64, len(delta))
         terms = np.concatenate((base_terms, delta_terms))
         new_slots = renumber[np.concatenate((self._docs[base_keep].astype(np.int64), delta_slots))]
         tf = np.concatenate((self._tf[base_keep], delta_tf))
@@ -210,27 +227,35 @@ class LexicalIndex:
 
     # ------------------------------------------------------------------ search
 
-    def scores(self, terms: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    def scores(
+        self, terms: Sequence[str], scope: LessonQuery | None = None
+    ) -> tuple[list[str], np.ndarray, np.ndarray]:
         """(slot → lesson id, slots holding a query word, their BM25 scores), after a sync; the
         exhaustive scoring that ``search`` ranks (kept separate so tests can compare)."""
         with self._lock:
             self._sync()
-            slots, scores = self._score(terms)
+            slots, scores = self._score(terms, self._scope_mask(scope))
             return list(self._ids), slots, scores
 
     def search(
-        self, terms: Sequence[str], limit: int, passing: Callable[[list[str]], list[Candidate]]
+        self,
+        terms: Sequence[str],
+        limit: int,
+        passing: Callable[[list[str]], list[Candidate]],
+        scope: LessonQuery | None = None,
     ) -> list[Candidate]:
         """The ``limit`` best lessons by BM25 among those ``passing`` lets through, best first.
 
         ``passing`` takes lesson ids (best first) and returns the candidates of those that pass
-        the recall's filters, in that order (``Store.candidates``).
+        the recall's filters, in that order (``Store.candidates``). ``scope``'s kinds, tags, agent,
+        task type and goal narrow the lessons BM25's figures are taken over (every status counts),
+        so a filtered recall ranks as a bank holding only those lessons would.
         """
         if limit <= 0:
             return []
         with self._lock:
             self._sync()
-            slots, scores = self._score(terms)
+            slots, scores = self._score(terms, self._scope_mask(scope))
             ids = self._ids  # a rebuild replaces the list; appends keep every slot in place
         batches = self._ranked(slots, scores, limit)  # sorted lazily, outside the lock
         out: list[Candidate] = []
@@ -242,37 +267,91 @@ class LexicalIndex:
                     return out
         return out
 
-    def _score(self, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    def _postings(self, terms: Sequence[int]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per term: every live slot holding it and its weighted frequency, base and delta."""
         np = self._np
-        wanted = query_terms(terms)
-        if not wanted or not self._live:
-            return np.zeros(0, dtype=np.int64), np.zeros(0)
-        docs, avg_len = self._live, self._total_length / self._live
-        acc = np.zeros(len(self._ids), dtype=np.float64)
-        # BM25's length normalisation, k1·(1 − b + b·length/avg) = flat + per_token·length.
-        flat, per_token = BM25_K1 * (1.0 - BM25_B), BM25_K1 * BM25_B / (avg_len or 1.0)
-        hashes = np.fromiter((term_hash(term) for term in wanted), np.uint64, len(wanted))
-        where = np.searchsorted(self._terms, hashes)
-        for term, at in zip(hashes.tolist(), where.tolist(), strict=True):
-            base_docs, base_tf = self._docs[:0], self._tf[:0]
+        wanted = np.fromiter(terms, np.uint64, len(terms))  # a Python int would turn the search to floats
+        where = np.searchsorted(self._terms, wanted).tolist()
+        out = []
+        for term, at in zip(wanted.tolist(), where, strict=True):
+            docs, tf = self._docs[:0], self._tf[:0]
             if at < len(self._terms) and int(self._terms[at]) == term:
                 start, end = int(self._starts[at]), int(self._starts[at + 1])
-                base_docs, base_tf = self._docs[start:end], self._tf[start:end]
+                docs, tf = self._docs[start:end], self._tf[start:end]
                 if self._base_dead:
-                    keep = self._alive[base_docs]
-                    base_docs, base_tf = base_docs[keep], base_tf[keep]
-            delta = [(slot, tf) for slot, tf in self._delta.get(term, ()) if self._alive[slot]]
-            df = len(base_docs) + len(delta)
-            if not df:
-                continue
-            weight = idf(docs, df) * (BM25_K1 + 1.0)
-            if len(base_docs):
-                tf = base_tf.astype(np.float64)
-                acc[base_docs] += weight * tf / (tf + flat + per_token * self._length[base_docs])
-            for slot, tf_value in delta:
-                acc[slot] += weight * tf_value / (tf_value + flat + per_token * float(self._length[slot]))
-        slots = np.flatnonzero(acc)
-        return slots, acc[slots]
+                    keep = self._alive[docs]
+                    docs, tf = docs[keep], tf[keep]
+            delta = [(slot, value) for slot, value in self._delta.get(term, ()) if self._alive[slot]]
+            if delta:
+                docs = np.concatenate((docs, np.fromiter((d[0] for d in delta), np.intp, len(delta))))
+                tf = np.concatenate((tf, np.fromiter((d[1] for d in delta), np.float64, len(delta))))
+            out.append((docs, tf))
+        return out
+
+    def _scope_mask(self, scope: LessonQuery | None) -> Any:
+        """The live slots inside ``scope``'s kinds, tags, agent, task type and goal, as a boolean
+        array (None: every one)."""
+        if scope is None:
+            return None
+        np = self._np
+        wanted: list[list[int]] = []  # every group must match; within a group, any value
+        if scope.kinds is not None:
+            wanted.append([scope_hash("kind", kind) for kind in scope.kinds])
+        wanted += [[scope_hash("tag", tag)] for tag in scope.tags]
+        for name in ("agent", "task_type", "goal_id"):
+            value = getattr(scope, name)
+            if value is not None:
+                wanted.append([scope_hash(name, value)])
+        if not wanted:
+            return None
+        mask = self._alive[: len(self._ids)].copy()
+        for group in wanted:
+            inside = np.zeros(len(self._ids), dtype=bool)
+            for docs, _ in self._postings(group):
+                inside[docs] = True
+            mask &= inside
+        return mask
+
+    def _score(self, terms: Sequence[str], mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        np = self._np
+        wanted = query_terms(terms)
+        if mask is None:
+            docs, total_length = self._live, self._total_length
+        else:
+            docs, total_length = int(mask.sum()), float(self._length[: len(self._ids)][mask].sum())
+        if not wanted or not docs:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        # All postings of the query's words in one pass: BM25 per posting, summed per slot.
+        slots, frequencies, weights = [], [], []
+        for held, tf in self._postings(list(dict.fromkeys(term_hash(word) for word in wanted))):
+            if mask is not None:
+                keep = mask[held]
+                held, tf = held[keep], tf[keep]
+            if len(held):
+                slots.append(held)
+                frequencies.append(tf)
+                weights.append(idf(docs, len(held)) * (BM25_K1 + 1.0))
+        if not slots:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        held = np.concatenate(slots)
+        tf = np.concatenate(frequencies)
+        weight = np.repeat(np.array(weights), [len(part) for part in slots])
+        contribution = weight * tf / (tf + self._norm(docs, total_length, mask)[held])
+        acc = np.bincount(held, weights=contribution, minlength=len(self._ids))
+        found = np.flatnonzero(acc)
+        return found, acc[found]
+
+    def _norm(self, docs: int, total_length: float, mask: Any) -> Any:
+        """BM25's length normalisation of every slot, k1·(1 − b + b·length/avg): kept while the
+        figures it was taken with hold (a query scoped to a slice computes its own)."""
+        key = (docs, total_length, len(self._ids))
+        if mask is None and self._norm_cache is not None and self._norm_cache[0] == key:
+            return self._norm_cache[1]
+        per_token = BM25_K1 * BM25_B * docs / (total_length or 1.0)
+        norm = BM25_K1 * (1.0 - BM25_B) + per_token * self._length[: len(self._ids)]
+        if mask is None:
+            self._norm_cache = (key, norm)
+        return norm
 
     def _ranked(self, slots: np.ndarray, scores: np.ndarray, limit: int) -> Iterator[tuple[Any, Any]]:
         """The matching slots best first (ties in slot order, that is write order), in batches."""

@@ -1,15 +1,15 @@
-"""Lexical relevance, the same in every store: terms, BM25, the postings budget, field weights.
+"""Lexical relevance, the same in every store: terms, BM25, field weights, term vectors.
 
 Invariants:
 
-- Lexical relevance is FTS5's BM25 (k1 = 1.2, b = 0.75, IDF floored at 1e-6) over one
+- Lexical relevance is BM25 (``BM25_K1``, ``BM25_B``, Lucene's IDF: :func:`idf`) over one
   document per lesson: its content, tags and ``learned_from`` tokenised and Porter-stemmed
   (:func:`field_terms`) as SQLite's FTS5 ``porter`` tokenizer does, so every backend matches
   the same words; each field's term frequencies are scaled by its weight and the document
-  length counts every field, exactly as FTS5's ``bm25()`` with column weights does.
-- Recall reads a bounded number of postings (``POSTINGS_BUDGET``): words held by more
-  lessons act as stopwords; when every word is that common, the newest lessons holding the
-  rarest word are taken, all with the same relevance (as SQLite does).
+  length counts every field (as FTS5's ``bm25()`` with column weights does).
+- Recall ranks by every query word. Only the near-duplicate check on each write bounds its
+  work (``POSTINGS_BUDGET``, ``choose_terms``): words held by more lessons act as stopwords
+  there; when every word is that common, the newest lessons holding the rarest word are taken.
 """
 
 from __future__ import annotations
@@ -24,18 +24,22 @@ from functools import lru_cache
 from lessonbank.models import Lesson
 from lessonbank.text import stem, words
 
-# Lexical recall reads at most about this many postings per query; words held by more lessons
-# act as stopwords.
+# The near-duplicate check reads at most about this many postings; words held by more lessons act
+# as stopwords there.
 POSTINGS_BUDGET = 1500
-# At most this many query words are matched (rarest first).
+# ... and matches at most this many of the new lesson's words (rarest first).
 MAX_MATCH_TERMS = 12
 # Document frequencies at or above this are cached (counting them is what costs; rare words are
 # cheap to count and their counts matter exactly).
 CACHED_MIN_DF = 64
 # BM25 weight of each indexed field: where a lesson was learned counts, but less than what it says.
-# SQLite's FTS5 columns are (content, tags, learned_from) in this order.
-FIELD_WEIGHTS: dict[str, float] = {"content": 1.0, "tags": 1.0, "learned_from": 0.5}
-BM25_K1 = 1.2
+# SQLite's FTS5 columns are (content, tags, learned_from) in this order. The weight 0.75 and k1 = 0.9
+# (with Lucene's IDF) were chosen on half of bench/retrieval.py's cases at 10k lessons, among
+# weights 0.5 / 0.75 / 1.0 and (k1, b) of (1.2, 0.75), (0.9, 0.75), (1.2, 0.6); the other half and
+# the 100k bank are reported in bench/README.md. Code-only queries gained most (recall@5 0.707 →
+# 0.764 on the tuning half), message-and-code queries stayed level.
+FIELD_WEIGHTS: dict[str, float] = {"content": 1.0, "tags": 1.0, "learned_from": 0.75}
+BM25_K1 = 0.9
 BM25_B = 0.75
 
 
@@ -79,7 +83,9 @@ def weighted_frequencies(
 # (lessonbank.retrieval.lexical_index) follows them by the vectors' change sequence and ranks
 # with exact BM25. A term vector is little-endian records of 16 bytes: (term hash u64, weighted
 # term frequency f32, document length u32). The first record holds hash 0 and frequency 0, so a
-# lesson without a word still counts in the namespace's lesson count and mean length.
+# lesson without a word still counts in the namespace's lesson count and mean length. Records of
+# frequency 0 name the lesson's scope (kind, agent, task type, goal, each tag: ``scope_hash``), so
+# the index can take BM25's figures over exactly the lessons a filtered recall may return.
 
 LEXICAL_SPACE = "lexical:terms-v1"
 TERM_RECORD = struct.Struct("<QfI")
@@ -99,9 +105,23 @@ _WORD_HASHES: dict[str, int] = {}
 _WORD_HASHES_MAX = 1 << 18
 
 
-def term_vector(content: str, tags: Sequence[str], learned_from: str | None) -> bytes:
+SCOPE_FIELDS = ("kind", "agent", "task_type", "goal_id")
+
+
+def scope_hash(field: str, value: str) -> int:
+    """The id of a scope record (``field`` is one of SCOPE_FIELDS or ``tag``); words never hash here."""
+    return term_hash(f"\x00{field}\x00{value}")
+
+
+def term_vector(
+    content: str,
+    tags: Sequence[str],
+    learned_from: str | None,
+    scope: Mapping[str, str | None] | None = None,
+) -> bytes:
     """A lesson's term vector (see above) from its indexed fields: the terms of
-    :func:`text_field_terms`, weighted as :func:`weighted_frequencies` weighs them."""
+    :func:`text_field_terms`, weighted as :func:`weighted_frequencies` weighs them, then its scope
+    (``scope``: values of SCOPE_FIELDS, and the tags)."""
     known = _WORD_HASHES
     frequencies: dict[int, float] = {}
     length = 0
@@ -120,13 +140,28 @@ def term_vector(content: str, tags: Sequence[str], learned_from: str | None) -> 
                     known[word] = hashed
             frequencies[hashed] = frequencies.get(hashed, 0.0) + weight
     pack = TERM_RECORD.pack
-    return pack(0, 0.0, length) + b"".join(pack(term, tf, length) for term, tf in frequencies.items())
+    scopes = [scope_hash(name, value) for name, value in (scope or {}).items() if value is not None]
+    scopes += [scope_hash("tag", tag) for tag in dict.fromkeys(tags)]
+    return (
+        pack(0, 0.0, length)
+        + b"".join(pack(term, tf, length) for term, tf in frequencies.items())
+        + b"".join(pack(term, 0.0, length) for term in scopes)
+    )
 
 
-def term_vector_sql(content: str | None, tags: str | None, learned_from: str | None) -> bytes:
+def term_vector_sql(
+    content: str | None,
+    tags: str | None,
+    learned_from: str | None,
+    kind: str | None,
+    agent: str | None,
+    task_type: str | None,
+    goal_id: str | None,
+) -> bytes:
     """``term_vector`` of a lessons row as SQL holds it (tags as a JSON array): the function
     SQLite's triggers call."""
-    return term_vector(content or "", json.loads(tags) if tags else [], learned_from)
+    scope = {"kind": kind, "agent": agent, "task_type": task_type, "goal_id": goal_id}
+    return term_vector(content or "", json.loads(tags) if tags else [], learned_from, scope)
 
 
 def bm25_factors(frequencies: Mapping[str, float], length: int, avg_len: float) -> dict[str, float]:
@@ -142,9 +177,12 @@ def query_terms(terms: Sequence[str]) -> list[str]:
 
 
 def idf(docs: int, df: int) -> float:
-    """FTS5's BM25 inverse document frequency, floored at 1e-6 as FTS5 does."""
-    ratio = (docs - df + 0.5) / (df + 0.5)  # docs can lag df for a moment (cached counts)
-    return max(1e-6, math.log(ratio)) if ratio > 0 else 1e-6
+    """BM25's inverse document frequency as Lucene takes it, ln(1 + (N − df + 0.5)/(df + 0.5)): never
+    negative, so a word held by most lessons still counts a little (FTS5's ln((N − df + 0.5)/(df + 0.5))
+    floors it to nothing, which cost recall on code-only queries, whose words are common;
+    bench/retrieval.py)."""
+    ratio = (max(docs, df) - df + 0.5) / (df + 0.5)  # docs can lag df for a moment (cached counts)
+    return math.log(1.0 + ratio)
 
 
 def common_idf(docs: int, df: int) -> float:

@@ -45,7 +45,12 @@ from lessonbank.stores.lexical import LEXICAL_SPACE
 from lessonbank.stores.sql.dialect import Connection, question_marks
 from lessonbank.stores.sql.migrations.sqlite import MIGRATIONS
 from lessonbank.stores.sql.sqlite_files import open_target
-from lessonbank.stores.sql.sqlite_search import TERM_VECTOR_FUNCTION, FtsSearch, register_functions
+from lessonbank.stores.sql.sqlite_search import (
+    TERM_VECTOR_ARGUMENTS,
+    TERM_VECTOR_FUNCTION,
+    FtsSearch,
+    register_functions,
+)
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -352,7 +357,7 @@ class SQLiteDialect:
             )
             conn.execute(
                 "INSERT INTO lesson_vectors (lesson_rowid, namespace, model, text_hash, vector) "
-                f"SELECT rowid, namespace, ?, '', {TERM_VECTOR_FUNCTION}(content, tags, learned_from) "
+                f"SELECT rowid, namespace, ?, '', {TERM_VECTOR_FUNCTION}({TERM_VECTOR_ARGUMENTS}) "
                 "FROM lessons WHERE rowid > ? ORDER BY rowid",
                 (LEXICAL_SPACE, last),
             )

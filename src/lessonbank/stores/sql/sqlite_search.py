@@ -1,11 +1,11 @@
-"""SQLite lexical recall: BM25 over the FTS5 index, with every statistic taken per namespace.
+"""SQLite lexical search in the store: BM25 over the FTS5 index, every statistic per namespace.
 
-FTS5's own ``bm25()`` reads table-wide statistics (lesson count, mean length, document
-frequencies), so one namespace's data would move another's ranking. When the namespace holds
-every lesson of the file (one team's bank, the common case) those are its own figures and
-``bm25()`` is used; otherwise FTS5 only finds the postings and the score is the same BM25 formula
-(:mod:`~lessonbank.stores.lexical`) computed in SQL from the namespace's own figures, so a
-namespace ranks alike whether it is alone in its file or not.
+Recall ranks here only where numpy is missing (elsewhere :mod:`lessonbank.retrieval.lexical_index`
+ranks the term vectors): FTS5 finds the postings and the score is the BM25 of
+:mod:`~lessonbank.stores.lexical` computed in SQL from the namespace's own figures, so a namespace
+ranks alike whether it is alone in its file or not (FTS5's ``bm25()`` reads table-wide figures
+and takes another IDF). The near-duplicate check on each write uses ``bm25()`` when the namespace
+holds every lesson of the file: it only gathers candidates.
 
 Invariants:
 
@@ -54,6 +54,7 @@ _RANK = "bm25(" + ", ".join(repr(FIELD_WEIGHTS[f]) for f in ("content", "tags", 
 DOC_LENGTH_FUNCTION = "lb_doc_len"
 IDF_FUNCTION = "lb_idf"
 TERM_VECTOR_FUNCTION = "lb_term_vector"
+TERM_VECTOR_ARGUMENTS = "content, tags, learned_from, kind, agent, task_type, goal_id"
 
 
 def doc_length(sizes: bytes | None) -> int:
@@ -71,7 +72,7 @@ def register_functions(conn: sqlite3.Connection) -> None:
     """The SQL functions the schema's triggers and the search call (on every connection)."""
     conn.create_function(DOC_LENGTH_FUNCTION, 1, doc_length, deterministic=True)
     conn.create_function(IDF_FUNCTION, 2, idf, deterministic=True)
-    conn.create_function(TERM_VECTOR_FUNCTION, 3, term_vector_sql, deterministic=True)
+    conn.create_function(TERM_VECTOR_FUNCTION, 7, term_vector_sql, deterministic=True)
 
 
 def indexed_form(term: str) -> str:
@@ -141,8 +142,9 @@ class FtsSearch:
                     ),
                 ).fetchall()
                 return [candidate(row, float(row[8])) for row in rows]
-        if alone:
-            # One namespace holds every lesson: FTS5's own bm25() reads exactly its figures, fastest.
+        if alone and content_only:
+            # The near-duplicate check, one namespace holding every lesson: FTS5's own bm25() reads
+            # its figures, fastest (its IDF is not recall's; this only finds candidates).
             rows = conn.execute(
                 f"SELECT {CANDIDATE_COLUMNS}, -m.rank FROM (SELECT rowid, rank FROM lessons_fts "
                 "WHERE lessons_fts MATCH ? AND rank MATCH ?) m "
@@ -150,10 +152,8 @@ class FtsSearch:
                 (fts_query(chosen, "content" if content_only else None), _RANK, *params, limit),
             ).fetchall()
             return [candidate(row, float(row[8])) for row in rows]
-        # Each query word as the index holds it; two words with one stem count twice, as in FTS5.
-        times: dict[str, int] = {}
-        for term in chosen:
-            times[indexed_form(term)] = times.get(indexed_form(term), 0) + 1
+        # Each query word as the index holds it, once (two words with one stem are one term).
+        times = dict.fromkeys((indexed_form(term) for term in chosen), 1)
         avg_len = tokens / docs if docs else 0.0
         # BM25 per term = idf × tf·(k1+1) / (tf + k1·(1 − b + b·length/avg_len)), tf weighted by
         # column, idf from the exact count of the namespace's lessons holding the term (read from

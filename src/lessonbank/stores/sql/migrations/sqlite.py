@@ -290,7 +290,7 @@ MIGRATIONS: list[str] = [
     # 6: term vectors for the exact lexical index (lessonbank.stores.lexical.term_vector): one row
     # per lesson in lesson_vectors under the space 'lexical:terms-v1', written by triggers in the
     # lesson's own transaction (lb_term_vector tokenises as the other stores do), rewritten only when
-    # an indexed field changes, removed with the lesson by lessons_ad. Existing lessons get theirs here.
+    # an indexed field or the lesson's scope (kind, agent, task type, goal) changes, removed with the lesson by lessons_ad. Existing lessons get theirs here.
     # The vector count trigger no longer uses INSERT OR IGNORE: fired from the import's upsert, the
     # upsert's conflict handling overrides the trigger's and the ignored conflict became an error.
     """
@@ -303,18 +303,21 @@ MIGRATIONS: list[str] = [
     CREATE TRIGGER lessons_terms_ai AFTER INSERT ON lessons WHEN NOT EXISTS (SELECT 1 FROM bulk_load) BEGIN
         INSERT INTO lesson_vectors (lesson_rowid, namespace, model, text_hash, vector)
             VALUES (new.rowid, new.namespace, 'lexical:terms-v1', '',
-                    lb_term_vector(new.content, new.tags, new.learned_from));
+                    lb_term_vector(new.content, new.tags, new.learned_from, new.kind, new.agent,
+                                   new.task_type, new.goal_id));
     END;
-    CREATE TRIGGER lessons_terms_au AFTER UPDATE OF content, tags, learned_from ON lessons
-        WHEN old.content IS NOT new.content OR old.tags IS NOT new.tags
-            OR old.learned_from IS NOT new.learned_from BEGIN
+    CREATE TRIGGER lessons_terms_au AFTER UPDATE OF content, tags, learned_from, kind, agent, task_type, goal_id
+        ON lessons WHEN old.content IS NOT new.content OR old.tags IS NOT new.tags
+            OR old.learned_from IS NOT new.learned_from OR old.kind IS NOT new.kind OR old.agent IS NOT new.agent
+            OR old.task_type IS NOT new.task_type OR old.goal_id IS NOT new.goal_id BEGIN
         DELETE FROM lesson_vectors WHERE lesson_rowid = old.rowid AND model = 'lexical:terms-v1';
         INSERT INTO lesson_vectors (lesson_rowid, namespace, model, text_hash, vector)
             VALUES (new.rowid, new.namespace, 'lexical:terms-v1', '',
-                    lb_term_vector(new.content, new.tags, new.learned_from));
+                    lb_term_vector(new.content, new.tags, new.learned_from, new.kind, new.agent,
+                                   new.task_type, new.goal_id));
     END;
     INSERT INTO lesson_vectors (lesson_rowid, namespace, model, text_hash, vector)
-        SELECT rowid, namespace, 'lexical:terms-v1', '', lb_term_vector(content, tags, learned_from)
+        SELECT rowid, namespace, 'lexical:terms-v1', '', lb_term_vector(content, tags, learned_from, kind, agent, task_type, goal_id)
         FROM lessons ORDER BY rowid;
     """,
 ]
