@@ -63,7 +63,19 @@ def test_quick_harness_run(dataset: dict[str, Any], tmp_path: Path) -> None:
     out = tmp_path / "retrieval.json"
     argv = ["--quick", "--embedders", "hash", "--dataset", str(data_file), "--cache-dir", str(tmp_path)]
     results = retrieval.main(
-        [*argv, "--sizes", "60", "--distractor-size", "60", "--queries", "10", "--out", str(out)]
+        [
+            *argv,
+            "--sizes",
+            "60",
+            "--distractor-size",
+            "60",
+            "--queries",
+            "10",
+            "--out",
+            str(out),
+            "--reference-sizes",
+            "60",
+        ]
     )
     assert json.loads(out.read_text("utf-8"))["dataset"]["cases"] == len(dataset["cases"])
     assert results["machine"]["load_average_at_start"]
@@ -102,3 +114,12 @@ def test_quick_harness_run(dataset: dict[str, Any], tmp_path: Path) -> None:
     for row in results["latency"]:
         assert row["n"] == 10 and 0 < row["p50_ms"] <= row["p99_ms"]
     assert "| mode | provenance |" in retrieval.report(results)
+
+    # Beside the references: the bank's BM25 top 5 is the exhaustive scorer's, query for query.
+    [reference] = results["lexical_reference"]
+    for figures in reference["quality"].values():
+        assert figures["top-5 agreement with exhaustive"] == figures["worst query agreement"] == 1.0
+        assert 0.0 <= figures["bm25s"] <= 1.0
+    assert reference["latency"]["lessonbank, 64 words"]["n"] == 10
+    assert reference["filtered_slice"]["filtered, this bank"] == reference["filtered_slice"]["slice alone"]
+    assert "beside the references" in retrieval.report(results)
