@@ -252,3 +252,33 @@ def test_huge_and_empty_queries(store: SQLiteStore) -> None:
     assert search(index, store, ["parser"], 0) == []
     many = [f"w{n}" for n in range(5000)] + ["parser"]
     assert [i for i, _ in search(index, store, many, 5)] == [store.list_lessons(LessonQuery(NS))[0].id]
+
+
+def test_a_damaged_term_vector_is_skipped_and_logged_not_fatal(store: SQLiteStore, caplog) -> None:
+    clock = Clock()
+    kept = store.write_lesson(lesson("pin the parser version in the lock file", clock, namespace=NS)).lesson
+    damaged = store.write_lesson(lesson("rotate the parser tokens weekly", clock, namespace=NS)).lesson
+    conn = store.dialect.connection()
+    conn.execute(
+        "UPDATE lesson_vectors SET vector = x'0102' WHERE model = ? AND lesson_rowid = "
+        "(SELECT rowid FROM lessons WHERE id = ?)",
+        (LEXICAL_SPACE, damaged.id),
+    )
+    index = LexicalIndex(store, NS)
+    with caplog.at_level("WARNING", logger="lessonbank.retrieval"):
+        assert [i for i, _ in search(index, store, ["parser"], 5)] == [kept.id]
+        assert [i for i, _ in search(index, store, ["parser"], 5)] == [kept.id]  # no reload loop
+    assert sum("malformed" in r.message for r in caplog.records) == 1
+    # Rewriting the lesson writes a whole vector again: it is found from then on.
+    store.update_lesson(damaged.model_copy(update={"content": "rotate the parser tokens every week"}))
+    assert {i for i, _ in search(index, store, ["parser"], 5)} == {kept.id, damaged.id}
+
+
+def test_hostile_query_text(store: SQLiteStore) -> None:
+    clock = Clock()
+    store.write_lesson(lesson("quote identifiers in SQL built from user input", clock, namespace=NS))
+    retriever = Retriever(store)
+    for text in ["'; DROP TABLE lessons; --", "\x00\x01 \ud7ff" * 1000, "SQL " * 100_000, "🙂" * 5000]:
+        found = retriever.lexical(text, LessonQuery(NS), 5)
+        assert all(c.relevance > 0 for c in found)
+    assert store.list_lessons(LessonQuery(NS))  # nothing lost

@@ -25,6 +25,7 @@ index reloads in full.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
@@ -44,6 +45,8 @@ from lessonbank.stores.lexical import (
 
 if TYPE_CHECKING:
     import numpy as np
+
+log = logging.getLogger("lessonbank.retrieval")
 
 DELTA_MIN = 4_096  # slots written since the base was built, before it is rebuilt
 DELTA_SHARE = 8  # ... or this share of the index, whichever is larger
@@ -67,6 +70,7 @@ class LexicalIndex:
     def _clear(self) -> None:
         np = self._np
         self._ids: list[str] = []  # slot → lesson id
+        self._ignored: set[str] = set()  # lessons whose term vector is malformed
         self._slot_of: dict[str, int] = {}
         self._length = np.zeros(0, dtype=np.float64)  # per slot, grown by doubling
         self._alive = np.zeros(0, dtype=bool)
@@ -105,7 +109,7 @@ class LexicalIndex:
         else:
             self._apply(changes.rows)
         self._seq = max(self._seq, changes.seq)
-        if self._live != changes.count:
+        if self._live + len(self._ignored) != changes.count:
             full = self.store.vector_changes(self.namespace, LEXICAL_SPACE, 0)
             self._clear()
             self._load(full.rows)
@@ -115,12 +119,10 @@ class LexicalIndex:
         """Build the base from scratch out of every row (the first sync, or a reload)."""
         np = self._np
         self._clear()
-        rows = _newest(rows)
+        rows = [row for row in _newest(rows) if self._well_formed(*row)]
         if not rows:
             return
         blob = b"".join(vector for _, vector in rows)
-        if len(blob) % TERM_RECORD.size:
-            raise ValueError(f"term vectors of {self.namespace!r} are not whole records")
         records = np.frombuffer(blob, dtype=self._record)
         counts = np.fromiter((len(vector) // TERM_RECORD.size for _, vector in rows), np.int64, len(rows))
         slots = np.repeat(np.arange(len(rows), dtype=np.int32), counts)
@@ -135,6 +137,21 @@ class LexicalIndex:
         self._total_length = float(lengths.sum())
         postings = ~header
         self._build(records["term"][postings], slots[postings], records["tf"][postings], len(rows))
+
+    def _well_formed(self, lesson_id: str, vector: bytes) -> bool:
+        """A term vector is whole records, its length record first; another row (a damaged file,
+        another writer's format) is skipped and logged, counted as seen so it forces no reload."""
+        if vector and not len(vector) % TERM_RECORD.size and TERM_RECORD.unpack_from(vector)[0] == 0:
+            self._ignored.discard(lesson_id)
+            return True
+        if lesson_id not in self._ignored:
+            log.warning(
+                "lesson %s: its term vector is malformed (%d bytes); lexical recall skips it",
+                lesson_id,
+                len(vector),
+            )
+        self._ignored.add(lesson_id)
+        return False
 
     def _build(self, terms: np.ndarray, slots: np.ndarray, tf: np.ndarray, base_slots: int) -> None:
         np = self._np
@@ -160,11 +177,11 @@ class LexicalIndex:
     def _apply(self, rows: Sequence[tuple[str, bytes]]) -> None:
         """Add rows written since the last sync to the delta (a rewritten lesson's old slot dies)."""
         for lesson_id, vector in _newest(rows):
-            if len(vector) % TERM_RECORD.size or not vector:
-                raise ValueError(f"term vector of lesson {lesson_id} is not whole records")
             old = self._slot_of.get(lesson_id)
             if old is not None:
                 self._kill(old)
+            if not self._well_formed(lesson_id, vector):
+                continue
             slot = self._grow(lesson_id)
             for term, tf, length in TERM_RECORD.iter_unpack(vector):
                 if term == 0:
