@@ -205,8 +205,9 @@ def test_term_vectors_are_written_by_every_sqlite_write_path(store: SQLiteStore)
     first = store.write_lesson(lesson("rotate the signing keys", clock, namespace=NS, tags=["ops"])).lesson
     store.import_lessons([lesson(f"bulk lesson {n} on caches", clock, namespace=NS) for n in range(3)])
     edited = store.update_lesson(first.model_copy(update={"content": "rotate every key quarterly"}))
-    rows = dict(store.vector_changes(NS, LEXICAL_SPACE, 0).rows)
-    assert len(rows) == 4
+    changes = store.vector_changes(NS, LEXICAL_SPACE, 0)
+    rows = dict(changes.rows)
+    assert len(rows) == changes.count == 4  # the bulk import counts what it writes
     scope = {"kind": edited.kind, "agent": None, "task_type": None, "goal_id": None}
     assert rows[edited.id] == term_vector(edited.content, edited.tags, edited.learned_from, scope)
     moved = store.update_lesson(edited.model_copy(update={"agent": "reviewer"}))  # a new scope, same words

@@ -362,6 +362,12 @@ class SQLiteDialect:
                 (LEXICAL_SPACE, last),
             )
             conn.execute(
+                "INSERT INTO vector_counts (namespace, model, n) SELECT namespace, ?, count(*) FROM lessons "
+                "WHERE rowid > ? GROUP BY namespace ORDER BY namespace "
+                "ON CONFLICT (namespace, model) DO UPDATE SET n = n + excluded.n",
+                (LEXICAL_SPACE, last),
+            )
+            conn.execute(
                 "INSERT INTO lexical_stats (namespace, docs, tokens) SELECT l.namespace, count(*), "
                 "sum(lb_doc_len(d.sz)) FROM lessons l JOIN lessons_fts_docsize d ON d.id = l.rowid "
                 "WHERE l.rowid > ? GROUP BY l.namespace ORDER BY l.namespace ON CONFLICT (namespace) "

@@ -292,10 +292,11 @@ MIGRATIONS: list[str] = [
     # lesson's own transaction (lb_term_vector tokenises as the other stores do), rewritten only when
     # an indexed field or the lesson's scope (kind, agent, task type, goal) changes, removed with the lesson by lessons_ad. Existing lessons get theirs here.
     # The vector count trigger no longer uses INSERT OR IGNORE: fired from the import's upsert, the
-    # upsert's conflict handling overrides the trigger's and the ignored conflict became an error.
+    # upsert's conflict handling overrides the trigger's and the ignored conflict became an error. It
+    # stands aside during a bulk import, which counts the vectors it writes in one statement.
     """
     DROP TRIGGER lesson_vectors_ai;
-    CREATE TRIGGER lesson_vectors_ai AFTER INSERT ON lesson_vectors BEGIN
+    CREATE TRIGGER lesson_vectors_ai AFTER INSERT ON lesson_vectors WHEN NOT EXISTS (SELECT 1 FROM bulk_load) BEGIN
         INSERT INTO vector_counts (namespace, model, n) SELECT new.namespace, new.model, 0
             WHERE NOT EXISTS (SELECT 1 FROM vector_counts WHERE namespace = new.namespace AND model = new.model);
         UPDATE vector_counts SET n = n + 1 WHERE namespace = new.namespace AND model = new.model;
