@@ -59,6 +59,17 @@ def stored(store: SQLiteStore) -> dict[str, Lesson]:
     return {item.id: item for item in store.list_lessons(query, limit=100_000)}
 
 
+def written(
+    store: SQLiteStore, seed: int, words: int, lessons: int
+) -> tuple[random.Random, list[str], dict[str, Lesson]]:
+    """``lessons`` random lessons written one by one: the generator, its vocabulary and what is stored."""
+    rng, clock = random.Random(seed), Clock()
+    vocab = vocabulary(rng, words)
+    for _ in range(lessons):
+        store.write_lesson(random_lesson(rng, vocab, clock))
+    return rng, vocab, stored(store)
+
+
 def brute_force(bank: dict[str, Lesson], terms: list[str]) -> dict[str, float]:
     """BM25 of every lesson holding a query word, from scratch."""
     wanted = query_terms(terms)
@@ -124,10 +135,7 @@ def test_top_k_is_the_brute_force_bm25_for_queries_of_1_to_64_words(store: SQLit
 
 
 def test_the_index_and_the_stores_own_search_give_the_same_scores(store: SQLiteStore) -> None:
-    rng, clock = random.Random(11), Clock()
-    vocab = vocabulary(rng, 120)
-    for _ in range(300):
-        store.write_lesson(random_lesson(rng, vocab, clock))
+    rng, vocab, _ = written(store, 11, 120, 300)
     index = LexicalIndex(store, NS)
     for _ in range(20):
         terms = rng.sample(vocab, rng.randint(1, 12))
@@ -184,13 +192,7 @@ def test_a_filter_that_lets_one_percent_through_ranks_as_a_bank_of_that_slice(st
 
 
 def test_archived_lessons_count_in_the_figures_but_are_not_recalled(store: SQLiteStore) -> None:
-    rng, clock = random.Random(9), Clock()
-    vocab = vocabulary(rng, 80)
-    bank = {}
-    for _ in range(200):
-        item = store.write_lesson(random_lesson(rng, vocab, clock)).lesson
-        bank[item.id] = item
-    bank = stored(store)
+    rng, vocab, bank = written(store, 9, 80, 200)
     archived = set(rng.sample(sorted(bank), 50))
     for lesson_id in archived:
         store.update_lesson(bank[lesson_id].model_copy(update={"status": "archived"}))
@@ -220,13 +222,7 @@ def test_term_vectors_are_written_by_every_sqlite_write_path(store: SQLiteStore)
 def test_recall_goes_through_the_index_and_falls_back_to_the_store_without_numpy(
     store: SQLiteStore, monkeypatch
 ) -> None:
-    rng, clock = random.Random(2), Clock()
-    vocab = vocabulary(rng, 60)
-    bank = {}
-    for _ in range(150):
-        item = store.write_lesson(random_lesson(rng, vocab, clock)).lesson
-        bank[item.id] = item
-    bank = stored(store)
+    rng, vocab, bank = written(store, 2, 60, 150)
     terms = rng.sample(vocab, 6)
     expected = top(brute_force(bank, terms), 20)
     retriever = Retriever(store)
