@@ -149,6 +149,9 @@ def test_the_index_follows_writes_rewrites_and_deletes(store: SQLiteStore, monke
     vocab = vocabulary(rng, 150)
     bank: dict[str, Lesson] = {}
     index = LexicalIndex(store, NS)
+    loads = []
+    real_load = index._load
+    monkeypatch.setattr(index, "_load", lambda rows: (loads.append(len(rows)), real_load(rows)))
     for step in range(200):
         action = rng.random()
         if action < 0.6 or len(bank) < 10:
@@ -168,6 +171,7 @@ def test_the_index_follows_writes_rewrites_and_deletes(store: SQLiteStore, monke
             assert_same_top(search(index, store, terms, 15), top(brute_force(bank, terms), 15))
     index.sync()
     assert len(index) == len(stored(store))
+    assert len(loads) <= 1  # the first sync only: deletes are found without loading everything again
 
 
 def test_a_filter_that_lets_one_percent_through_ranks_as_a_bank_of_that_slice(store: SQLiteStore) -> None:

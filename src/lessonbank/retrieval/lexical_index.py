@@ -19,8 +19,8 @@ vector of ``LEXICAL_SPACE``; the index follows them by the vectors' change seque
 :class:`~lessonbank.retrieval.vector.VectorIndex` does), on every search. Rows written since the
 index was built go to a small delta (Python postings) and a rewritten lesson's old slot is marked
 dead; past ``DELTA_MIN`` slots or an eighth of the index, the base is rebuilt from the live
-slots. When the store's count of term vectors differs from the index's (a lesson deleted), the
-index reloads in full.
+slots. When the store holds fewer term vectors than the index (lessons deleted: deletes have no
+sequence number), one lookup finds which; any other difference reloads the index in full.
 """
 
 from __future__ import annotations
@@ -109,11 +109,23 @@ class LexicalIndex:
         else:
             self._apply(changes.rows)
         self._seq = max(self._seq, changes.seq)
+        if self._live + len(self._ignored) > changes.count:
+            self._forget_deleted()
         if self._live + len(self._ignored) != changes.count:
             full = self.store.vector_changes(self.namespace, LEXICAL_SPACE, 0)
             self._clear()
             self._load(full.rows)
             self._seq = full.seq
+
+    def _forget_deleted(self) -> None:
+        """Kill the slots of lessons deleted since (deletes have no sequence number): one lookup of
+        which lessons still have a term vector, much cheaper than loading them all again."""
+        held = [lesson_id for lesson_id, slot in self._slot_of.items() if self._alive[slot]]
+        present = self.store.vector_hashes(self.namespace, LEXICAL_SPACE, [*held, *self._ignored])
+        for lesson_id in held:
+            if lesson_id not in present:
+                self._kill(self._slot_of.pop(lesson_id))
+        self._ignored &= present.keys()
 
     def _load(self, rows: Sequence[tuple[str, bytes]]) -> None:
         """Build the base from scratch out of every row (the first sync, or a reload)."""
@@ -210,6 +222,8 @@ class LexicalIndex:
         return slot
 
     def _kill(self, slot: int) -> None:
+        if not self._alive[slot]:
+            return
         self._norm_cache = None
         self._alive[slot] = False
         self._live -= 1
