@@ -421,7 +421,7 @@ def lexical_reference(
 ) -> dict[str, Any]:
     """The bank's lexical recall beside bm25s and the exhaustive scorer on the same lessons and queries:
     recall@5, agreement with the exact top 5, latency, index size; and the 1%-slice filter check."""
-    from _lexical_reference import Bm25sReference, Exhaustive, overlap_with_exact
+    from _lexical_reference import Bm25sReference, Exhaustive, overlap_with_exact, query_of
     from lessonbank.models import LESSON_STATUSES
     from lessonbank.ports import LessonQuery
     from lessonbank.retrieval.lexical_index import LexicalIndex
@@ -449,7 +449,7 @@ def lexical_reference(
         for number, case in enumerate(cases):
             text, expected = case["queries"][variant], case["expected"]
             ours = [c.lesson_id for c in bank.retriever.lexical(text, query, LATENCY_K)]
-            scores = exhaustive.scores(_query_terms(text))
+            scores = exhaustive.scores(query_of(text))
             exact = sorted(((i, v) for i, v in scores.items() if i in allowed), key=lambda item: -item[1])
             exact = exact[:LATENCY_K]
             agreement.append(overlap_with_exact(ours, exact, scores))
@@ -510,12 +510,6 @@ def lexical_reference(
         "slice alone": rules_alone,
     }
     return row
-
-
-def _query_terms(text: str) -> list[str]:
-    from _lexical_reference import query_of
-
-    return query_of(text)
 
 
 # --------------------------------------------------------------------- report

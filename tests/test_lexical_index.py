@@ -283,3 +283,31 @@ def test_hostile_query_text(store: SQLiteStore) -> None:
         found = retriever.lexical(text, LessonQuery(NS), 5)
         assert all(c.relevance > 0 for c in found)
     assert store.list_lessons(LessonQuery(NS))  # nothing lost
+
+
+def test_a_term_vector_holds_the_weighted_terms_of_the_lesson_and_its_scope() -> None:
+    # term_vector tokenises with its own cache for speed: it must give what the field terms define.
+    from lessonbank.stores.lexical import (
+        TERM_RECORD,
+        scope_hash,
+        term_hash,
+        text_field_terms,
+        weighted_frequencies,
+    )
+
+    content, tags, learned_from = (
+        "Files files FILE; parse the configs",
+        ["ops", "Parse"],
+        "def parse(files): ...",
+    )
+    records = list(
+        TERM_RECORD.iter_unpack(term_vector(content, tags, learned_from, {"agent": "ci", "kind": None}))
+    )
+    frequencies, length = weighted_frequencies(text_field_terms(content, tags, learned_from), FIELD_WEIGHTS)
+    assert records[0] == (0, 0.0, length)
+    assert {h: tf for h, tf, _ in records[1:] if tf} == {term_hash(t): tf for t, tf in frequencies.items()}
+    assert {h for h, tf, _ in records[1:] if not tf} == {
+        scope_hash("agent", "ci"),
+        scope_hash("tag", "ops"),
+        scope_hash("tag", "Parse"),
+    }

@@ -258,16 +258,6 @@ class LexicalIndex:
 
     # ------------------------------------------------------------------ search
 
-    def scores(
-        self, terms: Sequence[str], scope: LessonQuery | None = None
-    ) -> tuple[list[str], np.ndarray, np.ndarray]:
-        """(slot → lesson id, slots holding a query word, their BM25 scores), after a sync; the
-        exhaustive scoring that ``search`` ranks (kept separate so tests can compare)."""
-        with self._lock:
-            self._sync()
-            slots, scores = self._score(terms, self._scope_mask(scope))
-            return list(self._ids), slots, scores
-
     def search(
         self,
         terms: Sequence[str],
