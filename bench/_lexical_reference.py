@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from lessonbank.codeterms import query_words
 from lessonbank.stores.lexical import (
     BM25_B,
     BM25_K1,
@@ -24,7 +25,6 @@ from lessonbank.stores.lexical import (
     text_field_terms,
     weighted_frequencies,
 )
-from lessonbank.text import keywords
 
 MAX_QUERY_TERMS = 64  # as the bank's retriever
 REFERENCE_K1, REFERENCE_B = 1.2, 0.75
@@ -35,7 +35,7 @@ def lesson_terms(lesson: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def query_of(text: str) -> list[str]:
-    return query_terms(keywords(text)[:MAX_QUERY_TERMS])
+    return query_terms(query_words(text, MAX_QUERY_TERMS))
 
 
 class Exhaustive:

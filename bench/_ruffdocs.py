@@ -4,7 +4,7 @@ Source: ``ruff rule --all --output-format json`` (the documentation compiled int
 dev group). For every rule whose "## Example" section holds a Python code block:
 
 - the **lesson** is the rule's prose advice: its "What it does" and "Why is this bad?" sections, code blocks
-  and markdown removed, capped at ``LESSON_MAX_CHARS``; tagged with the linter family (``flake8-bugbear``)
+  and markdown removed (inline code keeps its backticks), capped at ``LESSON_MAX_CHARS``; tagged with the linter family (``flake8-bugbear``)
   and the code's letter prefix (``b``). Neither the rule's name, nor its code, nor its title is a tag.
 - its **provenance** (``learned_from``: the task the lesson was learned on) is the bad example code;
 - the **query** is what an agent would see next time: ruff is run on that example code and the first
@@ -51,13 +51,14 @@ CACHE_DIR = Path(__file__).resolve().parent / "results" / "cache"
 TASK_TYPE = "python"  # the same for rules and distractors, so task_type tells nothing
 MAX_QUERY_LINES = 5  # of a multi-line diagnostic range, what the agent would be shown
 PROSE_SECTIONS = ("What it does", "Why is this bad?")
-DATASET_VERSION = 1  # bump when the way cases are built changes, so old caches are ignored
+DATASET_VERSION = 2  # bump when the way cases are built changes, so old caches are ignored
 
 _SECTION = re.compile(r"^##\s+(.+?)\s*$", re.M)
 _FENCE = re.compile(r"```([\w+-]*)[^\n]*\n(.*?)```", re.S)
 _LINK = re.compile(r"\[([^\]]+)\]\[[^\]]*\]|\[([^\]]+)\]\([^)]*\)")
 _LINK_DEF = re.compile(r"^\[[^\]]+\]:\s*\S+.*$", re.M)
-_EMPHASIS = re.compile(r"(\*\*|__|\*|`)")
+# Emphasis is unwrapped; inline code keeps its backticks, as a team's own guidelines would write it.
+_EMPHASIS = re.compile(r"(\*\*|__|\*)")
 _PY_LANGS = {"python": ".py", "py": ".py", "pyi": ".pyi", "": ".py"}
 
 

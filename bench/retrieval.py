@@ -3,7 +3,11 @@
 Dataset (``_ruffdocs.py``): ruff's own rule documentation, labelled by ruff. A lesson is a rule's prose
 advice, its provenance (``learned_from``) the rule's bad example, and the query what ruff prints on that
 example: ``message+code`` (the diagnostic message and the offending lines) or ``code`` (the lines alone).
-The expected answer is the lesson of the rule the diagnostic came from.
+The expected answer is the lesson of the rule the diagnostic came from. Two more domains are built the
+same way from other tools' rule documentation (``--domains``): refurb's checks (``_refurbdocs.py``,
+Python) and sqlfluff's rules (``_sqlfluffdocs.py``, SQL). Every quality figure is also reported on the
+held-out half of the cases (the odd ones; constants are tuned on the even ones of the first domain), and
+the cold case (code-only queries on a bank without provenance) gets its own table per domain.
 
 Quality: recall@1, recall@5 and MRR@10 of ``recall(query, k=10, mode=...)`` for every case, per mode
 (lexical, and vector and hybrid per embedder), with provenance (lessons imported with ``learned_from``) and
@@ -53,6 +57,9 @@ DEFAULT_SIZES = (1_000, 10_000, 100_000)
 DISTRACTOR_SIZE = 10_000  # quality is also measured on a bank of this many lessons
 CANDIDATE_EMBEDDERS = ("hash", "minilm", "static")
 VARIANTS = ("message+code", "code")
+# Rule documentation with bad examples from three tools, labelled mechanically by each tool. The first
+# domain gets every section (latency, references); the others are measured for quality.
+DOMAINS = {"ruff": "_ruffdocs", "refurb": "_refurbdocs", "sqlfluff": "_sqlfluffdocs"}
 QUALITY_K = 10
 LATENCY_K = 5
 LATENCY_QUERIES = 300
@@ -195,24 +202,32 @@ def build_bank(
 
 
 def quality(bank: LessonBank, cases: Sequence[dict[str, Any]], mode: str) -> dict[str, dict[str, Any]]:
-    """recall@1, recall@5 and MRR@10 per query variant; a query with no answer in the top 10 scores 0."""
+    """recall@1, recall@5 and MRR@10 per query variant, over every case and over the held-out half (the
+    odd cases; constants are tuned on the even ones); a query with no answer in the top 10 scores 0."""
     out: dict[str, dict[str, Any]] = {}
     for variant in VARIANTS:
         ranks = []
         for case in cases:
             ids = recall_ids(bank, case["queries"][variant], QUALITY_K, mode)
             ranks.append(ids.index(case["expected"]) + 1 if case["expected"] in ids else None)
-        n = len(ranks)
         out[variant] = {
-            "cases": n,
-            "recall@1": sum(1 for r in ranks if r == 1) / n,
-            "recall@5": sum(1 for r in ranks if r is not None and r <= 5) / n,
-            "mrr@10": sum(1 / r for r in ranks if r is not None) / n,
-            "found@10": sum(1 for r in ranks if r is not None) / n,
+            **rank_metrics(ranks),
+            "held-out": rank_metrics(ranks[1::2]),
             # Per rule: the answer's rank in the top 10, or null; for reading failures, not for the tables.
             "ranks": {case["rule"]: rank for case, rank in zip(cases, ranks, strict=True)},
         }
     return out
+
+
+def rank_metrics(ranks: Sequence[int | None]) -> dict[str, Any]:
+    n = max(len(ranks), 1)
+    return {
+        "cases": len(ranks),
+        "recall@1": sum(1 for r in ranks if r == 1) / n,
+        "recall@5": sum(1 for r in ranks if r is not None and r <= 5) / n,
+        "mrr@10": sum(1 / r for r in ranks if r is not None) / n,
+        "found@10": sum(1 for r in ranks if r is not None) / n,
+    }
 
 
 def leakage(dataset: dict[str, Any], cases: Sequence[dict[str, Any]]) -> dict[str, float]:
@@ -237,12 +252,40 @@ def leakage(dataset: dict[str, Any], cases: Sequence[dict[str, Any]]) -> dict[st
 # --------------------------------------------------------------------- the run
 
 
+def load_domains(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """Domain name → dataset: ``--dataset`` stands for the first domain when given."""
+    import importlib
+
+    found: dict[str, dict[str, Any]] = {}
+    for number, name in enumerate(args.domains):
+        if number == 0 and args.dataset:
+            found[name] = json.loads(args.dataset.read_text("utf-8"))
+        else:
+            found[name] = importlib.import_module(DOMAINS[name]).load_dataset(args.cache_dir)
+    return found
+
+
+def dataset_summary(dataset: dict[str, Any], cases: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "source": dataset.get("source") or f"ruff {dataset['ruff_version']} rule documentation",
+        "rules": dataset["rules"],
+        "rules_without_example": dataset["rules_without_example"],
+        "rules_with_example": dataset["rules_with_example"],
+        "dropped_no_diagnostic": len(dataset["dropped_no_diagnostic"]),
+        "dropped_rules": dataset["dropped_no_diagnostic"],
+        "cases": len(cases),
+        "lessons": len(dataset["lessons"]),
+        "leakage": leakage(dataset, cases),
+    }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     cache_dir: Path = args.cache_dir
-    dataset = (
-        json.loads(args.dataset.read_text("utf-8")) if args.dataset else _ruffdocs.load_dataset(cache_dir)
-    )
+    domains = load_domains(args)
+    first = args.domains[0]
+    dataset = domains[first]
     cases = spread(dataset["cases"], args.cases)
+    domain_cases = {name: spread(data["cases"], args.cases) for name, data in domains.items()}
     sizes: list[int] = args.sizes
     distractor_size: int = args.distractor_size
     needed = max([*sizes, distractor_size]) - len(dataset["lessons"])
@@ -250,6 +293,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         f"dataset: {len(dataset['lessons'])} lessons, {len(cases)} cases; {needed:,} distractors ...",
         file=sys.stderr,
     )
+    # One list of distractors for every domain (it excludes the first domain's lessons).
     distractors = _ruffdocs.load_distractors(
         max(needed, 0), [lesson["content"] for lesson in dataset["lessons"]], cache_dir
     )
@@ -265,19 +309,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "quality_k": QUALITY_K,
             "latency_k": LATENCY_K,
             "bank_cache": str(args.bank_cache) if args.bank_cache else None,
+            "domains": args.domains,
         },
-        "dataset": {
-            "source": f"ruff {dataset['ruff_version']} rule documentation",
-            "rules": dataset["rules"],
-            "rules_without_example": dataset["rules_without_example"],
-            "rules_with_example": dataset["rules_with_example"],
-            "dropped_no_diagnostic": len(dataset["dropped_no_diagnostic"]),
-            "dropped_rules": dataset["dropped_no_diagnostic"],
-            "cases": len(cases),
-            "lessons": len(dataset["lessons"]),
-            "distractors_available": len(distractors),
-            "leakage": leakage(dataset, cases),
-        },
+        "dataset": {**dataset_summary(dataset, cases), "distractors_available": len(distractors)},
+        "domains": {name: dataset_summary(data, domain_cases[name]) for name, data in domains.items()},
         "quality": [],
         "latency": [],
         "lexical_reference": [],
@@ -296,55 +331,83 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # Lexical recall does not depend on the embedder: measured once, on banks without one.
         plans: list[tuple[str | None, tuple[str, ...]]] = [(None, ("lexical",))]
         plans += [(name, ("vector", "hybrid", OTHER_FUSION)) for name in embedders]
-        rules_bank: dict[str, float] = {}  # recall@5 on the rules-alone bank: the filtered check's reference
+        # recall@5 on the rules-alone bank: the filtered check's reference (filled by its bank)
+        rules_bank: dict[str, float] = {}
         for embedder_name, modes in plans:
             embedder = embedders.get(embedder_name or "")
-            for size, provenance in bank_plan(sizes, distractor_size):
-                lessons = lessons_for(dataset, distractors, size, provenance)
-                label = f"{embedder_name or 'no embedder'}, {len(lessons):,} lessons, provenance {'on' if provenance else 'off'}"
-                print(f"{label}: import ...", file=sys.stderr)
-                bank, info = build_bank(lessons, embedder, workdir, args.bank_cache, home)
-                results["banks"].append({"embedder": embedder_name, "provenance": provenance, **info})
-                try:
-                    for mode in modes:
-                        if size is None or size == distractor_size:
-                            print(f"{label}: quality, {mode} ...", file=sys.stderr)
-                            results["quality"].append(
-                                {
-                                    "embedder": embedder_name,
-                                    "mode": mode,
-                                    "provenance": provenance,
-                                    "lessons": len(lessons),
-                                    "distractors": len(lessons) - len(dataset["lessons"]),
-                                    "metrics": quality(bank, cases, mode),
-                                }
-                            )
-                        if mode == "lexical" and provenance and size in args.reference_sizes:
-                            print(f"{label}: lexical references (bm25s, exhaustive) ...", file=sys.stderr)
-                            results["lexical_reference"].append(
-                                lexical_reference(bank, lessons, cases, args, rules_alone=rules_bank)
-                            )
-                        if mode == "lexical" and size is None and provenance:
-                            rules_bank = slice_recall(bank, cases)
-                        if size in sizes and provenance and mode != OTHER_FUSION:
-                            print(f"{label}: latency, {mode} ...", file=sys.stderr)
-                            results["latency"].append(
-                                {
-                                    "embedder": embedder_name,
-                                    "mode": mode,
-                                    "lessons": len(lessons),
-                                    "import": info.get("import"),
-                                    **latency(bank, cases, mode, args.queries, args.warmup),
-                                    "load_average_after": load_average(),
-                                }
-                            )
-                finally:
-                    bank.close()
-                if args.bank_cache is None:
-                    for leftover in workdir.glob("*.db*"):
-                        leftover.unlink()
+            for domain, data in domains.items():
+                main_domain = domain == first
+                plan = bank_plan(sizes if main_domain else [], distractor_size)
+                for size, provenance in plan:
+                    lessons = lessons_for(data, distractors, size, provenance)
+                    label = (
+                        f"{domain}, {embedder_name or 'no embedder'}, {len(lessons):,} lessons, "
+                        f"provenance {'on' if provenance else 'off'}"
+                    )
+                    print(f"{label}: import ...", file=sys.stderr)
+                    bank, info = build_bank(lessons, embedder, workdir, args.bank_cache, home)
+                    results["banks"].append(
+                        {"domain": domain, "embedder": embedder_name, "provenance": provenance, **info}
+                    )
+                    try:
+                        for mode in modes:
+                            if size is None or size == distractor_size:
+                                print(f"{label}: quality, {mode} ...", file=sys.stderr)
+                                results["quality"].append(
+                                    {
+                                        "domain": domain,
+                                        "embedder": embedder_name,
+                                        "mode": mode,
+                                        "provenance": provenance,
+                                        "lessons": len(lessons),
+                                        "distractors": len(lessons) - len(data["lessons"]),
+                                        "metrics": quality(bank, domain_cases[domain], mode),
+                                    }
+                                )
+                            if not main_domain:
+                                continue
+                            measure_main(bank, lessons, info, (embedder_name, mode, size, provenance), args,
+                                         cases, results, rules_bank)  # fmt: skip
+                    finally:
+                        bank.close()
+                    if args.bank_cache is None:
+                        for leftover in workdir.glob("*.db*"):
+                            leftover.unlink()
     results["load_average_at_end"] = load_average()
     return results
+
+
+def measure_main(
+    bank: LessonBank,
+    lessons: list[dict[str, Any]],
+    info: dict[str, Any],
+    where: tuple[str | None, str, int | None, bool],
+    args: argparse.Namespace,
+    cases: Sequence[dict[str, Any]],
+    results: dict[str, Any],
+    rules_bank: dict[str, float],
+) -> None:
+    """The first domain's other sections on one bank and mode: references, the slice check, latency."""
+    embedder_name, mode, size, provenance = where
+    if mode == "lexical" and provenance and size in args.reference_sizes:
+        print(f"{len(lessons):,} lessons: lexical references (bm25s, exhaustive) ...", file=sys.stderr)
+        results["lexical_reference"].append(
+            lexical_reference(bank, lessons, cases, args, rules_alone=rules_bank)
+        )
+    if mode == "lexical" and size is None and provenance:
+        rules_bank.update(slice_recall(bank, cases))
+    if size in args.sizes and provenance and mode != OTHER_FUSION:
+        print(f"{len(lessons):,} lessons: latency, {mode} ...", file=sys.stderr)
+        results["latency"].append(
+            {
+                "embedder": embedder_name,
+                "mode": mode,
+                "lessons": len(lessons),
+                "import": info.get("import"),
+                **latency(bank, cases, mode, args.queries, args.warmup),
+                "load_average_after": load_average(),
+            }
+        )
 
 
 def spread(cases: list[dict[str, Any]], count: int | None) -> list[dict[str, Any]]:
@@ -535,23 +598,26 @@ def report(results: dict[str, Any]) -> str:
             ["leakage (mean share)", "value"], [[k, f"{v:.2f}"] for k, v in data["leakage"].items()]
         ),
     ]
-    for lessons in sorted({row["lessons"] for row in results["quality"]}):
-        rows = [row for row in results["quality"] if row["lessons"] == lessons]
-        distractors = rows[0]["distractors"]
-        title = f"Quality, {lessons:,} lessons" + (
-            f" ({distractors:,} distractors)" if distractors else " (rules alone)"
-        )
-        header = ["mode", "provenance"]
-        for variant in VARIANTS:
-            header += [f"{variant} R@1", "R@5", "MRR@10"]
-        body = []
-        for row in rows:
-            cells = [_mode_label(row), "on" if row["provenance"] else "off"]
+    for domain in dict.fromkeys(row.get("domain", "ruff") for row in results["quality"]):
+        rows_of_domain = [row for row in results["quality"] if row.get("domain", "ruff") == domain]
+        for lessons in sorted({row["lessons"] for row in rows_of_domain}):
+            rows = [row for row in rows_of_domain if row["lessons"] == lessons]
+            distractors = rows[0]["distractors"]
+            title = f"Quality, {domain}, {lessons:,} lessons" + (
+                f" ({distractors:,} distractors)" if distractors else " (rules alone)"
+            )
+            header = ["mode", "provenance"]
             for variant in VARIANTS:
-                m = row["metrics"][variant]
-                cells += [f"{m['recall@1']:.3f}", f"{m['recall@5']:.3f}", f"{m['mrr@10']:.3f}"]
-            body.append(cells)
-        parts.append(f"{title}\n\n" + markdown_table(header, body))
+                header += [f"{variant} R@1", "R@5", "MRR@10"]
+            body = []
+            for row in rows:
+                cells = [_mode_label(row), "on" if row["provenance"] else "off"]
+                for variant in VARIANTS:
+                    m = row["metrics"][variant]
+                    cells += [f"{m['recall@1']:.3f}", f"{m['recall@5']:.3f}", f"{m['mrr@10']:.3f}"]
+                body.append(cells)
+            parts.append(f"{title}\n\n" + markdown_table(header, body))
+    parts += cold_case_report(results)
     if results["latency"]:
         sizes = sorted({row["lessons"] for row in results["latency"]})
         labels = list(dict.fromkeys(_mode_label(row) for row in results["latency"]))
@@ -603,6 +669,26 @@ def report(results: dict[str, Any]) -> str:
             "Skipped embedders: " + "; ".join(f"{k}: {v}" for k, v in results["embedders"]["skipped"].items())
         )
     return "\n\n".join(parts)
+
+
+def cold_case_report(results: dict[str, Any]) -> list[str]:
+    """Code-only queries on the distractor-size bank without provenance, per domain: every case and the
+    held-out half."""
+    size = results["config"]["distractor_size"]
+    rows = [
+        r for r in results["quality"] if not r["provenance"] and r["distractors"] and r["lessons"] == size
+    ]
+    if not rows:
+        return []
+    body = []
+    for row in rows:
+        every, held = row["metrics"]["code"], row["metrics"]["code"]["held-out"]
+        body.append([row.get("domain", "ruff"), _mode_label(row), str(held["cases"]),
+                     *(f"{held[m]:.3f}" for m in ("recall@1", "recall@5", "mrr@10")),
+                     f"{every['recall@5']:.3f}"])  # fmt: skip
+    header = ["domain", "mode", "held-out cases", "R@1", "R@5", "MRR@10", "R@5, every case"]
+    return [f"Cold case: code-only queries, provenance off, {size:,} lessons (held-out half)\n\n"
+            + markdown_table(header, body)]  # fmt: skip
 
 
 def reference_report(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -660,6 +746,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--cases", type=int, default=None, help="use only N cases, spread over all rules")
     parser.add_argument(
+        "--domains",
+        default=None,
+        help=f"comma-separated, of {', '.join(DOMAINS)}; the first gets latency and the references "
+        "(default: all; with --quick or --dataset: the first only)",
+    )
+    parser.add_argument(
         "--reference-sizes",
         default=None,
         help="bank sizes where lexical recall is compared with bm25s and the exhaustive scorer "
@@ -713,6 +805,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.warmup = 5 if args.quick else WARMUP_QUERIES
     if args.quick and args.cases is None:
         args.cases = 100
+    if args.domains:
+        args.domains = [d.strip() for d in args.domains.split(",") if d.strip()]
+        unknown = [d for d in args.domains if d not in DOMAINS]
+        if unknown or not args.domains:
+            parser.error(f"unknown domain(s) {unknown}; use {', '.join(DOMAINS)}")
+    else:
+        args.domains = [next(iter(DOMAINS))] if args.quick or args.dataset else list(DOMAINS)
     return args
 
 

@@ -2,7 +2,9 @@
 
 Modes:
 
-- ``lexical``: BM25 over the lesson text and where it was learned (the episode's task);
+- ``lexical``: BM25 over the lesson text and where it was learned (the episode's task); a query
+  that shows code also looks for what the code says (split identifiers, the constructs it uses:
+  :mod:`lessonbank.codeterms`);
 - ``vector``: cosine between the query's embedding and each lesson's (text + task) embedding;
 - ``hybrid``: both candidate lists fused (``FUSION``, chosen on bench/retrieval.py), then the
   fused relevance is blended with the lesson's prior and utility (see :mod:`.scoring`);
@@ -28,6 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from lessonbank.codeterms import query_words
 from lessonbank.errors import ConfigError, InputError
 from lessonbank.models import Hit, Lesson
 from lessonbank.ports import Candidate, LessonQuery, Store
@@ -224,7 +227,7 @@ class Retriever:
         return self._lexical(text, None, query, limit)
 
     def _lexical(self, text: str, hypothesis: str | None, query: LessonQuery, pool: int) -> list[Candidate]:
-        terms = keywords(text)[:MAX_QUERY_TERMS]
+        terms = query_words(text, MAX_QUERY_TERMS)
         if hypothesis:
             extra = [term for term in keywords(hypothesis) if term not in terms]
             terms = [*terms, *extra[:MAX_HYDE_TERMS]]
