@@ -16,6 +16,8 @@ FURB123`` prints): prose, then "Bad:" and "Good:" fenced code blocks. For every 
   source lines alone. refurb reports a line and column only, so the lines are those of the smallest
   statement spanning the reported line (found with ``ast``), at most ``MAX_QUERY_LINES``. Labels are
   mechanical: the query's answer is the check it came from.
+- its **repeats** are the check's later diagnostics on the same example, in source order, built the same
+  way: those whose lines differ from the first's and from each other's, at most ``MAX_REPEATS``.
 
 Running refurb: one process (refurb runs mypy, so each process costs seconds) over a temporary folder
 holding every example as ``furb<code>.py``, with ``--enable-all`` (some checks are off by default) and
@@ -45,7 +47,7 @@ from inspect import cleandoc
 from pathlib import Path
 from typing import Any
 
-from _ruffdocs import CACHE_DIR, MAX_QUERY_LINES, _words_in
+from _ruffdocs import CACHE_DIR, MAX_QUERY_LINES, _words_in, queries, repeats
 from lessonbank.models import LEARNED_FROM_MAX_CHARS, LESSON_MAX_CHARS
 from lessonbank.text import normalize
 
@@ -53,7 +55,7 @@ __all__ = ["CACHE_DIR", "DATASET_VERSION", "build_dataset", "load_dataset"]
 
 TASK_TYPE = "python"
 LINTER = "refurb"
-DATASET_VERSION = 1  # bump when the way cases are built changes, so old caches are ignored
+DATASET_VERSION = 2  # bump when the way cases are built changes, so old caches are ignored
 
 _FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
 _EXAMPLES = re.compile(r"^(?:Examples|Bad):\s*$", re.M)
@@ -136,8 +138,8 @@ def statement_lines(source: str, row: int) -> str:
 
 
 def diagnose(examples: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """Check code → its first diagnostic on its own example (message, lines, row); misses are absent."""
-    found: dict[str, dict[str, Any]] = {}
+    """Check code → its first diagnostic on its own example (message, lines, row) with ``repeats``, its
+    later ones; misses are absent."""
     with tempfile.TemporaryDirectory(prefix="lb-refurbdocs-") as tmp:
         root = Path(tmp)
         for code, source in examples.items():
@@ -148,16 +150,19 @@ def diagnose(examples: dict[str, str]) -> dict[str, dict[str, Any]]:
     if done.returncode not in (0, 1) or (done.returncode == 1 and not diagnostics):
         raise RuntimeError(f"refurb failed ({done.returncode}): {(done.stderr or done.stdout)[:500]}")
     by_file = {f"{code.lower()}.py": code for code in examples}
+    owned: dict[str, list[dict[str, Any]]] = {}  # check code → its diagnostics on its example
     for diag in sorted(diagnostics, key=lambda m: (m["file"], int(m["row"]), int(m["col"]))):
         owner = by_file.get(Path(diag["file"]).name)
-        if owner and diag["code"] == owner and owner not in found:
+        if owner and diag["code"] == owner:
             row = int(diag["row"])
-            found[owner] = {
-                "message": " ".join(diag["msg"].split()),
-                "lines": statement_lines(examples[owner], row),
-                "row": row,
-            }
-    return found
+            owned.setdefault(owner, []).append(
+                {
+                    "message": " ".join(diag["msg"].split()),
+                    "lines": statement_lines(examples[owner], row),
+                    "row": row,
+                }
+            )
+    return {code: {**first, "repeats": repeats(first, later)} for code, (first, *later) in owned.items()}
 
 
 # --------------------------------------------------------------------- the dataset
@@ -205,11 +210,9 @@ def build_dataset() -> dict[str, Any]:
                 "expected": lesson["id"],
                 "message": diag["message"],
                 "lines": diag["lines"],
-                "queries": {
-                    "message+code": f"{diag['message']}\n{diag['lines']}".strip(),
-                    "code": diag["lines"],
-                },
+                "queries": queries(diag["message"], diag["lines"]),
                 "name_in_message": _words_in(check["name"], diag["message"]),
+                "repeats": diag["repeats"],
             }
         )
     return {

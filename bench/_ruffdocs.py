@@ -10,6 +10,9 @@ dev group). For every rule whose "## Example" section holds a Python code block:
 - the **query** is what an agent would see next time: ruff is run on that example code and the first
   diagnostic of the rule gives ``"<message>\\n<offending source lines>"``; the harder ``code`` variant is
   the offending source lines alone. Labels are mechanical: the query's answer is the rule it came from.
+- its **repeats** are the rule's later diagnostics on the same example, in source order, built the same
+  way: those whose lines differ from the first's and from each other's, at most ``MAX_REPEATS`` (the next
+  similar task of the same rule, to measure whether feedback on one task helps the next).
 
 Rules where ruff reports nothing of that rule on its own example (file-level rules, options off by
 default, notebook-only rules, rules disabled by a conflicting one) are dropped and counted. Running ruff:
@@ -40,7 +43,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +53,9 @@ from lessonbank.text import normalize
 CACHE_DIR = Path(__file__).resolve().parent / "results" / "cache"
 TASK_TYPE = "python"  # the same for rules and distractors, so task_type tells nothing
 MAX_QUERY_LINES = 5  # of a multi-line diagnostic range, what the agent would be shown
+MAX_REPEATS = 3  # later diagnostics of a rule on its own example kept per case
 PROSE_SECTIONS = ("What it does", "Why is this bad?")
-DATASET_VERSION = 2  # bump when the way cases are built changes, so old caches are ignored
+DATASET_VERSION = 3  # bump when the way cases are built changes, so old caches are ignored
 
 _SECTION = re.compile(r"^##\s+(.+?)\s*$", re.M)
 _FENCE = re.compile(r"```([\w+-]*)[^\n]*\n(.*?)```", re.S)
@@ -155,8 +159,34 @@ def _check(ruff: str, files: Sequence[Path], select: str, cwd: Path) -> list[dic
     return found
 
 
+def queries(message: str, lines: str) -> dict[str, str]:
+    """A case's queries: the message with the offending lines, and the lines alone."""
+    return {"message+code": f"{message}\n{lines}".strip(), "code": lines}
+
+
+def repeats(first: dict[str, Any], later: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``later`` diagnostics (in order) as a case's repeats: distinct code queries, none the
+    ``first``'s, at most ``MAX_REPEATS``."""
+    seen = {first["lines"]}
+    found: list[dict[str, Any]] = []
+    for diag in later:
+        if len(found) == MAX_REPEATS:
+            break
+        if diag["lines"] not in seen:
+            seen.add(diag["lines"])
+            found.append(
+                {
+                    "message": diag["message"],
+                    "lines": diag["lines"],
+                    "queries": queries(diag["message"], diag["lines"]),
+                }
+            )
+    return found
+
+
 def diagnose(ruff: str, examples: dict[str, tuple[str, str]]) -> dict[str, dict[str, Any]]:
-    """Rule code → its first diagnostic on its own example (message, lines, suffix); misses are absent."""
+    """Rule code → its first diagnostic on its own example (message, lines, suffix) with ``repeats``, its
+    later ones; misses are absent."""
     found: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="lb-ruffdocs-") as tmp:
         root = Path(tmp)
@@ -169,10 +199,13 @@ def diagnose(ruff: str, examples: dict[str, tuple[str, str]]) -> dict[str, dict[
             return path
 
         def collect(diagnostics: list[dict[str, Any]], by_file: dict[str, tuple[str, str]]) -> None:
+            owned: dict[str, list[dict[str, Any]]] = {}  # rule code → its diagnostics on its example
             for diag in sorted(diagnostics, key=lambda d: (d["filename"], d["location"]["row"])):
                 owner = by_file.get(str(Path(diag["filename"]).resolve()))
                 if owner and diag.get("code") == owner[0] and owner[0] not in found:
-                    found[owner[0]] = _diagnostic(diag, examples[owner[0]][0], owner[1])
+                    owned.setdefault(owner[0], []).append(_diagnostic(diag, examples[owner[0]][0], owner[1]))
+            for code, (first, *later) in owned.items():
+                found[code] = {**first, "repeats": repeats(first, later)}
 
         # Pass 1: one ruff process, every rule, each example in its own folder (some rules look at names).
         by_file = {
@@ -251,11 +284,9 @@ def build_dataset(ruff: str | None = None, codes: Sequence[str] | None = None) -
                 "expected": lesson["id"],
                 "message": diag["message"],
                 "lines": diag["lines"],
-                "queries": {
-                    "message+code": f"{diag['message']}\n{diag['lines']}".strip(),
-                    "code": diag["lines"],
-                },
+                "queries": queries(diag["message"], diag["lines"]),
                 "name_in_message": _words_in(rule["name"], diag["message"]),
+                "repeats": diag["repeats"],
             }
         )
     dropped = sorted(set(examples) - set(diagnostics))

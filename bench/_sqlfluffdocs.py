@@ -21,6 +21,9 @@ Jinja) block under "Anti-pattern":
   lines running from the violation's line to the end of the statement holding it, at most
   ``MAX_QUERY_LINES``, cut at a blank line and without trailing ``--`` comment lines (the docs put
   several examples in one block, separated so); the harder ``code`` variant is the lines alone. Labels are mechanical.
+- its **repeats** are the rule's later violations on the same example, in source order, their lines found
+  the same way: those whose lines hold a letter and differ from the first's and from each other's, at most
+  ``MAX_REPEATS``.
 
 Dropped and listed: rules whose example gets no violation of that rule (e.g. ``CV09`` flags nothing
 until its ``blocked_words`` are configured; examples the dialect cannot parse), and layout rules whose
@@ -45,7 +48,7 @@ from pathlib import Path
 from textwrap import dedent
 from typing import Any
 
-from _ruffdocs import CACHE_DIR, MAX_QUERY_LINES, _words_in
+from _ruffdocs import CACHE_DIR, MAX_QUERY_LINES, _words_in, queries, repeats
 from lessonbank.models import LEARNED_FROM_MAX_CHARS, LESSON_MAX_CHARS
 from lessonbank.text import normalize
 
@@ -54,7 +57,7 @@ __all__ = ["CACHE_DIR", "DATASET_VERSION", "build_dataset", "load_dataset"]
 TASK_TYPE = "sql"
 LINTER = "sqlfluff"
 DEFAULT_DIALECT = "ansi"
-DATASET_VERSION = 1  # bump when the way cases are built changes, so old caches are ignored
+DATASET_VERSION = 2  # bump when the way cases are built changes, so old caches are ignored
 
 BOILERPLATE_SECTIONS = {"Name", "Aliases", "Groups", "Configuration"}
 GENERIC_GROUPS = {"all", "core"}
@@ -69,6 +72,8 @@ _ROLE = re.compile(r":(?:[\w-]+:)+`([^`]+)`")
 _LINK = re.compile(r"`([^`<]+?)\s*<[^>]+>`_+")
 _LITERAL = re.compile(r"``(.+?)``")
 _EMPHASIS = re.compile(r"(?<![\w*])\*{1,2}(?=\S)([^*\n]+?)(?<=\S)\*{1,2}(?![\w*])")
+# Layout rules can point at a blank line: a code query without letters is no query.
+_LETTER = re.compile(r"[A-Za-z]")
 
 
 def sqlfluff_version() -> str:
@@ -192,8 +197,9 @@ def rule_tags(rule: dict[str, Any]) -> list[str]:
 # --------------------------------------------------------------------- violations
 
 
-def first_violation(rule: dict[str, Any], sql: str, dialect: str) -> dict[str, Any] | None:
-    """The rule's first violation on ``sql``: message, the lines from it to its statement's end, row."""
+def diagnose(rule: dict[str, Any], sql: str, dialect: str) -> dict[str, Any] | None:
+    """The rule's first violation on ``sql`` (message, the lines from it to its statement's end, row) with
+    ``repeats``, its later ones; ``None`` when it has none."""
     from sqlfluff.core import FluffConfig, Linter
 
     configs: dict[str, Any] = {}
@@ -207,29 +213,33 @@ def first_violation(rule: dict[str, Any], sql: str, dialect: str) -> dict[str, A
     )
     if not violations:
         return None
-    violation = violations[0]
-    row = violation.line_no
-    last = row
+    statements: list[tuple[int, int]] = []  # (first line, last line) of every statement
     if linted.tree is not None:
-        spans = []
         for statement in linted.tree.recursive_crawl("statement"):
             marker = statement.pos_marker
-            if marker is None:
-                continue
-            start = marker.source_position()[0]
-            end = marker.end_point_marker().source_position()[0]
-            if start <= row <= end:
-                spans.append((end - start, end))
-        if spans:
-            last = min(spans)[1]
-    shown: list[str] = []
-    for line in sql.splitlines()[row - 1 : min(last, row + MAX_QUERY_LINES - 1)]:
-        if shown and not line.strip():
-            break  # the docs separate their examples with blank lines (and comments, dropped below)
-        shown.append(line)
-    while len(shown) > 1 and shown[-1].lstrip().startswith("--"):
-        shown.pop()
-    return {"message": " ".join(violation.desc().split()), "lines": "\n".join(shown).strip("\n"), "row": row}
+            if marker is not None:
+                statements.append(
+                    (marker.source_position()[0], marker.end_point_marker().source_position()[0])
+                )
+
+    def lines_from(row: int) -> str:
+        spans = [(end - start, end) for start, end in statements if start <= row <= end]
+        last = min(spans)[1] if spans else row
+        shown: list[str] = []
+        for line in sql.splitlines()[row - 1 : min(last, row + MAX_QUERY_LINES - 1)]:
+            if shown and not line.strip():
+                break  # the docs separate their examples with blank lines (and comments, dropped below)
+            shown.append(line)
+        while len(shown) > 1 and shown[-1].lstrip().startswith("--"):
+            shown.pop()
+        return "\n".join(shown).strip("\n")
+
+    found: list[dict[str, Any]] = [
+        {"message": " ".join(v.desc().split()), "lines": lines_from(v.line_no), "row": v.line_no}
+        for v in violations
+    ]
+    first, *later = found
+    return {**first, "repeats": repeats(first, (d for d in later if _LETTER.search(d["lines"])))}
 
 
 # --------------------------------------------------------------------- the dataset
@@ -249,10 +259,9 @@ def build_dataset() -> dict[str, Any]:
     diagnostics: dict[str, dict[str, Any]] = {}
     for rule in rules:
         for dialect in rule_dialects(rule) if rule["code"] in examples else []:
-            found = first_violation(rule, examples[rule["code"]], dialect)
+            found = diagnose(rule, examples[rule["code"]], dialect)
             if found:
-                # Layout rules can point at a blank line: a code query without letters is no query.
-                if re.search(r"[A-Za-z]", found["lines"]):
+                if _LETTER.search(found["lines"]):
                     diagnostics[rule["code"]] = found
                 break
     lessons: dict[str, dict[str, Any]] = {}  # normalized content → lesson
@@ -283,11 +292,9 @@ def build_dataset() -> dict[str, Any]:
                 "expected": lesson["id"],
                 "message": diag["message"],
                 "lines": diag["lines"],
-                "queries": {
-                    "message+code": f"{diag['message']}\n{diag['lines']}".strip(),
-                    "code": diag["lines"],
-                },
+                "queries": queries(diag["message"], diag["lines"]),
                 "name_in_message": _words_in(rule["name"], diag["message"]),
+                "repeats": diag["repeats"],
             }
         )
     return {

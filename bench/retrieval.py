@@ -45,6 +45,7 @@ from typing import Any
 # Siblings (_ruffdocs, core) resolve both as a script and as ``bench.retrieval`` imported by the tests.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _feedback_replay
 import _ruffdocs
 from _vectorcache import CachedEmbedder
 from core import load_average, machine_info, summarize_ns, time_each
@@ -162,6 +163,7 @@ def build_bank(
     info: dict[str, Any] = {
         "lessons": len(lessons),
         "db": str(path) if cache else None,
+        "path": str(path),
         "reused": path.exists(),
     }
     bank = open_bank(f"sqlite:///{path}", embedder, home)
@@ -316,6 +318,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "quality": [],
         "latency": [],
         "lexical_reference": [],
+        "feedback": [],
         "banks": [],
     }
     with tempfile.TemporaryDirectory(prefix="lessonbank-retrieval-") as tmp:
@@ -370,6 +373,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                          cases, results, rules_bank)  # fmt: skip
                     finally:
                         bank.close()
+                    if size == distractor_size and not provenance and args.feedback:
+                        mode = "lexical" if embedder is None else "hybrid"
+                        print(f"{label}: feedback replay, {mode} ...", file=sys.stderr)
+                        row = _feedback_replay.replay(
+                            Path(info["path"]), NAMESPACE, embedder, domain_cases[domain], mode, home
+                        )
+                        results["feedback"].append({"domain": domain, "embedder": embedder_name, **row})
                     if args.bank_cache is None:
                         for leftover in workdir.glob("*.db*"):
                             leftover.unlink()
@@ -618,6 +628,7 @@ def report(results: dict[str, Any]) -> str:
                 body.append(cells)
             parts.append(f"{title}\n\n" + markdown_table(header, body))
     parts += cold_case_report(results)
+    parts += feedback_report(results.get("feedback", []))
     if results["latency"]:
         sizes = sorted({row["lessons"] for row in results["latency"]})
         labels = list(dict.fromkeys(_mode_label(row) for row in results["latency"]))
@@ -688,6 +699,24 @@ def cold_case_report(results: dict[str, Any]) -> list[str]:
                      f"{every['recall@5']:.3f}"])  # fmt: skip
     header = ["domain", "mode", "held-out cases", "R@1", "R@5", "MRR@10", "R@5, every case"]
     return [f"Cold case: code-only queries, provenance off, {size:,} lessons (held-out half)\n\n"
+            + markdown_table(header, body)]  # fmt: skip
+
+
+def feedback_report(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Before and after replaying feedback, on queries the feedback never saw."""
+    if not rows:
+        return []
+    body = []
+    for row in rows:
+        for part, figures in row["figures"].items():
+            before, after = figures["before"], figures["after"]
+            body.append([row["domain"], _mode_label(row), part, str(before["queries"]),
+                         *(f"{before[m]:.3f} → {after[m]:.3f}" for m in ("recall@1", "recall@5", "mrr@10"))])  # fmt: skip
+    header = ["domain", "mode", "scored on", "queries", "R@1", "R@5", "MRR@10"]
+    episodes = ", ".join(
+        f"{r['domain']} {r['mode']}: {r['successes']}/{r['feedback_episodes']}" for r in rows
+    )
+    return [f"Feedback replay, code-only queries, provenance off (successful feedback episodes: {episodes})\n\n"
             + markdown_table(header, body)]  # fmt: skip
 
 
@@ -776,6 +805,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=Path,
         default=None,
         help="keep built banks (and their vectors) here and reuse them",
+    )
+    parser.add_argument(
+        "--no-feedback",
+        dest="feedback",
+        action="store_false",
+        help="skip the feedback replay (on a copy of each domain's bank without provenance)",
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output (default {DEFAULT_OUT})")
     parser.add_argument(

@@ -92,8 +92,11 @@ class Worker:
         namespaces: Sequence[str] | None = None,
         on_written: Callable[[list[WriteResult]], None] | None = None,
         only: str | None = None,
+        releases_waiting: bool = True,
     ) -> None:
         self.store = store
+        # Whether starting makes jobs that wait for an LLM runnable: not for a worker that has none.
+        self.releases_waiting = releases_waiting
         self.handlers = dict(handler) if isinstance(handler, Mapping) else None
         self.handler = handler if not isinstance(handler, Mapping) else self._dispatch
         self.only = only
@@ -128,7 +131,7 @@ class Worker:
         """Work until :meth:`stop` (or, with ``until_idle``, until nothing is runnable or in flight)."""
         unsubscribe = self._subscribe(asyncio.get_running_loop())
         try:
-            if self.only is None:
+            if self.only is None and self.releases_waiting:
                 await asyncio.to_thread(self.store.release_waiting, self.namespaces)
             while not self._stopping:
                 try:

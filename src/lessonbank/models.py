@@ -43,7 +43,7 @@ LESSON_KINDS: tuple[str, ...] = get_args(LessonKind)
 LESSON_STATUSES: tuple[str, ...] = get_args(LessonStatus)
 ReflectionStatus = Literal["ok", "skipped", "failed"]
 JobStatus = Literal["queued", "waiting", "leased", "done", "dead"]
-JobKind = Literal["reflect", "consolidate"]
+JobKind = Literal["reflect", "consolidate", "feedback"]
 TriggerName = Literal[
     "terminal",
     "failure",
@@ -403,7 +403,8 @@ class Job(Record):
 
     id: str = Field(default_factory=lambda: new_id("job"))
     namespace: str = "default"
-    kind: JobKind = "reflect"  # reflect: one episode; consolidate: one namespace's cycle
+    # reflect: one episode; consolidate: one namespace's cycle; feedback: a task helped, into provenance
+    kind: JobKind = "reflect"
     episode_id: str | None = None
     dedupe_key: str
     status: JobStatus = "queued"

@@ -426,6 +426,7 @@ LOGGERS = (
     "lessonbank.retrieval",
     "lessonbank.stores",
     "lessonbank.consolidation",
+    "lessonbank.feedback",
     "lessonbank.mirror",
     "lessonbank.server",
     "lessonbank.server.mcp",

@@ -129,6 +129,8 @@ class Settings(BaseSettings):
     attribution: Switch = (
         True  # LESSONBANK_ATTRIBUTION: credit injected lessons with the next episode's outcome
     )
+    # LESSONBANK_LEARN_FROM_USE: a successful task joins the provenance of the lessons injected for it
+    learn_from_use: Switch = True
     llm_max_reply_bytes: int = DEFAULT_LLM_MAX_REPLY_BYTES  # LESSONBANK_LLM_MAX_REPLY_BYTES
     # Retention, applied by `lessonbank purge` / bank.services.retention (see lessonbank.services.retention).
     # Days after which records are deleted; empty or 0 keeps them forever (the default: keeping is safe).

@@ -29,10 +29,11 @@ class AsyncLessonBank(BankBase):
         self._task: asyncio.Task[None] | None = None
 
     def _kick(self) -> None:
-        if not (self.settings.worker and self.reflection_llm):
+        if not self._runs_worker:
             return
         if self._task is None or self._task.done():
-            self.store.release_waiting([self.namespace])
+            if self.reflection_llm is not None:
+                self.store.release_waiting([self.namespace])
             self._worker = self.services.new_worker([self.namespace])
             self._task = asyncio.get_running_loop().create_task(self._worker.run())
         assert self._worker is not None

@@ -75,16 +75,22 @@ class BankBase:
         """Start this namespace's worker if it is not running, and wake it (each facade runs its own)."""
 
     def _queued(self, written: tuple[R, Job | None]) -> R:
-        """What a write returns; when the write queued a reflection job, the worker is woken for it."""
+        """What a write returns; when the write queued a job, the worker is woken for it."""
         result, job = written
         if job is not None:
             self._kick()
         return result
 
+    @property
+    def _runs_worker(self) -> bool:
+        """Whether this bank runs a worker of its own: with LESSONBANK_WORKER on, for reflections (an
+        LLM is set) or for the feedback jobs of learning from use (no LLM needed)."""
+        return self.settings.worker and (self.reflection_llm is not None or self.settings.learn_from_use)
+
     def _helper_worker(self, job: Job) -> Worker | None:
         """A worker to run the waited-for cycle ``job`` (and no other job) in this process, when the
-        bank runs no worker of its own (no LLM, or LESSONBANK_WORKER=false)."""
-        if self.settings.worker and self.reflection_llm:
+        bank runs no worker of its own (see ``_runs_worker``)."""
+        if self._runs_worker:
             return None
         return self.services.new_worker([self.namespace], only=job.id)
 

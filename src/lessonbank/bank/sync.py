@@ -35,12 +35,13 @@ class LessonBank(BankBase):
             self._kick()
 
     def _kick(self) -> None:
-        if not (self.settings.worker and self.reflection_llm):
+        if not self._runs_worker:
             return
         with self._thread_lock:
             if self._thread is None or not self._thread.thread.is_alive():
                 # Jobs recorded while no LLM was configured become runnable now, before flush() looks.
-                self.store.release_waiting([self.namespace])
+                if self.reflection_llm is not None:
+                    self.store.release_waiting([self.namespace])
                 self._thread = WorkerThread(self.new_worker([self.namespace]))
         self._thread.wake()
 

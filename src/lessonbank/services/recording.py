@@ -30,6 +30,7 @@ from lessonbank.redact import redact_episode
 from lessonbank.reflectors.base import Reflector
 from lessonbank.reflectors.insight import goal_episode
 from lessonbank.services.attribution import LastContexts, check_context_ids
+from lessonbank.services.feedback import feedback_job
 from lessonbank.services.scope import Scope, check_count
 
 
@@ -102,7 +103,8 @@ class Recorder:
     def store(
         self, episode: Episode, decision: Decision, more: Sequence[Decision] = (), *, credit: bool = True
     ) -> tuple[Episode, Job | None]:
-        """Write a prepared episode with ``decision`` (and a job for it and each of ``more``).
+        """Write a prepared episode with ``decision`` (and a job for it and each of ``more``); returns
+        the episode and the job the worker should be woken for (its reflection, else its feedback).
 
         ``credit``: whether the episode's outcome credits the lessons injected for it."""
         job = None
@@ -128,8 +130,12 @@ class Recorder:
         final = store.record_episode(
             episode, decision, job, credit=credit and self.scope.settings.attribution
         )
+        # After the episode: a crash in between loses one task's provenance, never the episode.
+        learned = feedback_job(episode, self.scope) if credit else None
+        if learned is not None:
+            store.enqueue_job(learned)
         if not final.reflect:
-            return episode, None
+            return episode, learned
         for other in extra:
             store.enqueue_job(other)
         return episode, job

@@ -23,6 +23,7 @@ from lessonbank.services.catalog import Catalog
 from lessonbank.services.consolidation.cycle import Consolidator
 from lessonbank.services.consolidation.jobs import CycleQueue
 from lessonbank.services.context import ContextBuilder
+from lessonbank.services.feedback import FeedbackHandler
 from lessonbank.services.lifecycle import Lifecycle
 from lessonbank.services.pools import Pools
 from lessonbank.services.recording import Recorder
@@ -35,6 +36,7 @@ from lessonbank.stores import open_store
 from lessonbank.text import TokenCounter, estimate_tokens
 
 if TYPE_CHECKING:
+    from lessonbank.models import Lesson
     from lessonbank.retrieval.embedders import Embedder
 
 
@@ -58,17 +60,23 @@ class Services:
     lifecycle: Lifecycle
     consolidation: Consolidator
     cycles: CycleQueue
+    feedback: FeedbackHandler
 
     def new_worker(self, namespaces: Sequence[str] | None, *, only: str | None = None) -> Worker:
         """A worker running this bank's jobs (reflections and consolidation cycles), with the
         settings the bank has now; ``only`` a job id: that job alone."""
         return Worker(
             self.scope.store,
-            {"reflect": self.reflections.handle, "consolidate": self.cycles.handle},
+            {
+                "reflect": self.reflections.handle,
+                "consolidate": self.cycles.handle,
+                "feedback": self.feedback.handle,
+            },
             self.scope.settings,
             namespaces=namespaces,
             on_written=self.intake.embed_written,
             only=only,
+            releases_waiting=self.reflection_llm is not None,
         )
 
 
@@ -147,7 +155,13 @@ def build_services(
         lifecycle=Lifecycle(scope),
         consolidation=consolidation,
         cycles=CycleQueue(scope, consolidation),
+        feedback=FeedbackHandler(scope, reembed=_reembed(retriever)),
     )
+
+
+def _reembed(retriever: Retriever) -> Callable[[Sequence[Lesson]], object]:
+    """The retriever's embed_lessons, or nothing to do when there is no embedder."""
+    return retriever.embed_lessons if retriever.embedder is not None else (lambda lessons: 0)
 
 
 def _reflectors(settings: Settings) -> dict[str, Reflector]:

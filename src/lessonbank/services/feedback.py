@@ -1,0 +1,162 @@
+"""Learning from use: a task a lesson helped with becomes part of where the lesson was learned.
+
+Outcome attribution counts an episode's result on the lessons injected for it (``helpful`` /
+``harmful``), which moves a lesson's utility for every query alike. This adds what the counts
+cannot: *which* tasks a lesson helped. When an episode succeeds with lessons injected, a
+``feedback`` job (queued by ``record()``, run by the worker, never on the agent's path) adds the
+episode's task to each of those lessons' provenance (``learned_from``), which recall indexes:
+the next task like it finds the lesson by the words of the task it helped, even when the lesson
+itself shares no word with it (the cold case: prose advice, code-only tasks).
+
+Invariants:
+
+- The provenance keeps what it was first (the task the lesson was learned on) and, after
+  :data:`HELPED_MARKER`, the newest :data:`MAX_HELPED_TASKS` tasks it helped, each cut to
+  :data:`HELPED_TASK_MAX_CHARS`, all within ``LEARNED_FROM_MAX_CHARS``; a task already there is not
+  added again (normalised), so a retried job changes nothing.
+- Only a success adds a task; a failure is already counted as ``harmful`` by attribution.
+- Each change is one ``Store.change_lesson`` with an ``edit`` audit row by actor ``feedback``;
+  lessons that are gone, archived or of another namespace are skipped.
+- Off with ``Settings.learn_from_use`` (``LESSONBANK_LEARN_FROM_USE=0``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+
+from lessonbank.errors import NotFoundError
+from lessonbank.jobs import JobResult
+from lessonbank.models import LEARNED_FROM_MAX_CHARS, AuditEntry, Episode, Job, JobKind, Lesson
+from lessonbank.services.scope import Scope
+from lessonbank.text import normalize
+
+log = logging.getLogger("lessonbank.feedback")
+
+KIND: JobKind = "feedback"
+HELPED_MARKER = "\n\nHelped on: "
+MAX_HELPED_TASKS = 3
+HELPED_TASK_MAX_CHARS = 300
+ACTOR = "feedback"
+
+
+def feedback_job(episode: Episode, scope: Scope) -> Job | None:
+    """The job that adds ``episode``'s task to the provenance of the lessons injected for it, when
+    the episode succeeded with lessons injected and the bank learns from use; else None."""
+    if not (
+        scope.settings.learn_from_use
+        and scope.settings.attribution
+        and episode.status == "success"
+        and episode.context_ids
+        and episode.task.strip()
+    ):
+        return None
+    now = scope.now()
+    return Job(
+        # One per episode, by id: recording the same episode again (a retried call) queues nothing new.
+        id=f"job_{KIND}_{episode.id}",
+        namespace=episode.namespace or scope.namespace,
+        kind=KIND,
+        episode_id=episode.id,
+        dedupe_key=f"{KIND}:{episode.id}",
+        max_attempts=scope.settings.job_max_attempts,
+        payload={},
+        run_after=now,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def split_provenance(learned_from: str | None) -> tuple[str, list[str]]:
+    """A provenance as (where the lesson was learned, the tasks it helped, oldest first)."""
+    if not learned_from:
+        return "", []
+    if learned_from.startswith(HELPED_MARKER.lstrip()):  # stored stripped: no origin before the first
+        learned_from = HELPED_MARKER + learned_from[len(HELPED_MARKER.lstrip()) :]
+    origin, *helped = learned_from.split(HELPED_MARKER)
+    return origin.strip(), [task.strip() for task in helped if task.strip()]
+
+
+def with_helped_task(learned_from: str | None, task: str) -> str | None:
+    """``learned_from`` with ``task`` added as the newest task helped (see the invariants); the
+    value unchanged when the task is already there or is blank."""
+    origin, helped = split_provenance(learned_from)
+    task = " ".join(task.split())[:HELPED_TASK_MAX_CHARS].strip()
+    if not task or normalize(task) in {normalize(t) for t in helped} or normalize(task) == normalize(origin):
+        return learned_from
+    helped = [*helped, task][-MAX_HELPED_TASKS:]
+    while True:
+        value = origin + "".join(HELPED_MARKER + t for t in helped)
+        if len(value.strip()) <= LEARNED_FROM_MAX_CHARS or not helped:
+            break
+        if len(helped) > 1:
+            helped = helped[1:]  # the oldest task helped gives way first
+        else:
+            # The origin fills the provenance: it is cut to leave the newest task its room.
+            room = LEARNED_FROM_MAX_CHARS - len(HELPED_MARKER) - len(helped[0])
+            origin = origin[: max(room, 0)].rstrip()
+    return value.strip() or None
+
+
+class FeedbackHandler:
+    """Runs ``feedback`` jobs: one episode's task added to the lessons injected for it."""
+
+    def __init__(self, scope: Scope, reembed: Callable[[Sequence[Lesson]], object]) -> None:
+        self.scope = scope
+        self.reembed = reembed  # the retriever's embed_lessons: a changed provenance changes the vector
+
+    async def handle(self, job: Job) -> JobResult:
+        return await asyncio.to_thread(self.run, job)  # store writes and embedding: off the event loop
+
+    def run(self, job: Job) -> JobResult:
+        store = self.scope.store
+        if job.episode_id is None:
+            return JobResult(reflection=None, detail="skipped: the job names no episode")
+        try:
+            episode, _ = store.get_episode(job.episode_id, namespace=job.namespace)
+        except NotFoundError:
+            return JobResult(reflection=None, detail="skipped: the episode is gone (retention)")
+        changed: list[Lesson] = []
+        for lesson_id in episode.context_ids:
+            learned: list[bool] = []
+            try:
+                lesson = store.change_lesson(job.namespace, lesson_id, self._change(episode, learned))
+            except NotFoundError:
+                continue  # forgotten since the context was built
+            if learned and learned[-1]:
+                changed.append(lesson)
+        if changed:
+            try:
+                self.reembed(changed)
+            except Exception as exc:  # the lexical index has it; the vector catches up on embed_missing
+                log.warning("feedback: re-embedding %d lessons failed (%s)", len(changed), type(exc).__name__)
+        return JobResult(
+            reflection=None,
+            detail=f"{len(changed)} of {len(episode.context_ids)} lessons learned the task they helped",
+        )
+
+    def _change(
+        self, episode: Episode, learned: list[bool]
+    ) -> Callable[[Lesson], tuple[Lesson, AuditEntry] | None]:
+        """The change for one lesson; ``learned`` gets whether each run of it changed something (a
+        store that retries on conflict runs it again: the last run is what was written)."""
+        now = self.scope.now()
+
+        def change(old: Lesson) -> tuple[Lesson, AuditEntry] | None:
+            value = with_helped_task(old.learned_from, episode.task)
+            learned.append(old.status == "active" and value != old.learned_from)
+            if not learned[-1]:
+                return None
+            new = old.model_copy(update={"learned_from": value, "updated_at": now})
+            entry = AuditEntry(
+                namespace=old.namespace,
+                at=now,
+                actor=ACTOR,
+                action="edit",
+                lesson_id=old.id,
+                summary=f"helped on the task of episode {episode.id}",
+            ).of(old, new)
+            return new, entry
+
+        return change
