@@ -10,13 +10,19 @@ import pytest
 
 from lessonbank import Episode, LessonBank, Settings
 from lessonbank.models import LEARNED_FROM_MAX_CHARS
-from lessonbank.services.feedback import (
+from lessonbank.provenance import (
     HELPED_MARKER,
     HELPED_TASK_MAX_CHARS,
     MAX_HELPED_TASKS,
-    split_provenance,
+    parse,
     with_helped_task,
 )
+
+
+def split_provenance(value: str | None) -> tuple[str, list[str]]:
+    found = parse(value)
+    return found.origin, found.helped
+
 
 PROSE = "Do not compare with None using equality; use the identity operator instead."
 TASK = "    if result == None:\n        retry(job)"
@@ -32,9 +38,9 @@ def bank(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LessonBank]
 
 def test_a_task_is_added_after_the_origin_and_kept_once() -> None:
     value = with_helped_task("the task it was learned on", "fix the parser")
-    assert value == f"the task it was learned on{HELPED_MARKER}fix the parser"
+    assert value == f"the task it was learned on\n\n{HELPED_MARKER}fix the parser"
     assert with_helped_task(value, "  fix   the PARSER ") == value  # the same task, normalised
-    assert with_helped_task(None, "fix the parser") == HELPED_MARKER.strip() + " fix the parser"
+    assert with_helped_task(None, "fix the parser") == HELPED_MARKER + "fix the parser"
     assert with_helped_task("origin", "   ") == "origin"
     assert split_provenance(value) == ("the task it was learned on", ["fix the parser"])
 

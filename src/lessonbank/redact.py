@@ -427,6 +427,7 @@ LOGGERS = (
     "lessonbank.stores",
     "lessonbank.consolidation",
     "lessonbank.feedback",
+    "lessonbank.expansion",
     "lessonbank.mirror",
     "lessonbank.server",
     "lessonbank.server.mcp",

@@ -14,6 +14,7 @@ from lessonbank.models import AuditEntry, ContextBlock, Decision, Episode, Hit, 
 from lessonbank.ports import LessonSort
 from lessonbank.proposals import DreamRun, Proposal
 from lessonbank.services.consolidation.jobs import check_wait
+from lessonbank.services.expansion import ExpansionReport
 from lessonbank.services.recording import flush_answer
 from lessonbank.services.transfer import ExportFormat, ExportTarget
 
@@ -142,6 +143,20 @@ class AsyncLessonBank(BankBase):
         context = self.services.context
         filters = context.query(kind=kind, tags=tags, task_type=task_type, agent=agent, goal_id=goal_id)
         return await in_thread(context.recall)(query, k, filters, mode, hyde)
+
+    async def expand(
+        self,
+        lesson_ids: Sequence[str] | None = None,
+        *,
+        limit: int | None = None,
+        dry_run: bool = False,
+        actor: str = "api",
+    ) -> ExpansionReport:
+        expander = self.services.expansion
+        lessons = await in_thread(expander.lessons)(lesson_ids, limit)
+        if dry_run:
+            return ExpansionReport(await in_thread(expander.plan)(lessons))
+        return await expander.expand(lessons, actor=actor)
 
     async def embed_missing(self) -> int:
         return await in_thread(self.services.intake.embed_missing)()

@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from lessonbank.bank.base import BankBase, GoalState
 from lessonbank.jobs import Worker, WorkerThread
+from lessonbank.llm.base import run_sync
 from lessonbank.loop.records import search_reflections
 from lessonbank.models import AuditEntry, ContextBlock, Decision, Episode, Hit, Job, Lesson, LessonKind
 from lessonbank.ports import LessonSort
 from lessonbank.proposals import DreamRun, Proposal
 from lessonbank.services.consolidation.jobs import check_wait
+from lessonbank.services.expansion import ExpansionReport
 from lessonbank.services.recording import flush_answer
 from lessonbank.services.transfer import ExportFormat, ExportTarget
 
@@ -168,6 +170,28 @@ class LessonBank(BankBase):
         context = self.services.context
         filters = context.query(kind=kind, tags=tags, task_type=task_type, agent=agent, goal_id=goal_id)
         return context.recall(query, k, filters, mode, hyde)
+
+    def expand(
+        self,
+        lesson_ids: Sequence[str] | None = None,
+        *,
+        limit: int | None = None,
+        dry_run: bool = False,
+        actor: str = "api",
+    ) -> ExpansionReport:
+        """Ask the LLM for 2-3 example tasks that need each lesson and index them with it (its
+        provenance), so a task that looks like one of them finds the lesson: for lessons added by
+        hand or imported, which have no task they were learned on. One call per lesson.
+
+        ``lesson_ids``: those lessons (their examples are replaced); default: the live lessons without
+        example tasks, newest first, at most ``limit`` (100). ``dry_run``: only the plan (lessons,
+        tokens, cost at most), nothing sent. The report's ``plan`` is that plan in both cases.
+        """
+        expander = self.services.expansion
+        lessons = expander.lessons(lesson_ids, limit)
+        if dry_run:
+            return ExpansionReport(expander.plan(lessons))
+        return run_sync(expander.expand(lessons, actor=actor))
 
     def embed_missing(self) -> int:
         """Embed every lesson that has no vector for the configured embedder; returns how many.

@@ -24,7 +24,7 @@ from lessonbank.cli.lessons import add, export, forget, import_, lessons, rescre
 from lessonbank.cli.lifecycle import archive, audit, edit, restore
 from lessonbank.cli.loop import analytics, loop_app
 from lessonbank.cli.mcp import mcp
-from lessonbank.cli.retrieval import context, embed, recall
+from lessonbank.cli.retrieval import context, embed, expand, recall
 from lessonbank.cli.server import keys_app, serve
 from lessonbank.errors import InputError, LessonbankError
 from lessonbank.redact import redact
@@ -54,6 +54,7 @@ COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("jobs", jobs),
     ("purge", purge),
     ("embed", embed),
+    ("expand", expand),
     ("stats", stats),
     ("worker", worker),
     ("insights", insights),

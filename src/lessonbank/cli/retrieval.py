@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from lessonbank.cli.common import emit_json, fail, lesson_row, out, print_lessons
+from lessonbank.services.expansion import ExpansionReport
 
 
 def recall(
@@ -96,3 +97,52 @@ def embed(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json")] =
         emit_json({"embedded": count, "embedder": name})
     else:
         out.print(f"embedded {count} lesson(s) with {name}")
+
+
+def expand(
+    ctx: typer.Context,
+    lesson_ids: Annotated[
+        list[str] | None, typer.Argument(help="Lessons to expand (again); default: those without examples")
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", help="At most this many lessons (default 100)")
+    ] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before sending")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what it would send and cost; send nothing")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Ask the LLM (--llm / LESSONBANK_LLM) for 2-3 example tasks that need each lesson added by hand or
+    imported, and index them with it, so a task that only shows code finds the prose lesson about it.
+    Shows the lessons, tokens and cost first and asks before sending (one call per lesson)."""
+    with ctx.obj.bank() as bank:
+        plan = bank.expand(lesson_ids or None, limit=limit, dry_run=True).plan
+        cost = "unknown price" if plan.cost is None else f"at most ${plan.cost:.4f}"
+        summary = (
+            f"{plan.calls} lesson(s), {plan.calls} call(s) to {plan.model}: {plan.input_tokens:,} input tokens, "
+            f"at most {plan.output_tokens:,} output tokens ({cost})"
+        )
+        if dry_run or not plan.calls:
+            if as_json:
+                emit_json({"dry_run": True, **ExpansionReport(plan).as_dict()})
+            else:
+                out.print(f"would expand {summary}" if plan.calls else "nothing to expand")
+            return
+        if not as_json:
+            out.print(f"expand {summary}")
+        if not yes and not typer.confirm("send?", default=False, err=True):
+            fail("nothing sent")
+        report = bank.expand(plan.lesson_ids, actor="cli")
+    if as_json:
+        emit_json(report.as_dict())
+        return
+    for lesson_id, examples in report.expanded.items():
+        out.print(f"{lesson_id}: " + " | ".join(examples))
+    for lesson_id, reason in report.skipped.items():
+        out.print(f"{lesson_id}: skipped ({reason})")
+    spent = "unknown price" if report.cost is None else f"${report.cost:.4f}"
+    out.print(
+        f"expanded {len(report.expanded)} lesson(s), skipped {len(report.skipped)}; "
+        f"{report.usage.input_tokens:,} + {report.usage.output_tokens:,} tokens ({spent})"
+    )

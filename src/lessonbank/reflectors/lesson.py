@@ -1,5 +1,10 @@
 """The lesson reflector (seed 004): situation / mistake / correction / tags, or a skip.
 
+The same call also asks for 2-3 short example tasks that will need the lesson (``<examples>``): they
+join the lesson's provenance (:mod:`lessonbank.provenance`), so a later task that looks like one of
+them finds the lesson even when it shares no word with the lesson's prose. Missing or malformed
+examples never fail a reflection.
+
 The parser is tolerant of what models really send: any case, extra whitespace, prose or
 code fences around the blocks, a missing closing tag, quotes around values. It is strict
 about meaning: situation and correction are required, tags end up 2–5 lowercase keywords.
@@ -11,7 +16,8 @@ import re
 
 from lessonbank.errors import ParseError
 from lessonbank.llm.base import Message
-from lessonbank.models import Episode, Lesson
+from lessonbank.models import LEARNED_FROM_MAX_CHARS, Episode, Lesson
+from lessonbank.provenance import one_line, parse_examples, with_examples
 from lessonbank.redact import redact_value
 from lessonbank.reflectors.base import Parsed, load_prompt
 from lessonbank.reflectors.budget import PROMPT_BUDGET_TOKENS, Field, fit_fields
@@ -24,7 +30,7 @@ TASK_TYPE_MAX_CHARS = 60
 FIELD_MAX_CHARS = 400
 MIN_TAGS, MAX_TAGS = 2, 5
 
-_BLOCKS = ("situation", "mistake", "correction", "tags", "skip")
+_BLOCKS = ("situation", "mistake", "correction", "tags", "examples", "skip")
 _NEXT_BLOCK = "|".join(_BLOCKS)
 _FENCE = re.compile(r"^\s*```[\w-]*\s*$", re.MULTILINE)
 
@@ -77,17 +83,22 @@ def parse_lesson(text: str) -> Parsed:
     if missing:
         raise ParseError(f"missing <{'> and <'.join(missing)}> block", raw=text)
     tags = parse_tags(_block("tags", body, one_line=False))
-    return Parsed(fields={**fields, "tags": tags[:MAX_TAGS]})
+    found: dict[str, object] = {**fields, "tags": tags[:MAX_TAGS]}
+    examples = parse_examples(_block("examples", body, one_line=False))
+    if examples:  # optional: seed 004's four blocks alone are a complete answer
+        found["examples"] = examples
+    return Parsed(fields=found)
 
 
 class LessonReflector:
     """Seed 004's lesson generator."""
 
     name = "lesson"
-    max_output_tokens = 300
+    max_output_tokens = 400
     repair_hint = (
         "Answer again with exactly these blocks, one line each: <situation>…</situation> <mistake>…</mistake> "
-        "<correction>…</correction> <tags>tag1, tag2</tags> — or exactly <skip>nothing actionable</skip>."
+        "<correction>…</correction> <tags>tag1, tag2</tags> <examples>one example task per line</examples> "
+        "— or exactly <skip>nothing actionable</skip>."
     )
 
     def __init__(self) -> None:
@@ -167,6 +178,9 @@ class LessonReflector:
                 correction=fields["correction"],
                 trigger=trigger,
                 tags=["reflexion", f"trigger:{trigger}", *tags],
+                learned_from=with_examples(
+                    one_line(episode.task, LEARNED_FROM_MAX_CHARS), fields.get("examples", [])
+                ),
                 task_type=episode.task_type,
                 agent=episode.agent,
                 goal_id=episode.goal_id,

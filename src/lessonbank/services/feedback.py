@@ -10,10 +10,10 @@ itself shares no word with it (the cold case: prose advice, code-only tasks).
 
 Invariants:
 
-- The provenance keeps what it was first (the task the lesson was learned on) and, after
-  :data:`HELPED_MARKER`, the newest :data:`MAX_HELPED_TASKS` tasks it helped, each cut to
-  :data:`HELPED_TASK_MAX_CHARS`, all within ``LEARNED_FROM_MAX_CHARS``; a task already there is not
-  added again (normalised), so a retried job changes nothing.
+- The provenance keeps what it was (where the lesson was learned, its example tasks) and gains the
+  task as one of the newest tasks it helped (:func:`lessonbank.provenance.with_helped_task`: a
+  bounded list within ``LEARNED_FROM_MAX_CHARS``); a task already there is not added again
+  (normalised), so a retried job changes nothing.
 - Only a success adds a task; a failure is already counted as ``harmful`` by attribution.
 - Each change is one ``Store.change_lesson`` with an ``edit`` audit row by actor ``feedback``;
   lessons that are gone, archived or of another namespace are skipped.
@@ -28,16 +28,13 @@ from collections.abc import Callable, Sequence
 
 from lessonbank.errors import NotFoundError
 from lessonbank.jobs import JobResult
-from lessonbank.models import LEARNED_FROM_MAX_CHARS, AuditEntry, Episode, Job, JobKind, Lesson
+from lessonbank.models import AuditEntry, Episode, Job, JobKind, Lesson
+from lessonbank.provenance import with_helped_task
 from lessonbank.services.scope import Scope
-from lessonbank.text import normalize
 
 log = logging.getLogger("lessonbank.feedback")
 
 KIND: JobKind = "feedback"
-HELPED_MARKER = "\n\nHelped on: "
-MAX_HELPED_TASKS = 3
-HELPED_TASK_MAX_CHARS = 300
 ACTOR = "feedback"
 
 
@@ -66,37 +63,6 @@ def feedback_job(episode: Episode, scope: Scope) -> Job | None:
         created_at=now,
         updated_at=now,
     )
-
-
-def split_provenance(learned_from: str | None) -> tuple[str, list[str]]:
-    """A provenance as (where the lesson was learned, the tasks it helped, oldest first)."""
-    if not learned_from:
-        return "", []
-    if learned_from.startswith(HELPED_MARKER.lstrip()):  # stored stripped: no origin before the first
-        learned_from = HELPED_MARKER + learned_from[len(HELPED_MARKER.lstrip()) :]
-    origin, *helped = learned_from.split(HELPED_MARKER)
-    return origin.strip(), [task.strip() for task in helped if task.strip()]
-
-
-def with_helped_task(learned_from: str | None, task: str) -> str | None:
-    """``learned_from`` with ``task`` added as the newest task helped (see the invariants); the
-    value unchanged when the task is already there or is blank."""
-    origin, helped = split_provenance(learned_from)
-    task = " ".join(task.split())[:HELPED_TASK_MAX_CHARS].strip()
-    if not task or normalize(task) in {normalize(t) for t in helped} or normalize(task) == normalize(origin):
-        return learned_from
-    helped = [*helped, task][-MAX_HELPED_TASKS:]
-    while True:
-        value = origin + "".join(HELPED_MARKER + t for t in helped)
-        if len(value.strip()) <= LEARNED_FROM_MAX_CHARS or not helped:
-            break
-        if len(helped) > 1:
-            helped = helped[1:]  # the oldest task helped gives way first
-        else:
-            # The origin fills the provenance: it is cut to leave the newest task its room.
-            room = LEARNED_FROM_MAX_CHARS - len(HELPED_MARKER) - len(helped[0])
-            origin = origin[: max(room, 0)].rstrip()
-    return value.strip() or None
 
 
 class FeedbackHandler:

@@ -23,6 +23,7 @@ from lessonbank.services.catalog import Catalog
 from lessonbank.services.consolidation.cycle import Consolidator
 from lessonbank.services.consolidation.jobs import CycleQueue
 from lessonbank.services.context import ContextBuilder
+from lessonbank.services.expansion import Expander
 from lessonbank.services.feedback import FeedbackHandler
 from lessonbank.services.lifecycle import Lifecycle
 from lessonbank.services.pools import Pools
@@ -61,6 +62,7 @@ class Services:
     consolidation: Consolidator
     cycles: CycleQueue
     feedback: FeedbackHandler
+    expansion: Expander
 
     def new_worker(self, namespaces: Sequence[str] | None, *, only: str | None = None) -> Worker:
         """A worker running this bank's jobs (reflections and consolidation cycles), with the
@@ -156,6 +158,7 @@ def build_services(
         consolidation=consolidation,
         cycles=CycleQueue(scope, consolidation),
         feedback=FeedbackHandler(scope, reembed=_reembed(retriever)),
+        expansion=Expander(scope, llm=reflecting_llm, count_tokens=count_tokens, reembed=_reembed(retriever)),
     )
 
 
