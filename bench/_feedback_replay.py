@@ -4,8 +4,9 @@ On a copy of a bank, each case that has repeats (other diagnostics of the same r
 ``repeats`` in the datasets) is one feedback episode: its first diagnostic (message and code, what the
 agent saw) is the task, the lessons recall injects for it (top 5) are the context, and the episode
 succeeds when the rule's lesson was among them (else it fails, with the same context). The bank's
-worker then runs the feedback jobs (learning from use). Scored before and after, on queries the
-feedback never saw: every repeat's code-only query (the next similar task), and the code-only query of
+worker then runs the feedback jobs (learning from use). Scored before and after (and after on a second
+copy where only outcome attribution counted the episodes, learning from use off: the control), on
+queries the feedback never saw: every repeat's code-only query (the next similar task), and the code-only query of
 every case without repeats (no feedback touched their rules: they must not lose).
 """
 
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from core import rank_metrics
 from lessonbank import Episode, LessonBank, Settings
 from lessonbank.retrieval.embedders import Embedder
 
@@ -32,16 +34,6 @@ def ranks(bank: LessonBank, pairs: Sequence[tuple[str, str]], mode: str) -> list
     return out
 
 
-def metrics(found: Sequence[int | None]) -> dict[str, float | int]:
-    n = max(len(found), 1)
-    return {
-        "queries": len(found),
-        "recall@1": sum(1 for r in found if r == 1) / n,
-        "recall@5": sum(1 for r in found if r is not None and r <= 5) / n,
-        "mrr@10": sum(1 / r for r in found if r is not None) / n,
-    }
-
-
 def replay(
     db: Path,
     namespace: str,
@@ -50,15 +42,30 @@ def replay(
     mode: str,
     home: Path,
 ) -> dict[str, Any]:
-    """Feedback replayed on a copy of the bank at ``db`` (left untouched); figures before and after."""
+    """Feedback replayed on copies of the bank at ``db`` (left untouched): figures before, after with
+    outcome attribution alone (the helpful / harmful counts), and after with learning from use too."""
+    control = replay_once(db, namespace, embedder, cases, mode, home, learn=False)
+    learned = replay_once(db, namespace, embedder, cases, mode, home, learn=True)
+    for part, figures in learned["figures"].items():
+        figures["attribution only"] = control["figures"][part]["after"]
+    return learned
+
+
+def replay_once(
+    db: Path,
+    namespace: str,
+    embedder: Embedder | None,
+    cases: Sequence[dict[str, Any]],
+    mode: str,
+    home: Path,
+    *,
+    learn: bool,
+) -> dict[str, Any]:
     copy = db.with_name(f"{db.stem}-feedback-{mode}.db")
     shutil.copyfile(db, copy)
+    settings = Settings(home=home, learn_from_use=learn)
     bank = LessonBank(
-        f"sqlite:///{copy}",
-        namespace=namespace,
-        settings=Settings(home=home),
-        worker=False,
-        embedder=embedder,
+        f"sqlite:///{copy}", namespace=namespace, settings=settings, worker=False, embedder=embedder
     )
     try:
         taught = [case for case in cases if case.get("repeats")]
@@ -90,7 +97,8 @@ def replay(
             "feedback_episodes": len(taught),
             "successes": successes,
             "figures": {
-                part: {"before": metrics(before[part]), "after": metrics(after[part])} for part in before
+                part: {"before": rank_metrics(before[part]), "after": rank_metrics(after[part])}
+                for part in before
             },
         }
     finally:

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import json
 import pkgutil
 import re
 import subprocess
@@ -47,9 +46,8 @@ from inspect import cleandoc
 from pathlib import Path
 from typing import Any
 
-from _ruffdocs import CACHE_DIR, MAX_QUERY_LINES, _words_in, queries, repeats
+from _ruffdocs import CACHE_DIR, MAX_QUERY_LINES, assemble, cached_dataset, repeats
 from lessonbank.models import LEARNED_FROM_MAX_CHARS, LESSON_MAX_CHARS
-from lessonbank.text import normalize
 
 __all__ = ["CACHE_DIR", "DATASET_VERSION", "build_dataset", "load_dataset"]
 
@@ -182,39 +180,20 @@ def build_dataset() -> dict[str, Any]:
     diagnostics = diagnose(examples)
     # A diagnostic whose lines hold no letters gives no code query: as good as none.
     usable = {code: d for code, d in diagnostics.items() if re.search(r"[A-Za-z]", d["lines"])}
-    lessons: dict[str, dict[str, Any]] = {}  # normalized content → lesson
-    cases: list[dict[str, Any]] = []
-    for check in checks:
-        code = check["code"]
-        if code not in usable:
-            continue
-        content = lesson_text(check["explanation"])
-        lesson = lessons.setdefault(
-            normalize(content),
-            {
-                "id": f"furb-{code.removeprefix('FURB').lower()}",
-                "content": content,
-                "kind": "lesson",
-                "tags": check_tags(check),
-                "task_type": TASK_TYPE,
-                "learned_from": examples[code][:LEARNED_FROM_MAX_CHARS].strip(),
-                "source": "import",
-            },
-        )
-        diag = usable[code]
-        cases.append(
-            {
-                "rule": code,
-                "name": check["name"],
-                "linter": LINTER,
-                "expected": lesson["id"],
-                "message": diag["message"],
-                "lines": diag["lines"],
-                "queries": queries(diag["message"], diag["lines"]),
-                "name_in_message": _words_in(check["name"], diag["message"]),
-                "repeats": diag["repeats"],
-            }
-        )
+    lessons, cases = assemble(
+        checks,
+        usable,
+        lambda rule: {
+            "id": f"furb-{rule['code'].removeprefix('FURB').lower()}",
+            "content": lesson_text(rule["explanation"]),
+            "kind": "lesson",
+            "tags": check_tags(rule),
+            "task_type": TASK_TYPE,
+            "learned_from": examples[rule["code"]][:LEARNED_FROM_MAX_CHARS].strip(),
+            "source": "import",
+        },
+        lambda rule: LINTER,
+    )
     return {
         "version": DATASET_VERSION,
         "source": f"refurb {refurb_version()} check documentation",
@@ -222,7 +201,7 @@ def build_dataset() -> dict[str, Any]:
         "rules_without_example": len(no_example),
         "rules_with_example": len(examples),
         "dropped_no_diagnostic": sorted(set(examples) - set(usable)),
-        "lessons": list(lessons.values()),
+        "lessons": lessons,
         "cases": cases,
     }
 
@@ -230,10 +209,4 @@ def build_dataset() -> dict[str, Any]:
 def load_dataset(cache_dir: Path = CACHE_DIR, *, rebuild: bool = False) -> dict[str, Any]:
     """The full dataset, built once per refurb version and cached as JSON."""
     path = cache_dir / f"refurbdocs-{refurb_version()}-v{DATASET_VERSION}.json"
-    if path.exists() and not rebuild:
-        cached: dict[str, Any] = json.loads(path.read_text("utf-8"))
-        return cached
-    dataset = build_dataset()
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(dataset, indent=1), "utf-8")
-    return dataset
+    return cached_dataset(path, build_dataset, rebuild)

@@ -43,7 +43,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -255,40 +255,20 @@ def build_dataset(ruff: str | None = None, codes: Sequence[str] | None = None) -
         else:
             no_example.append(rule["code"])
     diagnostics = diagnose(ruff, examples)
-    lessons: dict[str, dict[str, Any]] = {}  # normalized content → lesson
-    cases: list[dict[str, Any]] = []
-    for rule in rules:
-        code = rule["code"]
-        if code not in diagnostics:
-            continue
-        content = lesson_text(rule["explanation"])
-        # Two rules with the same prose are one lesson (the bank would merge them): both cases expect it.
-        lesson = lessons.setdefault(
-            normalize(content),
-            {
-                "id": f"ruff-{code.lower()}",
-                "content": content,
-                "kind": "lesson",
-                "tags": linter_tags(rule),
-                "task_type": TASK_TYPE,
-                "learned_from": examples[code][0][:LEARNED_FROM_MAX_CHARS].strip(),
-                "source": "import",
-            },
-        )
-        diag = diagnostics[code]
-        cases.append(
-            {
-                "rule": code,
-                "name": rule["name"],
-                "linter": rule.get("linter"),
-                "expected": lesson["id"],
-                "message": diag["message"],
-                "lines": diag["lines"],
-                "queries": queries(diag["message"], diag["lines"]),
-                "name_in_message": _words_in(rule["name"], diag["message"]),
-                "repeats": diag["repeats"],
-            }
-        )
+    lessons, cases = assemble(
+        rules,
+        diagnostics,
+        lambda rule: {
+            "id": f"ruff-{rule['code'].lower()}",
+            "content": lesson_text(rule["explanation"]),
+            "kind": "lesson",
+            "tags": linter_tags(rule),
+            "task_type": TASK_TYPE,
+            "learned_from": examples[rule["code"]][0][:LEARNED_FROM_MAX_CHARS].strip(),
+            "source": "import",
+        },
+        lambda rule: rule.get("linter"),
+    )
     dropped = sorted(set(examples) - set(diagnostics))
     return {
         "version": DATASET_VERSION,
@@ -297,9 +277,52 @@ def build_dataset(ruff: str | None = None, codes: Sequence[str] | None = None) -
         "rules_without_example": len(no_example),
         "rules_with_example": len(examples),
         "dropped_no_diagnostic": dropped,
-        "lessons": list(lessons.values()),
+        "lessons": lessons,
         "cases": cases,
     }
+
+
+def assemble(
+    rules: Sequence[dict[str, Any]],
+    diagnostics: dict[str, dict[str, Any]],
+    lesson_of: Callable[[dict[str, Any]], dict[str, Any]],
+    linter: Callable[[dict[str, Any]], str | None],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The lessons (``lesson_of`` each rule that has a diagnostic) and the cases (one per such rule).
+    Two rules with the same prose are one lesson (the bank would merge them): both cases expect it."""
+    lessons: dict[str, dict[str, Any]] = {}  # normalized content → lesson
+    cases: list[dict[str, Any]] = []
+    for rule in rules:
+        diag = diagnostics.get(rule["code"])
+        if diag is None:
+            continue
+        new = lesson_of(rule)
+        lesson = lessons.setdefault(normalize(new["content"]), new)
+        cases.append(
+            {
+                "rule": rule["code"],
+                "name": rule["name"],
+                "linter": linter(rule),
+                "expected": lesson["id"],
+                "message": diag["message"],
+                "lines": diag["lines"],
+                "queries": queries(diag["message"], diag["lines"]),
+                "name_in_message": _words_in(rule["name"], diag["message"]),
+                "repeats": diag["repeats"],
+            }
+        )
+    return list(lessons.values()), cases
+
+
+def cached_dataset(path: Path, build: Callable[[], dict[str, Any]], rebuild: bool) -> dict[str, Any]:
+    """The dataset cached at ``path``, built (and cached) when absent or ``rebuild``."""
+    if path.exists() and not rebuild:
+        cached: dict[str, Any] = json.loads(path.read_text("utf-8"))
+        return cached
+    dataset = build()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(dataset, indent=1), "utf-8")
+    return dataset
 
 
 def _words_in(name: str, message: str) -> float:
@@ -314,13 +337,7 @@ def load_dataset(cache_dir: Path = CACHE_DIR, *, rebuild: bool = False) -> dict[
     """The full dataset, built once per ruff version and cached as JSON."""
     ruff = ruff_binary()
     path = cache_dir / f"ruffdocs-{ruff_version(ruff)}-v{DATASET_VERSION}.json"
-    if path.exists() and not rebuild:
-        cached: dict[str, Any] = json.loads(path.read_text("utf-8"))
-        return cached
-    dataset = build_dataset(ruff)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(dataset, indent=1), "utf-8")
-    return dataset
+    return cached_dataset(path, lambda: build_dataset(ruff), rebuild)
 
 
 # --------------------------------------------------------------------- distractors

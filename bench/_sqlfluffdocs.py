@@ -40,7 +40,6 @@ apart as in the ruff dataset.
 from __future__ import annotations
 
 import functools
-import json
 import re
 from importlib.metadata import version
 from inspect import cleandoc
@@ -48,9 +47,8 @@ from pathlib import Path
 from textwrap import dedent
 from typing import Any
 
-from _ruffdocs import CACHE_DIR, MAX_QUERY_LINES, _words_in, queries, repeats
+from _ruffdocs import CACHE_DIR, MAX_QUERY_LINES, assemble, cached_dataset, repeats
 from lessonbank.models import LEARNED_FROM_MAX_CHARS, LESSON_MAX_CHARS
-from lessonbank.text import normalize
 
 __all__ = ["CACHE_DIR", "DATASET_VERSION", "build_dataset", "load_dataset"]
 
@@ -264,39 +262,20 @@ def build_dataset() -> dict[str, Any]:
                 if _LETTER.search(found["lines"]):
                     diagnostics[rule["code"]] = found
                 break
-    lessons: dict[str, dict[str, Any]] = {}  # normalized content → lesson
-    cases: list[dict[str, Any]] = []
-    for rule in rules:
-        code = rule["code"]
-        if code not in diagnostics:
-            continue
-        content = lesson_text(rule["doc"])
-        lesson = lessons.setdefault(
-            normalize(content),
-            {
-                "id": f"sqlfluff-{code.lower()}",
-                "content": content,
-                "kind": "lesson",
-                "tags": rule_tags(rule),
-                "task_type": TASK_TYPE,
-                "learned_from": examples[code][:LEARNED_FROM_MAX_CHARS].strip(),
-                "source": "import",
-            },
-        )
-        diag = diagnostics[code]
-        cases.append(
-            {
-                "rule": code,
-                "name": rule["name"],
-                "linter": LINTER,
-                "expected": lesson["id"],
-                "message": diag["message"],
-                "lines": diag["lines"],
-                "queries": queries(diag["message"], diag["lines"]),
-                "name_in_message": _words_in(rule["name"], diag["message"]),
-                "repeats": diag["repeats"],
-            }
-        )
+    lessons, cases = assemble(
+        rules,
+        diagnostics,
+        lambda rule: {
+            "id": f"sqlfluff-{rule['code'].lower()}",
+            "content": lesson_text(rule["doc"]),
+            "kind": "lesson",
+            "tags": rule_tags(rule),
+            "task_type": TASK_TYPE,
+            "learned_from": examples[rule["code"]][:LEARNED_FROM_MAX_CHARS].strip(),
+            "source": "import",
+        },
+        lambda rule: LINTER,
+    )
     return {
         "version": DATASET_VERSION,
         "source": f"sqlfluff {sqlfluff_version()} rule documentation",
@@ -304,7 +283,7 @@ def build_dataset() -> dict[str, Any]:
         "rules_without_example": len(no_example),
         "rules_with_example": len(examples),
         "dropped_no_diagnostic": sorted(set(examples) - set(diagnostics)),
-        "lessons": list(lessons.values()),
+        "lessons": lessons,
         "cases": cases,
     }
 
@@ -312,10 +291,4 @@ def build_dataset() -> dict[str, Any]:
 def load_dataset(cache_dir: Path = CACHE_DIR, *, rebuild: bool = False) -> dict[str, Any]:
     """The full dataset, built once per sqlfluff version and cached as JSON."""
     path = cache_dir / f"sqlfluffdocs-{sqlfluff_version()}-v{DATASET_VERSION}.json"
-    if path.exists() and not rebuild:
-        cached: dict[str, Any] = json.loads(path.read_text("utf-8"))
-        return cached
-    dataset = build_dataset()
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(dataset, indent=1), "utf-8")
-    return dataset
+    return cached_dataset(path, build_dataset, rebuild)

@@ -506,3 +506,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def rank_metrics(ranks: Sequence[int | None]) -> dict[str, Any]:
+    """recall@1, recall@5, MRR@10 and found@10 of the answer's ranks (None: not in the top 10)."""
+    n = max(len(ranks), 1)
+    return {
+        "cases": len(ranks),
+        "recall@1": sum(1 for r in ranks if r == 1) / n,
+        "recall@5": sum(1 for r in ranks if r is not None and r <= 5) / n,
+        "mrr@10": sum(1 / r for r in ranks if r is not None) / n,
+        "found@10": sum(1 for r in ranks if r is not None) / n,
+    }

@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _feedback_replay
 import _ruffdocs
 from _vectorcache import CachedEmbedder
-from core import load_average, machine_info, summarize_ns, time_each
+from core import load_average, machine_info, rank_metrics, summarize_ns, time_each
 from lessonbank import LessonBank, Settings
 from lessonbank.retrieval.embedders import Embedder, make_embedder
 from lessonbank.text import keywords
@@ -219,17 +219,6 @@ def quality(bank: LessonBank, cases: Sequence[dict[str, Any]], mode: str) -> dic
             "ranks": {case["rule"]: rank for case, rank in zip(cases, ranks, strict=True)},
         }
     return out
-
-
-def rank_metrics(ranks: Sequence[int | None]) -> dict[str, Any]:
-    n = max(len(ranks), 1)
-    return {
-        "cases": len(ranks),
-        "recall@1": sum(1 for r in ranks if r == 1) / n,
-        "recall@5": sum(1 for r in ranks if r is not None and r <= 5) / n,
-        "mrr@10": sum(1 / r for r in ranks if r is not None) / n,
-        "found@10": sum(1 for r in ranks if r is not None) / n,
-    }
 
 
 def leakage(dataset: dict[str, Any], cases: Sequence[dict[str, Any]]) -> dict[str, float]:
@@ -710,13 +699,15 @@ def feedback_report(rows: Sequence[dict[str, Any]]) -> list[str]:
     for row in rows:
         for part, figures in row["figures"].items():
             before, after = figures["before"], figures["after"]
-            body.append([row["domain"], _mode_label(row), part, str(before["queries"]),
-                         *(f"{before[m]:.3f} → {after[m]:.3f}" for m in ("recall@1", "recall@5", "mrr@10"))])  # fmt: skip
+            control = figures["attribution only"]
+            body.append([row["domain"], _mode_label(row), part, str(before["cases"]),
+                         *(f"{before[m]:.3f} → {control[m]:.3f} → {after[m]:.3f}" for m in ("recall@1", "recall@5", "mrr@10"))])  # fmt: skip
     header = ["domain", "mode", "scored on", "queries", "R@1", "R@5", "MRR@10"]
     episodes = ", ".join(
         f"{r['domain']} {r['mode']}: {r['successes']}/{r['feedback_episodes']}" for r in rows
     )
-    return [f"Feedback replay, code-only queries, provenance off (successful feedback episodes: {episodes})\n\n"
+    return [f"Feedback replay, code-only queries, provenance off: before → outcome attribution only → with "
+            f"learning from use (successful feedback episodes: {episodes})\n\n"
             + markdown_table(header, body)]  # fmt: skip
 
 

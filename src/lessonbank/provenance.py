@@ -17,9 +17,11 @@ first, then the last example, and the origin is cut last.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
-from lessonbank.models import LEARNED_FROM_MAX_CHARS
+from lessonbank.models import LEARNED_FROM_MAX_CHARS, AuditEntry, Lesson
 from lessonbank.text import normalize
 
 EXAMPLE_MARKER = "Example: "
@@ -119,3 +121,35 @@ def parse_examples(raw: str | None) -> list[str]:
         if line and normalize(line) not in {normalize(o) for o in out}:
             out.append(line)
     return out[:MAX_EXAMPLES]
+
+
+def provenance_change(
+    update: Callable[[str | None], str | None],
+    *,
+    at: datetime,
+    actor: str,
+    summary: Callable[[str | None], str],
+    written: list[bool],
+) -> Callable[[Lesson], tuple[Lesson, AuditEntry] | None]:
+    """A ``Store.change_lesson`` change that sets a live lesson's provenance to ``update(old)``, with
+    an ``edit`` audit row (``summary`` of the new value); no write when the lesson is not active or
+    the value stays the same. ``written`` gets whether each run wrote (a store that retries on
+    conflict runs a change again: the last run is what was written)."""
+
+    def change(old: Lesson) -> tuple[Lesson, AuditEntry] | None:
+        value = update(old.learned_from)
+        written.append(old.status == "active" and value != old.learned_from)
+        if not written[-1]:
+            return None
+        new = old.model_copy(update={"learned_from": value, "updated_at": at})
+        entry = AuditEntry(
+            namespace=old.namespace,
+            at=at,
+            actor=actor,
+            action="edit",
+            lesson_id=old.id,
+            summary=summary(value),
+        )
+        return new, entry.of(old, new)
+
+    return change

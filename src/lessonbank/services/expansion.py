@@ -26,14 +26,15 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from lessonbank.errors import ConfigError, InputError, NotFoundError
 from lessonbank.injection import injection_reason
 from lessonbank.llm.base import LLM, Message, Usage
 from lessonbank.llm.pricing import cost_of
-from lessonbank.models import AuditEntry, Lesson
+from lessonbank.models import Lesson
 from lessonbank.ports import LessonQuery
-from lessonbank.provenance import parse, parse_examples, with_examples
+from lessonbank.provenance import parse, parse_examples, provenance_change, with_examples
 from lessonbank.redact import redact
 from lessonbank.reflectors.base import load_prompt
 from lessonbank.services.scope import Scope, check_text_arg
@@ -173,12 +174,21 @@ class Expander:
                     else "no example tasks in the reply"
                 )
                 continue
+            wrote: list[bool] = []
+            change = provenance_change(
+                partial(with_examples, examples=examples),
+                at=self.scope.now(),
+                actor=actor,
+                summary=lambda value: f"expanded: {len(parse(value).examples)} example tasks",
+                written=wrote,
+            )
             try:
-                stored = self.scope.store.change_lesson(
-                    self.scope.namespace, lesson.id, self._change(examples, actor)
-                )
+                stored = self.scope.store.change_lesson(self.scope.namespace, lesson.id, change)
             except NotFoundError:
                 report.skipped[lesson.id] = "deleted meanwhile"
+                continue
+            if not (wrote and wrote[-1]):
+                report.skipped[lesson.id] = f"not live ({stored.status}) or unchanged"
                 continue
             report.expanded[lesson.id] = parse(stored.learned_from).examples
             written.append(stored)
@@ -189,28 +199,6 @@ class Expander:
             except Exception as exc:  # the lexical index has them; embed_missing catches the vectors up
                 log.warning("expand: re-embedding %d lessons failed (%s)", len(written), type(exc).__name__)
         return report
-
-    def _change(
-        self, examples: list[str], actor: str
-    ) -> Callable[[Lesson], tuple[Lesson, AuditEntry] | None]:
-        now = self.scope.now()
-
-        def change(old: Lesson) -> tuple[Lesson, AuditEntry] | None:
-            value = with_examples(old.learned_from, examples)
-            if value == old.learned_from:
-                return None
-            new = old.model_copy(update={"learned_from": value, "updated_at": now})
-            entry = AuditEntry(
-                namespace=old.namespace,
-                at=now,
-                actor=actor,
-                action="edit",
-                lesson_id=old.id,
-                summary=f"expanded: {len(parse(value).examples)} example tasks",
-            ).of(old, new)
-            return new, entry
-
-        return change
 
     def _llm(self) -> LLM:
         if self.llm is None:
