@@ -15,7 +15,8 @@ Invariants:
   task as one of the newest tasks it helped (:func:`lessonbank.provenance.with_helped_task`: a
   bounded list within ``LEARNED_FROM_MAX_CHARS``); a task already there is not added again
   (normalised), so a retried job changes nothing.
-- Only a success adds a task; a failure is already counted as ``harmful`` by attribution.
+- Only a success adds a task; a failure is already counted as ``harmful`` by attribution. A task
+  that reads as instructions to a model (``lessonbank.injection``) is never added.
 - Each change is one ``Store.change_lesson`` with an ``edit`` audit row by actor ``feedback``;
   lessons that are gone, archived or of another namespace are skipped.
 - Off with ``Settings.learn_from_use`` (``LESSONBANK_LEARN_FROM_USE=0``).
@@ -28,6 +29,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from lessonbank.errors import NotFoundError
+from lessonbank.injection import injection_reason
 from lessonbank.jobs import JobResult
 from lessonbank.models import Episode, Job, JobKind, Lesson
 from lessonbank.provenance import provenance_change, with_helped_task
@@ -89,6 +91,9 @@ class FeedbackHandler:
             episode, _ = store.get_episode(job.episode_id, namespace=job.namespace)
         except NotFoundError:
             return JobResult(reflection=None, detail="skipped: the episode is gone (retention)")
+        hostile = injection_reason(episode.task)
+        if hostile:  # kept out of what recall indexes and embeds for the lesson
+            return JobResult(reflection=None, detail=f"skipped: the task reads as instructions ({hostile})")
         changed: list[Lesson] = []
         for lesson_id in episode.context_ids[:LESSONS_TAUGHT]:
             learned: list[bool] = []
