@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lessonbank import Episode, LessonBank, Settings
-from lessonbank.errors import ConfigError, InputError, NotFoundError
+from lessonbank.errors import ConfigError, InputError, LessonbankError, NotFoundError
 from lessonbank.llm import FakeLLM
 from lessonbank.provenance import EXAMPLE_MARKER, MAX_EXAMPLES, parse, parse_examples, with_examples
 
@@ -155,3 +155,16 @@ def test_cli_expand_dry_run_then_yes(cli) -> None:  # type: ignore[no-untyped-de
     [(lesson_id, examples)] = done["expanded"].items()
     assert examples[0] == "if result == None:" and done["planned"]["lessons"] == 1
     assert "if result == None" in cli("show", lesson_id).stdout.decode()
+
+
+def test_an_llm_failure_stops_the_run_and_keeps_what_was_written(tmp_path: Path) -> None:
+    bank, _ = open_bank(tmp_path, [EXAMPLES_REPLY])  # one reply for two lessons: the second call fails
+    try:
+        first = bank.add_lesson(PROSE)
+        second = bank.add_lesson(DISTRACTOR)
+        with pytest.raises(LessonbankError):
+            bank.expand([first.id, second.id])
+        assert parse(bank.get_lesson(first.id).learned_from).examples
+        assert bank.get_lesson(second.id).learned_from is None
+    finally:
+        bank.close()
