@@ -153,7 +153,7 @@ def test_cli_expand_dry_run_then_yes(cli) -> None:  # type: ignore[no-untyped-de
     assert refused.returncode != 0 and b"nothing sent" in refused.stderr
     done = json.loads(cli("expand", "--yes", "--json", extra_env=fake).stdout)
     [(lesson_id, examples)] = done["expanded"].items()
-    assert examples[0] == "if result == None:" and done["planned"]["lessons"] == 1
+    assert examples[0] == "if result == None:" and done["plan"]["lesson_ids"] == [lesson_id]
     assert "if result == None" in cli("show", lesson_id).stdout.decode()
 
 

@@ -329,3 +329,19 @@ def test_editing_a_lesson_gives_the_same_results_embedded_and_remote(tmp_path: P
         "audit": ("ana", True),
     }
     assert got == expected
+
+
+def test_expand_over_http_plans_then_writes_examples(serve: Serve) -> None:
+    reply = "<examples>\nif result == None:\nwhile node != None: pass\n</examples>"
+    url = serve(llm=FakeLLM([reply]))
+    with RemoteBank(url) as bank:
+        lesson = bank.add_lesson("Prefer the identity operator for singletons.")
+        plan = bank.expand(dry_run=True).plan
+        assert plan.lesson_ids == [lesson.id] and plan.model == "fake:scripted" and plan.input_tokens > 0
+        report = bank.expand([lesson.id])
+        assert report.expanded == {lesson.id: ["if result == None:", "while node != None: pass"]}
+        assert "Example: if result == None:" in (bank.get_lesson(lesson.id).learned_from or "")
+        with pytest.raises(InputError):
+            bank.expand(lesson.id)  # type: ignore[arg-type]
+        with pytest.raises(NotFoundError):
+            bank.expand(["les_missing"])

@@ -155,7 +155,7 @@ class AsyncLessonBank(BankBase):
         expander = self.services.expansion
         lessons = await in_thread(expander.lessons)(lesson_ids, limit)
         if dry_run:
-            return ExpansionReport(await in_thread(expander.plan)(lessons))
+            return ExpansionReport(plan=await in_thread(expander.plan)(lessons))
         return await expander.expand(lessons, actor=actor)
 
     async def embed_missing(self) -> int:

@@ -190,7 +190,7 @@ class LessonBank(BankBase):
         expander = self.services.expansion
         lessons = expander.lessons(lesson_ids, limit)
         if dry_run:
-            return ExpansionReport(expander.plan(lessons))
+            return ExpansionReport(plan=expander.plan(lessons))
         return run_sync(expander.expand(lessons, actor=actor))
 
     def embed_missing(self) -> int:

@@ -125,7 +125,7 @@ def expand(
         )
         if dry_run or not plan.calls:
             if as_json:
-                emit_json({"dry_run": True, **ExpansionReport(plan).as_dict()})
+                emit_json({"dry_run": True, **ExpansionReport(plan=plan).model_dump(mode="json")})
             else:
                 out.print(f"would expand {summary}" if plan.calls else "nothing to expand")
             return
@@ -135,7 +135,7 @@ def expand(
             fail("nothing sent")
         report = bank.expand(plan.lesson_ids, actor="cli")
     if as_json:
-        emit_json(report.as_dict())
+        emit_json(report.model_dump(mode="json"))
         return
     for lesson_id, examples in report.expanded.items():
         out.print(f"{lesson_id}: " + " | ".join(examples))

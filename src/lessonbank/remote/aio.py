@@ -17,6 +17,7 @@ from lessonbank.proposals import DreamRun, Proposal
 from lessonbank.remote import calls
 from lessonbank.remote import requests as req
 from lessonbank.remote.calls import Call
+from lessonbank.services.expansion import ExpansionReport
 from lessonbank.services.transfer import ExportFormat, ExportTarget, check_format
 
 T = TypeVar("T")
@@ -168,6 +169,16 @@ class AsyncRemoteBank:
                 hyde=hyde,
             )
         )
+
+    async def expand(
+        self,
+        lesson_ids: Sequence[str] | None = None,
+        *,
+        limit: int | None = None,
+        dry_run: bool = False,
+        actor: str = "api",
+    ) -> ExpansionReport:
+        return await self._run(req.expand(lesson_ids, limit, dry_run, actor))
 
     async def embed_missing(self) -> int:
         return await self._run(req.embed_missing())

@@ -13,6 +13,9 @@ from lessonbank.models import AuditEntry, ContextBlock, Decision, Episode, Hit, 
 from lessonbank.proposals import DreamRun, Proposal
 from lessonbank.remote import calls
 from lessonbank.remote.calls import Call, one_or_many, query, segment, strings
+from lessonbank.services.expansion import ExpansionReport
+
+EXPAND_WAIT_S = 600.0  # one LLM call per lesson, on the server
 
 
 def record(episode: Episode | dict[str, Any], context_ids: Sequence[str] | None) -> Call[Episode]:
@@ -122,6 +125,15 @@ def recall(
         "hyde": hyde,
     }
     return Call("POST", "/recall", calls.hits, json=body)
+
+
+def expand(
+    lesson_ids: Sequence[str] | None, limit: int | None, dry_run: bool, actor: str
+) -> Call[ExpansionReport]:
+    # One string is refused by the server as by the bank: it is not a list of ids.
+    ids = None if lesson_ids is None else (lesson_ids if isinstance(lesson_ids, str) else list(lesson_ids))
+    body = {"lesson_ids": ids, "limit": limit, "dry_run": dry_run, "actor": actor}
+    return Call("POST", "/expand", ExpansionReport.model_validate, json=body, wait_s=EXPAND_WAIT_S)
 
 
 def embed_missing() -> Call[int]:

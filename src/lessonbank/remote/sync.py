@@ -15,6 +15,7 @@ from lessonbank.proposals import DreamRun, Proposal
 from lessonbank.remote import calls
 from lessonbank.remote import requests as req
 from lessonbank.remote.calls import Call
+from lessonbank.services.expansion import ExpansionReport
 from lessonbank.services.transfer import ExportFormat, ExportTarget, check_format
 
 T = TypeVar("T")
@@ -164,6 +165,16 @@ class RemoteBank:
                 hyde=hyde,
             )
         )
+
+    def expand(
+        self,
+        lesson_ids: Sequence[str] | None = None,
+        *,
+        limit: int | None = None,
+        dry_run: bool = False,
+        actor: str = "api",
+    ) -> ExpansionReport:
+        return self._run(req.expand(lesson_ids, limit, dry_run, actor))
 
     def embed_missing(self) -> int:
         return self._run(req.embed_missing())

@@ -44,6 +44,7 @@ from lessonbank.server.rest_models import (
     DryRunBody,
     EditBody,
     EndSessionBody,
+    ExpandBody,
     FinishGoalBody,
     FlushBody,
     ImportBody,
@@ -55,6 +56,7 @@ from lessonbank.server.rest_models import (
     RetentionBody,
     RetryJobsBody,
 )
+from lessonbank.services.expansion import ExpansionReport
 from lessonbank.services.transfer import ExportFormat
 
 router = APIRouter()
@@ -268,6 +270,13 @@ def export(
 @router.post(f"{NS}/embed-missing", summary="Embed lessons that have no vector", tags=["lessons"])
 def embed_missing(namespace: str, bank: WriteBank) -> Count:
     return Count(count=bank.embed_missing())
+
+
+@router.post(f"{NS}/expand", summary="Example tasks for lessons written by hand (LLM)", tags=["lessons"])
+def expand(namespace: str, body: ExpandBody, bank: WriteBank, who: Who) -> ExpansionReport:
+    """Ask the LLM for example tasks that need each lesson and index them with it; ``dry_run``: only
+    the plan (lessons, tokens, cost at most), nothing sent."""
+    return bank.expand(body.lesson_ids, limit=body.limit, dry_run=body.dry_run, actor=_actor(who, body.actor))
 
 
 @router.post(f"{NS}/rescreen", summary="Redact and screen every lesson again (admin)", tags=["lessons"])

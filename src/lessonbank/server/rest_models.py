@@ -30,6 +30,9 @@ def _name() -> Any:
     return Field(default=None, min_length=1, max_length=NAME_CHARS)
 
 
+MAX_EXPAND_IDS = 10_000  # lessons one expand request may name or ask for (the bank's own cap)
+
+
 def _actor() -> Any:
     return Field(default="api", min_length=1, max_length=NAME_CHARS, description="Who decided, for the audit")
 
@@ -97,6 +100,13 @@ class ArchiveBody(Body):
 
 
 class ActorBody(Body):
+    actor: str = _actor()
+
+
+class ExpandBody(Body):
+    lesson_ids: list[str] | None = Field(default=None, max_length=MAX_EXPAND_IDS)
+    limit: int | None = Field(default=None, ge=1, le=MAX_EXPAND_IDS)
+    dry_run: bool = False
     actor: str = _actor()
 
 

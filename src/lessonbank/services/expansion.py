@@ -25,8 +25,9 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from functools import partial
+
+from pydantic import BaseModel, Field
 
 from lessonbank.errors import ConfigError, InputError, NotFoundError
 from lessonbank.injection import injection_reason
@@ -50,8 +51,7 @@ SCAN_PAGE = 500
 _EXAMPLES = re.compile(r"<\s*examples\s*>(.*?)(?:<\s*/\s*examples\s*>|\Z)", re.IGNORECASE | re.DOTALL)
 
 
-@dataclass
-class ExpansionPlan:
+class ExpansionPlan(BaseModel):
     """What a run will send: one call per lesson."""
 
     lesson_ids: list[str]
@@ -65,28 +65,19 @@ class ExpansionPlan:
         return len(self.lesson_ids)
 
 
-@dataclass
-class ExpansionReport:
+class ExpansionReport(BaseModel):
+    """What a run did (a dry run: its plan alone)."""
+
     plan: ExpansionPlan
-    expanded: dict[str, list[str]] = field(default_factory=dict)  # lesson id → its example tasks
-    skipped: dict[str, str] = field(default_factory=dict)  # lesson id → why
-    usage: Usage = field(default_factory=Usage)
+    expanded: dict[str, list[str]] = Field(default_factory=dict)  # lesson id → its example tasks
+    skipped: dict[str, str] = Field(default_factory=dict)  # lesson id → why
+    input_tokens: int = 0
+    output_tokens: int = 0
     cost: float | None = None
 
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "model": self.plan.model,
-            "planned": {
-                "lessons": self.plan.calls,
-                "input_tokens": self.plan.input_tokens,
-                "output_tokens": self.plan.output_tokens,
-                "cost": self.plan.cost,
-            },
-            "expanded": self.expanded,
-            "skipped": self.skipped,
-            "usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens},
-            "cost": self.cost,
-        }
+    @property
+    def usage(self) -> Usage:
+        return Usage(self.input_tokens, self.output_tokens)
 
 
 class Expander:
@@ -153,18 +144,25 @@ class Expander:
         )
         output_tokens = MAX_OUTPUT_TOKENS * len(lessons)
         cost = cost_of(llm.model, Usage(input_tokens=input_tokens, output_tokens=output_tokens))
-        return ExpansionPlan([lesson.id for lesson in lessons], llm.model, input_tokens, output_tokens, cost)
+        return ExpansionPlan(
+            lesson_ids=[lesson.id for lesson in lessons],
+            model=llm.model,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cost=cost,
+        )
 
     async def expand(self, lessons: Sequence[Lesson], *, actor: str = "api") -> ExpansionReport:
         """One call per lesson; the example tasks written into each lesson's provenance."""
         llm = self._llm()
-        report = ExpansionReport(self.plan(lessons))
+        report = ExpansionReport(plan=self.plan(lessons))
         written: list[Lesson] = []
         for lesson in lessons:
             completion = await llm.complete(
                 self.messages(lesson), max_tokens=MAX_OUTPUT_TOKENS, temperature=0.0
             )
-            report.usage = report.usage + completion.usage
+            report.input_tokens += completion.usage.input_tokens
+            report.output_tokens += completion.usage.output_tokens
             examples = examples_of(redact(completion.text))
             hostile = next((reason for e in examples if (reason := injection_reason(e))), None)
             if not examples or hostile:
