@@ -31,8 +31,8 @@ from collections.abc import Iterator
 
 from lessonbank.text import STOPWORDS, keywords, words
 
-# Code longer than this is read by the generic tokenizer only (parsing a huge paste costs time and
-# says little more).
+# Code longer than this is read by the generic tokenizer only, and a query's code is looked for in
+# its first this many characters (parsing a huge paste costs time and says little more).
 MAX_PARSED_CHARS = 20_000
 
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.S)
@@ -161,7 +161,7 @@ def query_words(text: str, limit: int) -> list[str]:
     of message-and-code queries −0.016 with them, +0.003 without, on bench/retrieval.py's tuning
     half, code-only queries equal)."""
     base = keywords(text)
-    prose, pieces = split_code(text)
+    prose, pieces = split_code(text[:MAX_PARSED_CHARS])  # a huge paste: its head says what it is
     if not pieces:
         return base[:limit]
     seen = dict.fromkeys(base)
