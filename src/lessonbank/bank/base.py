@@ -75,9 +75,10 @@ class BankBase:
         """Start this namespace's worker if it is not running, and wake it (each facade runs its own)."""
 
     def _queued(self, written: tuple[R, Job | None]) -> R:
-        """What a write returns; when the write queued a job, the worker is woken for it."""
+        """What a write returns; when the write queued a runnable job, the worker is woken for it (a
+        reflection waiting for an LLM wakes nothing)."""
         result, job = written
-        if job is not None:
+        if job is not None and job.status != "waiting":
             self._kick()
         return result
 

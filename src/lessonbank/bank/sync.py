@@ -33,7 +33,7 @@ class LessonBank(BankBase):
         self._thread: WorkerThread | None = None
         self._thread_lock = threading.Lock()
         pending = self.pending()
-        if pending.get("waiting") or pending.get("queued"):
+        if pending.get("queued") or (pending.get("waiting") and self.reflection_llm is not None):
             self._kick()
 
     def _kick(self) -> None:
