@@ -44,23 +44,15 @@ def replay(
 ) -> dict[str, Any]:
     """Feedback replayed on copies of the bank at ``db`` (left untouched): figures before, after with
     outcome attribution alone (the helpful / harmful counts), and after with learning from use too."""
-    control = replay_once(db, namespace, embedder, cases, mode, home, learn=False)
-    learned = replay_once(db, namespace, embedder, cases, mode, home, learn=True)
+    runs = [_replay_once(db, namespace, embedder, cases, mode, home, learn) for learn in (False, True)]
+    control, learned = runs
     for part, figures in learned["figures"].items():
         figures["attribution only"] = control["figures"][part]["after"]
     return learned
 
 
-def replay_once(
-    db: Path,
-    namespace: str,
-    embedder: Embedder | None,
-    cases: Sequence[dict[str, Any]],
-    mode: str,
-    home: Path,
-    *,
-    learn: bool,
-) -> dict[str, Any]:
+def _replay_once(*where: Any) -> dict[str, Any]:
+    db, namespace, embedder, cases, mode, home, learn = where
     copy = db.with_name(f"{db.stem}-feedback-{mode}.db")
     shutil.copyfile(db, copy)
     settings = Settings(home=home, learn_from_use=learn)

@@ -46,8 +46,8 @@ from inspect import cleandoc
 from pathlib import Path
 from typing import Any
 
-from _ruffdocs import CACHE_DIR, MAX_QUERY_LINES, assemble, cached_dataset, repeats
-from lessonbank.models import LEARNED_FROM_MAX_CHARS, LESSON_MAX_CHARS
+from _ruffdocs import CACHE_DIR, MAX_QUERY_LINES, assemble, cached_dataset, lesson_record, repeats
+from lessonbank.models import LESSON_MAX_CHARS
 
 __all__ = ["CACHE_DIR", "DATASET_VERSION", "build_dataset", "load_dataset"]
 
@@ -183,15 +183,13 @@ def build_dataset() -> dict[str, Any]:
     lessons, cases = assemble(
         checks,
         usable,
-        lambda rule: {
-            "id": f"furb-{rule['code'].removeprefix('FURB').lower()}",
-            "content": lesson_text(rule["explanation"]),
-            "kind": "lesson",
-            "tags": check_tags(rule),
-            "task_type": TASK_TYPE,
-            "learned_from": examples[rule["code"]][:LEARNED_FROM_MAX_CHARS].strip(),
-            "source": "import",
-        },
+        lambda rule: lesson_record(
+            f"furb-{rule['code'].removeprefix('FURB').lower()}",
+            lesson_text(rule["explanation"]),
+            check_tags(rule),
+            TASK_TYPE,
+            examples[rule["code"]],
+        ),
         lambda rule: LINTER,
     )
     return {

@@ -258,15 +258,13 @@ def build_dataset(ruff: str | None = None, codes: Sequence[str] | None = None) -
     lessons, cases = assemble(
         rules,
         diagnostics,
-        lambda rule: {
-            "id": f"ruff-{rule['code'].lower()}",
-            "content": lesson_text(rule["explanation"]),
-            "kind": "lesson",
-            "tags": linter_tags(rule),
-            "task_type": TASK_TYPE,
-            "learned_from": examples[rule["code"]][0][:LEARNED_FROM_MAX_CHARS].strip(),
-            "source": "import",
-        },
+        lambda rule: lesson_record(
+            f"ruff-{rule['code'].lower()}",
+            lesson_text(rule["explanation"]),
+            linter_tags(rule),
+            TASK_TYPE,
+            examples[rule["code"]][0],
+        ),
         lambda rule: rule.get("linter"),
     )
     dropped = sorted(set(examples) - set(diagnostics))
@@ -279,6 +277,21 @@ def build_dataset(ruff: str | None = None, codes: Sequence[str] | None = None) -
         "dropped_no_diagnostic": dropped,
         "lessons": lessons,
         "cases": cases,
+    }
+
+
+def lesson_record(
+    lesson_id: str, content: str, tags: list[str], task_type: str, example: str
+) -> dict[str, Any]:
+    """A dataset lesson: a rule's prose, imported, learned on its bad example (cut to the bank's limit)."""
+    return {
+        "id": lesson_id,
+        "content": content,
+        "kind": "lesson",
+        "tags": tags,
+        "task_type": task_type,
+        "learned_from": example[:LEARNED_FROM_MAX_CHARS].strip(),
+        "source": "import",
     }
 
 

@@ -47,8 +47,8 @@ from pathlib import Path
 from textwrap import dedent
 from typing import Any
 
-from _ruffdocs import CACHE_DIR, MAX_QUERY_LINES, assemble, cached_dataset, repeats
-from lessonbank.models import LEARNED_FROM_MAX_CHARS, LESSON_MAX_CHARS
+from _ruffdocs import CACHE_DIR, MAX_QUERY_LINES, assemble, cached_dataset, lesson_record, repeats
+from lessonbank.models import LESSON_MAX_CHARS
 
 __all__ = ["CACHE_DIR", "DATASET_VERSION", "build_dataset", "load_dataset"]
 
@@ -265,15 +265,13 @@ def build_dataset() -> dict[str, Any]:
     lessons, cases = assemble(
         rules,
         diagnostics,
-        lambda rule: {
-            "id": f"sqlfluff-{rule['code'].lower()}",
-            "content": lesson_text(rule["doc"]),
-            "kind": "lesson",
-            "tags": rule_tags(rule),
-            "task_type": TASK_TYPE,
-            "learned_from": examples[rule["code"]][:LEARNED_FROM_MAX_CHARS].strip(),
-            "source": "import",
-        },
+        lambda rule: lesson_record(
+            f"sqlfluff-{rule['code'].lower()}",
+            lesson_text(rule["doc"]),
+            rule_tags(rule),
+            TASK_TYPE,
+            examples[rule["code"]],
+        ),
         lambda rule: LINTER,
     )
     return {
