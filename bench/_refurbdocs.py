@@ -46,7 +46,15 @@ from inspect import cleandoc
 from pathlib import Path
 from typing import Any
 
-from _ruffdocs import CACHE_DIR, MAX_QUERY_LINES, assemble, cached_dataset, lesson_record, repeats
+from _ruffdocs import (
+    CACHE_DIR,
+    MAX_QUERY_LINES,
+    assemble,
+    cached_dataset,
+    dataset_record,
+    lesson_record,
+    repeats,
+)
 from lessonbank.models import LESSON_MAX_CHARS
 
 __all__ = ["CACHE_DIR", "DATASET_VERSION", "build_dataset", "load_dataset"]
@@ -180,7 +188,7 @@ def build_dataset() -> dict[str, Any]:
     diagnostics = diagnose(examples)
     # A diagnostic whose lines hold no letters gives no code query: as good as none.
     usable = {code: d for code, d in diagnostics.items() if re.search(r"[A-Za-z]", d["lines"])}
-    lessons, cases = assemble(
+    assembled = assemble(
         checks,
         usable,
         lambda rule: lesson_record(
@@ -192,16 +200,15 @@ def build_dataset() -> dict[str, Any]:
         ),
         lambda rule: LINTER,
     )
-    return {
-        "version": DATASET_VERSION,
-        "source": f"refurb {refurb_version()} check documentation",
-        "rules": len(checks),
-        "rules_without_example": len(no_example),
-        "rules_with_example": len(examples),
-        "dropped_no_diagnostic": sorted(set(examples) - set(usable)),
-        "lessons": lessons,
-        "cases": cases,
-    }
+    return dataset_record(
+        DATASET_VERSION,
+        f"refurb {refurb_version()} check documentation",
+        len(checks),
+        no_example,
+        examples,
+        usable,
+        assembled,
+    )
 
 
 def load_dataset(cache_dir: Path = CACHE_DIR, *, rebuild: bool = False) -> dict[str, Any]:

@@ -43,7 +43,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -325,6 +325,29 @@ def assemble(
             }
         )
     return list(lessons.values()), cases
+
+
+def dataset_record(
+    version: int,
+    source: str,
+    rules: int,
+    no_example: Sequence[str],
+    examples: Mapping[str, Any],
+    diagnosed: Mapping[str, Any],
+    assembled: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+) -> dict[str, Any]:
+    """A dataset as the benchmark reads it: its counts, what was dropped, its lessons and cases."""
+    lessons, cases = assembled
+    return {
+        "version": version,
+        "source": source,
+        "rules": rules,
+        "rules_without_example": len(no_example),
+        "rules_with_example": len(examples),
+        "dropped_no_diagnostic": sorted(set(examples) - set(diagnosed)),
+        "lessons": lessons,
+        "cases": cases,
+    }
 
 
 def cached_dataset(path: Path, build: Callable[[], dict[str, Any]], rebuild: bool) -> dict[str, Any]:

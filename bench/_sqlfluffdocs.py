@@ -47,7 +47,15 @@ from pathlib import Path
 from textwrap import dedent
 from typing import Any
 
-from _ruffdocs import CACHE_DIR, MAX_QUERY_LINES, assemble, cached_dataset, lesson_record, repeats
+from _ruffdocs import (
+    CACHE_DIR,
+    MAX_QUERY_LINES,
+    assemble,
+    cached_dataset,
+    dataset_record,
+    lesson_record,
+    repeats,
+)
 from lessonbank.models import LESSON_MAX_CHARS
 
 __all__ = ["CACHE_DIR", "DATASET_VERSION", "build_dataset", "load_dataset"]
@@ -262,7 +270,7 @@ def build_dataset() -> dict[str, Any]:
                 if _LETTER.search(found["lines"]):
                     diagnostics[rule["code"]] = found
                 break
-    lessons, cases = assemble(
+    assembled = assemble(
         rules,
         diagnostics,
         lambda rule: lesson_record(
@@ -274,16 +282,15 @@ def build_dataset() -> dict[str, Any]:
         ),
         lambda rule: LINTER,
     )
-    return {
-        "version": DATASET_VERSION,
-        "source": f"sqlfluff {sqlfluff_version()} rule documentation",
-        "rules": len(rules),
-        "rules_without_example": len(no_example),
-        "rules_with_example": len(examples),
-        "dropped_no_diagnostic": sorted(set(examples) - set(diagnostics)),
-        "lessons": lessons,
-        "cases": cases,
-    }
+    return dataset_record(
+        DATASET_VERSION,
+        f"sqlfluff {sqlfluff_version()} rule documentation",
+        len(rules),
+        no_example,
+        examples,
+        diagnostics,
+        assembled,
+    )
 
 
 def load_dataset(cache_dir: Path = CACHE_DIR, *, rebuild: bool = False) -> dict[str, Any]:
