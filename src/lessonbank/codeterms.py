@@ -52,7 +52,7 @@ _CODE_LINE = re.compile(
     r"|[A-Za-z_\]\)]\(|[A-Za-z_]\w*\[|[\w\]\)]\s*(?:[-+*/%|&^<>=!]?=)\s*\S|[{;]\s*$"
     r"|\b[a-z][a-z0-9]*_\w+|\b[a-z]+[A-Z]\w*"
 )
-_DIFF_MARK = re.compile(r"^[+-](?=[^+-])")
+_DIFF_MARK = re.compile(r"^[+-](?![+-])")
 _TRACEBACK = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)', re.M)
 
 # Each Python construct under the words prose uses for it (lint docs, code review, style guides).
@@ -117,10 +117,7 @@ def split_code(text: str) -> tuple[str, list[str]]:
     """``text`` as (its prose, its pieces of code): fenced blocks, inline spans, and runs of lines
     that read as code (a pasted snippet, a diff, a traceback). A text whose every line reads as
     code is all code."""
-    code: list[str] = [block for block in _FENCE.findall(text) if block.strip()]
-    rest = _FENCE.sub("\n", text)
-    code += [span for span in _INLINE.findall(rest) if span.strip()]
-    rest = _INLINE.sub(" ", rest)
+    code, rest = _spans(text)
     prose_lines: list[str] = []
     run: list[str] = []
     for line in rest.splitlines():
@@ -175,9 +172,15 @@ def query_words(text: str, limit: int) -> list[str]:
 
 def inline_code(text: str) -> list[str]:
     """The code a lesson names: its fenced blocks and inline `spans`."""
-    return [block for block in _FENCE.findall(text) if block.strip()] + [
-        span for span in _INLINE.findall(_FENCE.sub("\n", text)) if span.strip()
-    ]
+    return _spans(text)[0]
+
+
+def _spans(text: str) -> tuple[list[str], str]:
+    """The fenced blocks and inline spans of ``text``, and the text without them."""
+    code = [block for block in _FENCE.findall(text) if block.strip()]
+    rest = _FENCE.sub("\n", text)
+    code += [span for span in _INLINE.findall(rest) if span.strip()]
+    return code, _INLINE.sub(" ", rest)
 
 
 # ----------------------------------------------------------------- Python
@@ -187,30 +190,33 @@ _PLAIN = (ast.Module, ast.Expr, ast.Name, ast.Load, ast.Constant)
 
 def _is_python(text: str) -> bool:
     """Whether ``text`` parses as Python that is more than bare words (``hello`` parses as a name)."""
-    if not text or len(text) > MAX_PARSED_CHARS:
+    tree = _ast(textwrap.dedent(text)) if text and len(text) <= MAX_PARSED_CHARS else None
+    try:
+        return tree is not None and any(not isinstance(node, _PLAIN) for node in ast.walk(tree))
+    except RecursionError:
         return False
+
+
+def _ast(source: str) -> ast.Module | None:
+    """``source`` parsed, or None when it is not Python (or too deep to parse)."""
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(textwrap.dedent(text))
-        return any(not isinstance(node, _PLAIN) for node in ast.walk(tree))
+            warnings.simplefilter("ignore")  # invalid escapes in pasted strings
+            return ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
+        return None
 
 
 def _parse(code: str) -> ast.Module | None:
     """The module a fragment makes: as written, dedented, with a body for a trailing block opener,
     or with diff markers and traceback frames removed; None when no reading parses."""
     source = textwrap.dedent(code)
-    lines = [line[1:] if line[:1] in "+-" and line[1:2] != line[:1] else line for line in source.splitlines()]
-    stripped = textwrap.dedent("\n".join(line for line in lines if not _TRACEBACK.match(line)))
+    lines = [_DIFF_MARK.sub("", line) for line in source.splitlines() if not _TRACEBACK.match(line)]
+    stripped = textwrap.dedent("\n".join(lines))
     for attempt in (source, stripped, stripped + "\n    pass", stripped.rstrip().rstrip(":,(")):
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # invalid escapes in pasted strings
-                return ast.parse(attempt)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
+        tree = _ast(attempt)
+        if tree is not None:
+            return tree
     return None
 
 

@@ -83,6 +83,11 @@ def one_line(text: str, limit: int) -> str:
     return " ".join(text.split())[:limit].strip()
 
 
+def of_task(task: str) -> str | None:
+    """The provenance of a lesson learned on ``task``: the task, whitespace folded, capped."""
+    return one_line(task, LEARNED_FROM_MAX_CHARS) or None
+
+
 def with_examples(learned_from: str | None, examples: list[str]) -> str | None:
     """``learned_from`` with ``examples`` as its example tasks (replacing any it had), each on one line,
     cut to :data:`EXAMPLE_MAX_CHARS`, distinct, at most :data:`MAX_EXAMPLES`."""

@@ -153,10 +153,8 @@ class AsyncLessonBank(BankBase):
         actor: str = "api",
     ) -> ExpansionReport:
         expander = self.services.expansion
-        lessons = await in_thread(expander.lessons)(lesson_ids, limit)
-        if dry_run:
-            return ExpansionReport(plan=await in_thread(expander.plan)(lessons))
-        return await expander.expand(lessons, actor=actor)
+        lessons, report = await in_thread(expander.prepare)(lesson_ids, limit)
+        return report if dry_run else await expander.expand(lessons, report, actor=actor)
 
     async def embed_missing(self) -> int:
         return await in_thread(self.services.intake.embed_missing)()

@@ -188,10 +188,8 @@ class LessonBank(BankBase):
         tokens, cost at most), nothing sent. The report's ``plan`` is that plan in both cases.
         """
         expander = self.services.expansion
-        lessons = expander.lessons(lesson_ids, limit)
-        if dry_run:
-            return ExpansionReport(plan=expander.plan(lessons))
-        return run_sync(expander.expand(lessons, actor=actor))
+        lessons, report = expander.prepare(lesson_ids, limit)
+        return report if dry_run else run_sync(expander.expand(lessons, report, actor=actor))
 
     def embed_missing(self) -> int:
         """Embed every lesson that has no vector for the configured embedder; returns how many.

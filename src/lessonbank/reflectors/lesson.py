@@ -16,8 +16,8 @@ import re
 
 from lessonbank.errors import ParseError
 from lessonbank.llm.base import Message
-from lessonbank.models import LEARNED_FROM_MAX_CHARS, Episode, Lesson
-from lessonbank.provenance import one_line, parse_examples, with_examples
+from lessonbank.models import Episode, Lesson
+from lessonbank.provenance import of_task, parse_examples, with_examples
 from lessonbank.redact import redact_value
 from lessonbank.reflectors.base import Parsed, load_prompt
 from lessonbank.reflectors.budget import PROMPT_BUDGET_TOKENS, Field, fit_fields
@@ -35,7 +35,7 @@ _NEXT_BLOCK = "|".join(_BLOCKS)
 _FENCE = re.compile(r"^\s*```[\w-]*\s*$", re.MULTILINE)
 
 
-def _block(name: str, text: str, *, one_line: bool = True) -> str | None:
+def block(name: str, text: str, *, one_line: bool = True) -> str | None:
     """Contents of ``<name>…</name>``; without a closing tag, up to the next block or the end.
 
     ``one_line`` folds all whitespace; tags keep their line breaks, which may separate them.
@@ -75,16 +75,16 @@ def parse_lesson(text: str) -> Parsed:
     if not isinstance(text, str) or not text.strip():
         raise ParseError("empty reply", raw=text if isinstance(text, str) else "")
     body = _FENCE.sub("", text)
-    fields = {name: _clean_field(_block(name, body)) for name in ("situation", "mistake", "correction")}
-    skip = _block("skip", body)
+    fields = {name: _clean_field(block(name, body)) for name in ("situation", "mistake", "correction")}
+    skip = block("skip", body)
     if skip is not None and not (fields["situation"] and fields["correction"]):
         return Parsed(skip_reason=skip or "nothing actionable")
     missing = [name for name in ("situation", "correction") if not fields[name]]
     if missing:
         raise ParseError(f"missing <{'> and <'.join(missing)}> block", raw=text)
-    tags = parse_tags(_block("tags", body, one_line=False))
+    tags = parse_tags(block("tags", body, one_line=False))
     found: dict[str, object] = {**fields, "tags": tags[:MAX_TAGS]}
-    examples = parse_examples(_block("examples", body, one_line=False))
+    examples = parse_examples(block("examples", body, one_line=False))
     if examples:  # optional: seed 004's four blocks alone are a complete answer
         found["examples"] = examples
     return Parsed(fields=found)
@@ -178,9 +178,7 @@ class LessonReflector:
                 correction=fields["correction"],
                 trigger=trigger,
                 tags=["reflexion", f"trigger:{trigger}", *tags],
-                learned_from=with_examples(
-                    one_line(episode.task, LEARNED_FROM_MAX_CHARS), fields.get("examples", [])
-                ),
+                learned_from=with_examples(of_task(episode.task), fields.get("examples", [])),
                 task_type=episode.task_type,
                 agent=episode.agent,
                 goal_id=episode.goal_id,

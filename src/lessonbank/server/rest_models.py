@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from lessonbank.models import LESSON_MAX_CHARS, MAX_CONTEXT_IDS, MAX_TAGS, Episode, LessonKind
+from lessonbank.services.expansion import MAX_LIMIT as MAX_EXPAND_LESSONS
 
 MAX_K = 100  # lessons per recall or replay: a prompt never holds more
 MAX_LIMIT = 1_000  # rows per listing page
@@ -28,9 +29,6 @@ MAX_GOAL_ITEMS = 100  # outputs or errors of one goal
 
 def _name() -> Any:
     return Field(default=None, min_length=1, max_length=NAME_CHARS)
-
-
-MAX_EXPAND_IDS = 10_000  # lessons one expand request may name or ask for (the bank's own cap)
 
 
 def _actor() -> Any:
@@ -104,8 +102,8 @@ class ActorBody(Body):
 
 
 class ExpandBody(Body):
-    lesson_ids: list[str] | None = Field(default=None, max_length=MAX_EXPAND_IDS)
-    limit: int | None = Field(default=None, ge=1, le=MAX_EXPAND_IDS)
+    lesson_ids: list[str] | None = Field(default=None, max_length=MAX_EXPAND_LESSONS)
+    limit: int | None = Field(default=None, ge=1, le=MAX_EXPAND_LESSONS)
     dry_run: bool = False
     actor: str = _actor()
 

@@ -23,7 +23,6 @@ Invariants:
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Sequence
 from functools import partial
 
@@ -38,6 +37,7 @@ from lessonbank.ports import LessonQuery
 from lessonbank.provenance import parse, parse_examples, provenance_change, with_examples
 from lessonbank.redact import redact
 from lessonbank.reflectors.base import load_prompt
+from lessonbank.reflectors.lesson import block
 from lessonbank.services.scope import Scope, check_text_arg
 from lessonbank.text import TokenCounter, truncate
 
@@ -48,7 +48,6 @@ LESSON_PROMPT_MAX_CHARS = 1_500
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000
 SCAN_PAGE = 500
-_EXAMPLES = re.compile(r"<\s*examples\s*>(.*?)(?:<\s*/\s*examples\s*>|\Z)", re.IGNORECASE | re.DOTALL)
 
 
 class ExpansionPlan(BaseModel):
@@ -152,10 +151,20 @@ class Expander:
             cost=cost,
         )
 
-    async def expand(self, lessons: Sequence[Lesson], *, actor: str = "api") -> ExpansionReport:
-        """One call per lesson; the example tasks written into each lesson's provenance."""
+    def prepare(
+        self, lesson_ids: Sequence[str] | None = None, limit: int | None = None
+    ) -> tuple[list[Lesson], ExpansionReport]:
+        """The lessons a run expands (see :meth:`lessons`) and its report holding the plan alone (what a
+        dry run answers)."""
+        lessons = self.lessons(lesson_ids, limit)
+        return lessons, ExpansionReport(plan=self.plan(lessons))
+
+    async def expand(
+        self, lessons: Sequence[Lesson], report: ExpansionReport, *, actor: str = "api"
+    ) -> ExpansionReport:
+        """One call per lesson of :meth:`prepare`; the example tasks written into each lesson's
+        provenance, and what was done and spent into ``report``."""
         llm = self._llm()
-        report = ExpansionReport(plan=self.plan(lessons))
         written: list[Lesson] = []
         for lesson in lessons:
             completion = await llm.complete(
@@ -207,7 +216,6 @@ class Expander:
 
 
 def examples_of(reply: str) -> list[str]:
-    """Example tasks from a reply's ``<examples>`` block (a missing closing tag tolerated); a reply
-    without the block gives none: its prose is not a task."""
-    match = _EXAMPLES.search(reply)
-    return parse_examples(match.group(1)) if match else []
+    """Example tasks from a reply's ``<examples>`` block, read as the lesson reflector reads its
+    blocks (a missing closing tag tolerated); a reply without the block gives none."""
+    return parse_examples(block("examples", reply, one_line=False))

@@ -20,8 +20,9 @@ from typing import Any
 
 from lessonbank.errors import ConfigError, InputError
 from lessonbank.injection import lesson_injection_reason
-from lessonbank.models import LEARNED_FROM_MAX_CHARS, AuditAction, Episode, Lesson, LessonKind
+from lessonbank.models import AuditAction, Episode, Lesson, LessonKind
 from lessonbank.ports import WriteResult
+from lessonbank.provenance import of_task
 from lessonbank.redact import redact_lesson
 from lessonbank.retrieval import Retriever
 from lessonbank.retrieval.dedup import place_by_vector
@@ -34,11 +35,6 @@ log = logging.getLogger("lessonbank")
 
 MANUAL_TAGS = ("reflexion", "trigger:manual", "user-supplied")
 _DERIVED = frozenset({"content_hash", STATE_KEY})
-
-
-def provenance(task: str) -> str | None:
-    """Where a lesson was learned, as indexed with it: the episode's task, whitespace folded, capped."""
-    return " ".join(task.split())[:LEARNED_FROM_MAX_CHARS] or None
 
 
 def guarded(record: Lesson | dict[str, Any]) -> Lesson:
@@ -95,9 +91,7 @@ def stamp_reflected(
         update["reflection_id"] = reflection_id
     return [
         guarded(
-            lesson.model_copy(
-                update={**update, "learned_from": lesson.learned_from or provenance(episode.task)}
-            )
+            lesson.model_copy(update={**update, "learned_from": lesson.learned_from or of_task(episode.task)})
         )
         for lesson in lessons
     ]
