@@ -36,6 +36,7 @@ from lessonbank.models import Hit, Lesson
 from lessonbank.ports import Candidate, LessonQuery, Store
 from lessonbank.retrieval.hyde import HyDE
 from lessonbank.retrieval.scoring import blend, temporal_score, utility
+from lessonbank.stores.lexical import LEXICAL_SPACE, lesson_term_vector
 from lessonbank.text import keywords
 
 if TYPE_CHECKING:
@@ -70,6 +71,7 @@ RECENT_VECTORS = 512
 PROVENANCE_SEPARATOR = "\n\nLearned on: "
 # Threads that embed hybrid queries while the keyword search runs (one per concurrent recall).
 QUERY_THREADS = 4
+BACKFILL_BATCH = 1000  # lessons per round of writing missing term vectors
 
 _query_pool: ThreadPoolExecutor | None = None
 _query_pool_lock = threading.Lock()
@@ -253,6 +255,7 @@ class Retriever:
                 except ImportError:
                     self._no_numpy = True
                     return None
+                backfill_term_vectors(self.store, namespace)
                 self._lexical_indexes[namespace] = index
             return index
 
@@ -412,3 +415,19 @@ class Retriever:
         query = LessonQuery(lesson.namespace, kinds=[lesson.kind])
         found = self._vector(self.index(lesson.namespace), vector, query, limit)
         return [(c, cosine) for c, cosine in found if c.lesson_id != lesson.id]
+
+
+def backfill_term_vectors(store: Store, namespace: str) -> int:
+    """Write the term vectors a namespace's lessons lack: lessons a store wrote before it kept
+    them (a store keeping them writes one with every lesson, so this finds none after). Costs one
+    count comparison when nothing is missing."""
+    written = 0
+    while True:
+        missing = store.lessons_missing_vectors(namespace, LEXICAL_SPACE, BACKFILL_BATCH)
+        if not missing:
+            return written
+        rows = [(lesson.id, "", lesson_term_vector(lesson)) for lesson in missing]
+        stored = store.put_vectors(namespace, LEXICAL_SPACE, rows)
+        written += stored
+        if stored == 0:  # every one deleted meanwhile: the next round finds the rest, if any
+            return written

@@ -106,6 +106,8 @@ _WORD_HASHES_MAX = 1 << 18
 
 
 SCOPE_FIELDS = ("kind", "agent", "task_type", "goal_id")
+# The lesson fields a term vector is made of.
+TERM_VECTOR_FIELDS = ("content", "tags", "learned_from", *SCOPE_FIELDS)
 
 
 def scope_hash(field: str, value: str) -> int:
@@ -162,6 +164,19 @@ def term_vector_sql(
     SQLite's triggers call."""
     scope = {"kind": kind, "agent": agent, "task_type": task_type, "goal_id": goal_id}
     return term_vector(content or "", json.loads(tags) if tags else [], learned_from, scope)
+
+
+def lesson_term_vector(lesson: Lesson) -> bytes:
+    """``term_vector`` of a lesson: what a store that keeps term vectors writes with it."""
+    scope = {name: getattr(lesson, name) for name in SCOPE_FIELDS}
+    return term_vector(lesson.content, lesson.tags, lesson.learned_from, scope)
+
+
+def term_vector_changed(lesson: Lesson, previous: Lesson | None) -> bool:
+    """Whether rewriting ``previous`` as ``lesson`` changes its term vector (unknown: True)."""
+    if previous is None:
+        return True
+    return any(getattr(lesson, name) != getattr(previous, name) for name in TERM_VECTOR_FIELDS)
 
 
 def bm25_factors(frequencies: Mapping[str, float], length: int, avg_len: float) -> dict[str, float]:

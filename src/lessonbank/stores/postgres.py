@@ -25,6 +25,7 @@ class PostgresStore(SQLStore):
         super().__init__(PostgresDialect(url, clock=clock))
         self.schema = self.dialect.schema
         self.notifier = self
+        self.term_vectors = True  # the dialect writes them with each lesson (migration 5)
 
     def subscribe_jobs(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback`` (from another thread) whenever a job becomes runnable; returns an unsubscribe."""

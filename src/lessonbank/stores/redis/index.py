@@ -26,13 +26,16 @@ from lessonbank.models import Decision, Episode, Lesson
 from lessonbank.ports import Candidate, LessonQuery
 from lessonbank.stores.lexical import (
     FIELD_WEIGHTS,
+    LEXICAL_SPACE,
     POSTINGS_BUDGET,
     bm25_factors,
     choose_terms,
     common_idf,
     field_terms,
     idf,
+    lesson_term_vector,
     query_terms,
+    term_vector_changed,
     weighted_terms,
 )
 from lessonbank.stores.redis.db import (
@@ -126,8 +129,22 @@ class RedisLessonIndex:
         batch.add("HSET", self.db.where_key, lesson.id, ns)
         batch.add("SADD", self.db.namespaces_key, ns)
         batch.queue(pipe, self._batch)
+        if term_vector_changed(lesson, old):
+            self.q_put_vectors(pipe, ns, LEXICAL_SPACE, [(lesson.id, "", lesson_term_vector(lesson))])
         if old is None:
             self.seed.q_added(pipe, lesson)
+
+    def q_put_vectors(
+        self, pipe: Any, namespace: str, model: str, rows: Sequence[tuple[str, str, bytes]]
+    ) -> None:
+        """Queue one ``PUT_VECTORS_SCRIPT`` call writing ``rows`` (lesson id, text hash, vector); a
+        row whose lesson hash does not exist when it runs is skipped."""
+        keys = [self.vec_key(namespace, what, model) for what in ("vecctr", "vecseq", "vec", "vechash")]
+        keys += [self.vec_models_key(namespace), *(self.lesson_key(namespace, row[0]) for row in rows)]
+        args: list[Any] = [model]
+        for lesson_id, text_hash, vector in rows:
+            args += [lesson_id, text_hash, bytes(vector)]
+        self.put_vectors_script(keys=keys, args=args, client=pipe)
 
     def avg_len(self, namespace: str) -> float:
         """The namespace's mean lesson length in tokens, cached a few seconds (it drifts slowly)."""

@@ -93,7 +93,7 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ForwardsAudit, BuildsConsolidati
     """
 
     notifier: JobNotifier | None = None
-    term_vectors: bool = False
+    term_vectors: bool = True  # the lesson index writes them with each lesson
     jobs: RedisJobQueue
     vectors: RedisVectors
 

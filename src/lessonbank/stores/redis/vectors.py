@@ -29,17 +29,16 @@ class RedisVectors:
 
     def put_vectors(self, namespace: str, model: str, rows: Sequence[tuple[str, str, bytes]]) -> int:
         latest = {lesson_id: (text_hash, vector) for lesson_id, text_hash, vector in rows}
-        head = [self.index.vec_key(namespace, what, model) for what in ("vecctr", "vecseq", "vec", "vechash")]
-        head.append(self.index.vec_models_key(namespace))
+        items = [(lesson_id, text_hash, vector) for lesson_id, (text_hash, vector) in latest.items()]
         written = 0
-        items = list(latest.items())
         for start in range(0, len(items), VECTOR_CHUNK):
-            chunk = items[start : start + VECTOR_CHUNK]
-            keys = head + [self.index.lesson_key(namespace, lesson_id) for lesson_id, _ in chunk]
-            args: list[Any] = [model]
-            for lesson_id, (text_hash, vector) in chunk:
-                args += [lesson_id, text_hash, bytes(vector)]
-            written += int(self.db.run(partial(self.index.put_vectors_script, keys=keys, args=args)))
+
+            def put(chunk: Sequence[tuple[str, str, bytes]] = items[start : start + VECTOR_CHUNK]) -> int:
+                pipe = self.db.r.pipeline(transaction=False)
+                self.index.q_put_vectors(pipe, namespace, model, chunk)
+                return int(pipe.execute()[0])
+
+            written += self.db.run(put)
         return written
 
     def vector_hashes(self, namespace: str, model: str, lesson_ids: Sequence[str]) -> dict[str, str]:

@@ -37,8 +37,9 @@ from lessonbank.errors import ConfigError, StoreError
 from lessonbank.models import Decision, Episode, Lesson, from_timestamp
 from lessonbank.ports import Candidate, LessonQuery, VectorChanges
 from lessonbank.stores.connection import RetryBudget, redacted, split_options
+from lessonbank.stores.lexical import LEXICAL_SPACE, lesson_term_vector, term_vector_changed
 from lessonbank.stores.sql.dialect import Connection
-from lessonbank.stores.sql.migrations.postgres import MIGRATIONS
+from lessonbank.stores.sql.migrations.postgres import MIGRATIONS, TERM_VECTORS
 from lessonbank.stores.sql.postgres_search import COLUMNS, PLACEHOLDERS, PostingsIndex
 
 try:
@@ -174,6 +175,8 @@ class PostgresDialect:
                 for number in range(version, len(MIGRATIONS)):
                     with conn.transaction():
                         conn.execute(MIGRATIONS[number])
+                        if number + 1 == TERM_VECTORS:
+                            self._backfill_term_vectors(PgConnection(conn))
                         conn.execute(
                             "INSERT INTO schema_migrations (version, applied_at) VALUES (%s, %s)",
                             (number + 1, time.time()),
@@ -282,6 +285,8 @@ class PostgresDialect:
             "ON CONFLICT (namespace, content_hash) DO NOTHING RETURNING id",
             self.postings.values(lesson),
         ).fetchone()
+        if inserted is not None:
+            self.write_term_vectors(conn, [lesson])
         return inserted is not None
 
     def overwrite_lesson(self, conn: Connection, lesson: Lesson, previous: Lesson | None = None) -> int:
@@ -289,10 +294,55 @@ class PostgresDialect:
         names = [c.strip() for c in COLUMNS.split(",")][2:]
         placeholders = PLACEHOLDERS.split(",")[2:]
         assignments = ", ".join(f"{n} = {p}" for n, p in zip(names, placeholders, strict=True))
-        return conn.execute(
+        changed = conn.execute(
             f"UPDATE lessons SET {assignments} WHERE id = ? AND namespace = ?",
             (*self.postings.values(lesson)[2:], lesson.id, lesson.namespace),
         ).rowcount
+        if changed and term_vector_changed(lesson, previous):
+            self.write_term_vectors(conn, [lesson])
+        return changed
+
+    def write_term_vectors(self, conn: Connection, lessons: Sequence[Lesson]) -> None:
+        """Write each lesson's term vector in the caller's transaction (after the lesson's row).
+
+        Like every vector write, it holds the (namespace, space) advisory lock to its commit, so
+        readers following the sequence miss none; one whose vector is unchanged keeps its number.
+        """
+        by_namespace: dict[str, list[Lesson]] = {}
+        for lesson in lessons:
+            by_namespace.setdefault(lesson.namespace, []).append(lesson)
+        for namespace in sorted(by_namespace):  # one lock order for every writer
+            group = by_namespace[namespace]
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtext(?))", (self._vector_lock(namespace, LEXICAL_SPACE),)
+            )
+            conn.execute(
+                "INSERT INTO lesson_vectors (lesson_id, model, namespace, text_hash, vector) "
+                "SELECT r.id, ?, ?, '', r.v FROM unnest(?::text[], ?::bytea[]) AS r(id, v) "
+                "ON CONFLICT (lesson_id, model) DO UPDATE SET vector = excluded.vector, seq = excluded.seq "
+                "WHERE lesson_vectors.vector IS DISTINCT FROM excluded.vector",
+                (
+                    LEXICAL_SPACE,
+                    namespace,
+                    [lesson.id for lesson in group],
+                    [lesson_term_vector(lesson) for lesson in group],
+                ),
+            )
+
+    def _vector_lock(self, namespace: str, model: str) -> str:
+        return f"lessonbank:vectors:{self.schema}:{namespace}:{model}"
+
+    def _backfill_term_vectors(self, conn: Connection) -> None:
+        """Term vectors for the lessons stored before they were kept (migration 5), a page at a time."""
+        after = ""
+        while True:
+            rows = conn.execute(
+                "SELECT id, data FROM lessons WHERE id > ? ORDER BY id LIMIT 2000", (after,)
+            ).fetchall()
+            if not rows:
+                return
+            self.write_term_vectors(conn, [Lesson.model_validate(data) for _, data in rows])
+            after = rows[-1][0]
 
     @staticmethod
     def tag_filter(tags: Sequence[str]) -> tuple[str, list[Any]]:
@@ -372,6 +422,7 @@ class PostgresDialect:
             f"INSERT INTO lessons ({COLUMNS}) VALUES ({PLACEHOLDERS})",
             [self.postings.values(lesson) for lesson in final_new],
         )
+        self.write_term_vectors(conn, final_new)
         for lesson_id, lesson in changed.items():
             if lesson_id not in new_ids:
                 self.overwrite_lesson(conn, lesson)
@@ -437,7 +488,7 @@ class PostgresDialect:
                         # committed in the order they are drawn and readers miss none.
                         conn.execute(
                             "SELECT pg_advisory_xact_lock(hashtext(?))",
-                            (f"lessonbank:vectors:{self.schema}:{namespace}:{model}",),
+                            (self._vector_lock(namespace, model),),
                         )
                         return conn.execute(
                             "INSERT INTO lesson_vectors (lesson_id, model, namespace, text_hash, vector) "

@@ -8,6 +8,8 @@ under an advisory lock, so concurrent openers never apply one twice. Times are U
 
 from __future__ import annotations
 
+TERM_VECTORS = 5  # the migration after which PostgresDialect backfills term vectors
+
 MIGRATIONS: list[str] = [
     # 1: episodes, reflections, lessons (tsvector + GIN for lexical recall, GIN over tags), jobs.
     """
@@ -170,5 +172,12 @@ MIGRATIONS: list[str] = [
         namespace text PRIMARY KEY,
         data jsonb NOT NULL
     );
+    """,
+    # 5: term vectors for the exact lexical index (lessonbank.stores.lexical.term_vector), one row per
+    # lesson in lesson_vectors under the space 'lexical:terms-v1', written in the lesson's own
+    # transaction. The tokeniser is Python's, so existing lessons get theirs from
+    # PostgresDialect.backfill_term_vectors, in this migration's transaction.
+    """
+    SELECT 1;
     """,
 ]
