@@ -53,6 +53,33 @@ def test_exact_search_matches_a_brute_force_ranking(store: SQLiteStore) -> None:
         index.search(np.zeros(DIM + 1, np.float32), 3)
 
 
+def test_a_memory_mapped_matrix_answers_as_the_in_memory_one(store: SQLiteStore) -> None:
+    """Past ``mapped_from`` rows the vectors live in a mapped file: same answers, and the
+    process's own memory holds the ids (and bits) only."""
+    rng = np.random.default_rng(5)
+    vectors = _unit(rng.standard_normal((3_000, DIM)))
+    ids = _fill(store, vectors)
+    in_memory = VectorIndex(store, "t", "m", DIM)
+    mapped = VectorIndex(store, "t", "m", DIM, mapped_from=1_024)
+    for query in _unit(rng.standard_normal((5, DIM))):
+        assert mapped.search(query, 10) == in_memory.search(query, 10)
+    assert mapped.memory()["mapped"] == 1 and in_memory.memory()["mapped"] == 0
+    resident = in_memory.memory()["resident"] - mapped.memory()["resident"]
+    assert resident == in_memory.memory()["matrix"] == mapped.memory()["matrix"]
+
+    # Growing past the mapped capacity, a rewrite, and a reload keep every vector.
+    more = _unit(rng.standard_normal((2_000, DIM)))
+    ids += _fill(store, more, start=3_000)
+    store.put_vectors("t", "m", [(ids[7], "moved", as_bytes(more[0]))])
+    mapped.mark_stale()
+    assert mapped.search(more[0], 2)[0][0] in {ids[7], ids[3_000]}
+    assert len(mapped) == 5_000
+    assert np.allclose(mapped.vectors()[ids[4_999]], more[-1])
+    store.delete_lesson("t", ids[0])
+    mapped.sync(force=True)  # a delete has no sequence number: the index reloads
+    assert len(mapped) == 4_999 and mapped.memory()["mapped"] == 1
+
+
 @pytest.mark.slow
 def test_the_two_step_search_keeps_the_true_neighbours(store: SQLiteStore) -> None:
     dim = 384  # as real embedders: the sign bits of 48 dimensions would say too little

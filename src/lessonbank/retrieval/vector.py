@@ -13,6 +13,13 @@ column-major (one contiguous array per 64 dimensions), so the distance is a hand
 over 100k words: 0.5 ms where a row-major layout took 4. bench/vector_scan.py measures speed and
 how much of the exact top 40 the two steps return (0.98 at 100k real lesson vectors).
 
+Past ``MAPPED_FROM`` rows the float32 matrix lives in a memory-mapped temporary file, not in
+the process's own memory: the search reads the sign bits (48 bytes a vector, in memory) and only
+the shortlisted rows of the matrix, so the kernel keeps the pages in use and may drop the rest. A
+client holding a million 384-dimension vectors keeps ~50 MB of bits and ids resident, not 1.5 GB
+(bench/vector_scan.py reports both). The shortlist grows with the index (``RESCORE_SHARE_OF_INDEX``),
+so its quality holds at a million vectors.
+
 Keeping in step: every write gets a growing sequence number in the store, so a sync reads
 only the rows written since the last one. When the number of vectors the store holds differs
 from the number cached (a lesson deleted, or a sequence committed out of order by another
@@ -23,6 +30,7 @@ once; writes by other processes are seen within ``refresh_s``.
 from __future__ import annotations
 
 import logging
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -43,6 +51,9 @@ BINARY_FROM = 20_000  # below this an exact scan is as fast as the two-step one
 RESCORE_PER_RESULT = 50
 MIN_RESCORE = 4_000
 RESCORE_SHARE = 8  # the two steps only pay when the re-ranked rows are at most 1/8 of the index
+RESCORE_SHARE_OF_INDEX = 256  # ... and re-rank at least 1/256 of the index (4,000 rows at 1M)
+SIGN_SLICE = 1 << 16  # rows turned into sign bits at a time
+MAPPED_FROM = 1 << 16  # rows of capacity from which the matrix is a memory-mapped file
 _INITIAL_CAPACITY = 1024
 
 
@@ -65,6 +76,7 @@ class VectorIndex:
         *,
         refresh_s: float = REFRESH_S,
         clock: Callable[[], float] = time.monotonic,
+        mapped_from: int = MAPPED_FROM,
     ) -> None:
         import numpy as np
 
@@ -75,7 +87,9 @@ class VectorIndex:
         self.refresh_s = refresh_s
         self._clock = clock
         self._np = np
+        self.mapped_from = mapped_from
         self._matrix = np.zeros((0, dim), dtype=np.float32)
+        self._mapped = False  # the matrix is a memory-mapped temporary file
         self._ids: list[str] = []
         self._row_of: dict[str, int] = {}
         self._ignored: set[str] = set()  # rows of another size: counted as seen, never searched
@@ -147,7 +161,7 @@ class VectorIndex:
     def _shortlist(self, query: np.ndarray, size: int, wanted: int) -> np.ndarray | None:
         """Rows closest by Hamming distance of sign bits, or None when an exact scan is the better deal."""
         numpy = self._np
-        rescore = max(wanted * RESCORE_PER_RESULT, MIN_RESCORE)
+        rescore = max(wanted * RESCORE_PER_RESULT, MIN_RESCORE, size // RESCORE_SHARE_OF_INDEX)
         if not self.binary or size < BINARY_FROM or rescore * RESCORE_SHARE > size:
             return None
         if self._bits is None or size >= 2 * self._centred_at:
@@ -177,6 +191,14 @@ class VectorIndex:
     def _sign_words(self, rows: np.ndarray) -> np.ndarray:
         """Sign bits of ``rows`` around the centre as (words, len(rows)) uint64, 64 dimensions a word."""
         numpy = self._np
+        if len(rows) > SIGN_SLICE:  # in slices: the comparison makes a byte per dimension
+            return numpy.concatenate(
+                [
+                    self._sign_words(rows[start : start + SIGN_SLICE])
+                    for start in range(0, len(rows), SIGN_SLICE)
+                ],
+                axis=1,
+            )
         packed = numpy.packbits(rows > self._centre, axis=1)
         spare = -packed.shape[1] % 8  # zero bytes up to a whole word: equal in every row, never counted
         if spare:
@@ -225,17 +247,42 @@ class VectorIndex:
             capacity = max(_INITIAL_CAPACITY, self._matrix.shape[0])
             while capacity < needed:
                 capacity *= 2
-            grown = np.zeros((capacity, self.dim), dtype=np.float32)
-            grown[:size] = self._matrix[:size]
-            self._matrix = grown
+            self._resize(capacity, size)
         for offset, (lesson_id, vector) in enumerate(fresh):
             self._matrix[size + offset] = vector
             self._row_of[lesson_id] = size + offset
             self._ids.append(lesson_id)
 
+    def _resize(self, capacity: int, keep: int) -> None:
+        """Room for ``capacity`` rows, the first ``keep`` kept: in memory, or past ``mapped_from``
+        in a memory-mapped temporary file (removed when it is closed or the process ends)."""
+        np = self._np
+        if capacity < self.mapped_from:
+            grown = np.zeros((capacity, self.dim), dtype=np.float32)
+            grown[:keep] = self._matrix[:keep]
+            self._matrix, self._mapped = grown, False
+            return
+        # The mapping keeps the (already unlinked) file alive; the file object itself can close.
+        with tempfile.TemporaryFile(prefix="lessonbank-vectors-") as file:
+            file.truncate(capacity * self.dim * 4)
+            mapped = np.memmap(file, dtype=np.float32, mode="r+", shape=(capacity, self.dim))
+        for start in range(0, keep, SIGN_SLICE):  # copied in slices: no second full copy in memory
+            mapped[start : min(keep, start + SIGN_SLICE)] = self._matrix[
+                start : min(keep, start + SIGN_SLICE)
+            ]
+        self._matrix, self._mapped = mapped, True
+
+    def memory(self) -> dict[str, int]:
+        """Bytes of the index: ``resident`` (sign bits, ids; always in memory) and ``matrix`` (the
+        float32 vectors; ``mapped`` says whether they are a memory-mapped file instead)."""
+        bits = 0 if self._bits is None else int(self._bits.nbytes)
+        ids = sum(len(lesson_id) for lesson_id in self._ids) + 150 * len(self._ids)  # str + list + dict
+        resident = bits + ids + (0 if self._mapped else int(self._matrix.nbytes))
+        return {"resident": resident, "matrix": int(self._matrix.nbytes), "mapped": int(self._mapped)}
+
     def _reload(self) -> None:
         np = self._np
-        self._matrix = np.zeros((0, self.dim), dtype=np.float32)
+        self._matrix, self._mapped = np.zeros((0, self.dim), dtype=np.float32), False
         self._ids, self._row_of, self._ignored = [], {}, set()
         self._bits, self._bits_rows, self._centred_at = None, 0, 0
         self._stale_bits.clear()
