@@ -126,6 +126,7 @@ class PostgresDialect:
             f"PostgreSQL at {redacted(url)}", (psycopg.OperationalError, PoolTimeout), budget_s=retry_s
         )
         self.postings = PostingsIndex(self)
+        self._analyzed_rows, self._unanalyzed = 0.0, 0  # lessons at the last ANALYZE; imported since
         self._listeners: list[Callable[[], None]] = []
         self._listen_lock = threading.Lock()
         self._listen_thread: threading.Thread | None = None
@@ -372,13 +373,19 @@ class PostgresDialect:
 
             a, r = self.run(run)
             added, repeated = added + a, repeated + r
-        if added >= 1000:  # fresh statistics, or the planner keeps guessing for a while
-
-            def analyze() -> None:
+        self._unanalyzed += added
+        if self._unanalyzed >= max(1000, self._analyzed_rows / 2):
+            # Fresh statistics, or the planner keeps guessing for a while; taken again only when
+            # the table has grown by half, so a bulk load of N lessons analyzes ~log(N) times.
+            def analyze() -> float:
                 with self.read() as conn:
                     conn.execute("ANALYZE lessons")
+                    row = conn.execute(
+                        "SELECT reltuples FROM pg_class WHERE oid = 'lessons'::regclass"
+                    ).fetchone()
+                    return float(row[0]) if row else 0.0
 
-            self.run(analyze)
+            self._analyzed_rows, self._unanalyzed = self.run(analyze), 0
         return added, repeated
 
     def _import_chunk(
