@@ -38,6 +38,7 @@ the caller gets a :class:`StoreError`.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -213,18 +214,31 @@ class RedisDatabase:
         self.raw.close()
 
 
-# Runs a list of single-key commands in one call: ARGV holds, per command, its name, its argument
-# count and its arguments; KEYS holds the commands' keys in order (one per command).
+# Runs a list of single-key commands in one call. ARGV[1] is a JSON array of commands, each an
+# array of strings: name, key, arguments. The batch travels as one argument (the client's cost of
+# encoding a command is per argument, and a lesson's writes are ~100 of them). Two commands of its
+# own write a lesson's token postings: ZADDEACH (key: the token keys' common prefix; member, then
+# "suffix\x1fscore\x1f...") adds the member to each token's zset, ZREMEACH (member, then
+# "suffix\x1f...") removes it. Keys are named inside the script, as one Redis server allows (a
+# cluster would need every key declared).
 BATCH_SCRIPT = """
-local a, k = 1, 1
-while a <= #ARGV do
-  local n = tonumber(ARGV[a + 1])
-  local call = {ARGV[a], KEYS[k]}
-  for i = 1, n do call[i + 2] = ARGV[a + 1 + i] end
-  redis.call(unpack(call))
-  a, k = a + 2 + n, k + 1
+local written = 0
+for _, op in ipairs(cjson.decode(ARGV[1])) do
+  local command = op[1]
+  if command == 'ZADDEACH' then
+    for suffix, score in string.gmatch(op[4], '([^\\031]+)\\031([^\\031]+)\\031') do
+      redis.call('ZADD', op[2] .. suffix, score, op[3])
+    end
+  elseif command == 'ZREMEACH' then
+    for suffix in string.gmatch(op[4], '([^\\031]+)\\031') do
+      redis.call('ZREM', op[2] .. suffix, op[3])
+    end
+  else
+    redis.call(unpack(op))
+  end
+  written = written + 1
 end
-return k - 1
+return written
 """
 
 
@@ -294,13 +308,11 @@ class Batch:
     """Single-key commands gathered to run together in one ``BATCH_SCRIPT`` call."""
 
     def __init__(self) -> None:
-        self.keys: list[str] = []
-        self.args: list[str] = []
+        self.commands: list[list[str]] = []
 
     def add(self, command: str, key: str, *args: str) -> None:
-        self.keys.append(key)
-        self.args += [command, str(len(args)), *args]
+        self.commands.append([command, key, *args])
 
     def queue(self, pipe: Pipe, script: Any) -> None:
-        if self.keys:
-            script(keys=self.keys, args=self.args, client=pipe)
+        if self.commands:
+            script(args=[json.dumps(self.commands)], client=pipe)

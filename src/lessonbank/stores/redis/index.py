@@ -46,6 +46,7 @@ from lessonbank.stores.redis.db import (
     Batch,
     Pipe,
     RedisDatabase,
+    key_part,
 )
 from lessonbank.stores.redis.seed import SeedMirror
 
@@ -106,11 +107,19 @@ class RedisLessonIndex:
         if old is not None:
             old_frequencies, old_length = weighted_terms(old, FIELD_WEIGHTS)
         batch.add("HSET", self.lesson_key(ns, lesson.id), *_flat(_row(lesson, list(frequencies))))
+        tokens = self.db.k(ns, "tok", "")
         if old is not None:
-            for term in set(old_frequencies) - set(frequencies):
-                batch.add("ZREM", self.db.k(ns, "tok", term), lesson.id)
-        for term, weight in bm25_factors(frequencies, length, self.avg_len(ns)).items():
-            batch.add("ZADD", self.db.k(ns, "tok", term), repr(weight), lesson.id)
+            gone = "".join(key_part(term) + _SEP for term in set(old_frequencies) - set(frequencies))
+            if gone:
+                batch.add("ZREMEACH", tokens, lesson.id, gone)
+        factors = bm25_factors(frequencies, length, self.avg_len(ns))
+        if factors:
+            batch.add(
+                "ZADDEACH",
+                tokens,
+                lesson.id,
+                "".join(f"{key_part(t)}{_SEP}{w!r}{_SEP}" for t, w in factors.items()),
+            )
         old_tags = set(old.tags) if old is not None else set()
         for tag in old_tags - set(lesson.tags):
             batch.add("SREM", self.db.k(ns, "tag", tag), lesson.id)
@@ -162,8 +171,13 @@ class RedisLessonIndex:
         ns, batch = lesson.namespace, Batch()
         terms = [term for field in field_terms(lesson).values() for term in field]
         batch.add("DEL", self.lesson_key(ns, lesson.id))
-        for term in set(terms):
-            batch.add("ZREM", self.db.k(ns, "tok", term), lesson.id)
+        if terms:
+            batch.add(
+                "ZREMEACH",
+                self.db.k(ns, "tok", ""),
+                lesson.id,
+                "".join(key_part(t) + _SEP for t in set(terms)),
+            )
         for tag in lesson.tags:
             batch.add("SREM", self.db.k(ns, "tag", tag), lesson.id)
         batch.add("DEL", self.db.k(ns, "hash", lesson.content_hash))
