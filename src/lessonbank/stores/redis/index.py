@@ -3,6 +3,9 @@
 Invariants: a lesson's hash, its token zsets (scored by the token's BM25 factor in that lesson),
 its tag sets, its content-hash key, the corpus counters and the seed 000 keys change together,
 queued into the caller's MULTI/EXEC; search reads only the zsets of the query's selective words.
+A lesson's term vector (space ``lexical:terms-v1``) is written in the same MULTI/EXEC when what it
+is made of changed: recall ranks those in the in-process exact index, and the token zsets serve the
+near-duplicate check and recall without numpy.
 
 The token zsets cover content, tags and ``learned_from``; each field's term frequencies are
 scaled by ``FIELD_WEIGHTS`` before the BM25 factor is taken (as SQLite's FTS5 ``bm25()`` with

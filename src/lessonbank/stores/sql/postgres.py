@@ -18,7 +18,10 @@ errors are retried, default 15). Invariants:
   commit); idle workers LISTEN and wake at once instead of waiting for their next poll.
 - Vectors are plain ``bytea`` in ``lesson_vectors`` (no server extension: pgvector is not on
   users' servers); the caller's in-process index scans them. Writes of one (namespace, model)
-  hold an advisory lock, so their sequence numbers are committed in order.
+  hold an advisory lock, so their sequence numbers are committed in order. Each lesson's term
+  vector is one of them (space ``lexical:terms-v1``), written in the lesson's transaction.
+- Bulk import analyzes the lessons table when it has grown by half since the last time, not
+  after every batch (an ANALYZE cost ~100 µs a lesson imported).
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""PostgreSQL lexical recall: the lessons table's index columns and the BM25 search over them.
+"""PostgreSQL lexical search in the server: the lessons table's index columns and BM25 over them.
+
+Recall does not come here when numpy is installed: each lesson's term vector is written with it
+(``PostgresDialect.write_term_vectors``) and the in-process exact index ranks them. This search
+serves the near-duplicate check on every write, and recall where numpy is missing.
 
 Invariants: every column of ``lessons`` but ``data`` is a copy of a lesson field (or derived
 from it: ``terms``, the tsvector of its tokens, and ``weights``, each token's BM25 factor),
