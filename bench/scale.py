@@ -105,7 +105,11 @@ def measure(bank: Any, cases: Sequence[dict[str, Any]], queries: int, embedder: 
 
 def run_backend(args: argparse.Namespace) -> dict[str, Any]:
     """One backend, in this process: grow the bank through every size and measure at each."""
-    dataset = _ruffdocs.load_dataset(args.cache_dir)
+    dataset = (
+        json.loads(args.dataset.read_text("utf-8"))
+        if args.dataset
+        else _ruffdocs.load_dataset(args.cache_dir)
+    )
     cases = retrieval.spread(dataset["cases"], args.cases)
     top = max(args.sizes)
     distractors = _ruffdocs.load_distractors(
@@ -165,6 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cases", type=int, default=200, help="ruff cases for quality and latency queries")
     parser.add_argument("--queries", type=int, default=300, help="timed recalls per mode and size")
     parser.add_argument("--cache-dir", type=Path, default=_ruffdocs.CACHE_DIR)
+    parser.add_argument("--dataset", type=Path, default=None, help="a dataset JSON (default: ruff's, cached)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--backend", help=argparse.SUPPRESS)  # the child process's one backend
     args = parser.parse_args(argv)
@@ -176,7 +181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "benchmark": "scale",
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine_info(),
-        "config": {k: v for k, v in vars(args).items() if k not in ("out", "backend", "cache_dir")},
+        "config": {
+            k: v for k, v in vars(args).items() if k not in ("out", "backend", "cache_dir", "dataset")
+        },
         "backends": [],
         "skipped": {},
     }
@@ -189,6 +196,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = [sys.executable, __file__, "--backend", backend, "--sizes", ",".join(map(str, sizes)),
                    "--embedder", args.embedder, "--cases", str(args.cases), "--queries", str(args.queries),
                    "--cache-dir", str(args.cache_dir)]  # fmt: skip
+        if args.dataset:
+            command += ["--dataset", str(args.dataset)]
         done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
         if done.returncode != 0:
             results["skipped"][backend] = f"exited with {done.returncode}"
