@@ -401,6 +401,7 @@ def test_postgres_schema_of_the_previous_release_is_upgraded(
 ) -> None:
     import psycopg
 
+    from lessonbank.stores.lexical import LEXICAL_SPACE, lesson_term_vector
     from lessonbank.stores.sql import postgres as postgres_db
     from lessonbank.stores.sql.postgres_search import COLUMNS, PLACEHOLDERS, values
 
@@ -420,6 +421,10 @@ def test_postgres_schema_of_the_previous_release_is_upgraded(
     store = open_store(url)
     try:
         assert [c.lesson_id for c in store.search(LessonQuery("default"), ["signing"], 5)] == [old.id]
+        # The lesson written before term vectors were kept got its own in the upgrade.
+        assert dict(store.vector_changes("default", LEXICAL_SPACE, 0).rows) == {
+            old.id: lesson_term_vector(old)
+        }
         new = store.write_lesson(Lesson(content="pin the base image", learned_from="Harden the docker build"))
         assert [c.lesson_id for c in store.search(LessonQuery("default"), ["docker"], 5)] == [new.lesson.id]
         assert store.put_vectors("default", "m", [(old.id, "h", b"\x00\x00\x80?")]) == 1

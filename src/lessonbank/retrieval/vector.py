@@ -192,13 +192,14 @@ class VectorIndex:
         """Sign bits of ``rows`` around the centre as (words, len(rows)) uint64, 64 dimensions a word."""
         numpy = self._np
         if len(rows) > SIGN_SLICE:  # in slices: the comparison makes a byte per dimension
-            return numpy.concatenate(
+            sliced: np.ndarray = numpy.concatenate(
                 [
                     self._sign_words(rows[start : start + SIGN_SLICE])
                     for start in range(0, len(rows), SIGN_SLICE)
                 ],
                 axis=1,
             )
+            return sliced
         packed = numpy.packbits(rows > self._centre, axis=1)
         spare = -packed.shape[1] % 8  # zero bytes up to a whole word: equal in every row, never counted
         if spare:

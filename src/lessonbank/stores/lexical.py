@@ -172,6 +172,21 @@ def lesson_term_vector(lesson: Lesson) -> bytes:
     return term_vector(lesson.content, lesson.tags, lesson.learned_from, scope)
 
 
+def weighted_term_vector(frequencies: Mapping[str, float], length: int, lesson: Lesson) -> bytes:
+    """``lesson_term_vector(lesson)`` from what ``weighted_terms(lesson, FIELD_WEIGHTS)`` gave (the same
+    terms in the same order): a store that already tokenised the lesson does not tokenise it again."""
+    pack = TERM_RECORD.pack
+    scopes = [
+        scope_hash(name, value) for name in SCOPE_FIELDS if (value := getattr(lesson, name)) is not None
+    ]
+    scopes += [scope_hash("tag", tag) for tag in dict.fromkeys(lesson.tags)]
+    return (
+        pack(0, 0.0, length)
+        + b"".join(pack(term_hash(term), tf, length) for term, tf in frequencies.items())
+        + b"".join(pack(term, 0.0, length) for term in scopes)
+    )
+
+
 def term_vector_changed(lesson: Lesson, previous: Lesson | None) -> bool:
     """Whether rewriting ``previous`` as ``lesson`` changes its term vector (unknown: True)."""
     if previous is None:

@@ -36,9 +36,9 @@ from lessonbank.stores.lexical import (
     common_idf,
     field_terms,
     idf,
-    lesson_term_vector,
     query_terms,
     term_vector_changed,
+    weighted_term_vector,
     weighted_terms,
 )
 from lessonbank.stores.redis.db import (
@@ -142,7 +142,8 @@ class RedisLessonIndex:
         batch.add("SADD", self.db.namespaces_key, ns)
         batch.queue(pipe, self._batch)
         if term_vector_changed(lesson, old):
-            self.q_put_vectors(pipe, ns, LEXICAL_SPACE, [(lesson.id, "", lesson_term_vector(lesson))])
+            vector = weighted_term_vector(frequencies, length, lesson)
+            self.q_put_vectors(pipe, ns, LEXICAL_SPACE, [(lesson.id, "", vector)])
         if old is None:
             self.seed.q_added(pipe, lesson)
 

@@ -284,13 +284,14 @@ class PostgresDialect:
         return Lesson.model_validate(row[0])
 
     def insert_lesson(self, conn: Connection, lesson: Lesson) -> bool:
+        row, terms = self.postings.values_and_terms(lesson)
         inserted = conn.execute(
             f"INSERT INTO lessons ({COLUMNS}) VALUES ({PLACEHOLDERS}) "
             "ON CONFLICT (namespace, content_hash) DO NOTHING RETURNING id",
-            self.postings.values(lesson),
+            row,
         ).fetchone()
         if inserted is not None:
-            self.write_term_vectors(conn, [lesson])
+            self.write_term_vectors(conn, [lesson], [terms])
         return inserted is not None
 
     def overwrite_lesson(self, conn: Connection, lesson: Lesson, previous: Lesson | None = None) -> int:
@@ -298,23 +299,28 @@ class PostgresDialect:
         names = [c.strip() for c in COLUMNS.split(",")][2:]
         placeholders = PLACEHOLDERS.split(",")[2:]
         assignments = ", ".join(f"{n} = {p}" for n, p in zip(names, placeholders, strict=True))
+        row, terms = self.postings.values_and_terms(lesson)
         changed = conn.execute(
             f"UPDATE lessons SET {assignments} WHERE id = ? AND namespace = ?",
-            (*self.postings.values(lesson)[2:], lesson.id, lesson.namespace),
+            (*row[2:], lesson.id, lesson.namespace),
         ).rowcount
         if changed and term_vector_changed(lesson, previous):
-            self.write_term_vectors(conn, [lesson])
+            self.write_term_vectors(conn, [lesson], [terms])
         return changed
 
-    def write_term_vectors(self, conn: Connection, lessons: Sequence[Lesson]) -> None:
+    def write_term_vectors(
+        self, conn: Connection, lessons: Sequence[Lesson], vectors: Sequence[bytes] | None = None
+    ) -> None:
         """Write each lesson's term vector in the caller's transaction (after the lesson's row).
 
         Like every vector write, it holds the (namespace, space) advisory lock to its commit, so
         readers following the sequence miss none; one whose vector is unchanged keeps its number.
         """
-        by_namespace: dict[str, list[Lesson]] = {}
-        for lesson in lessons:
-            by_namespace.setdefault(lesson.namespace, []).append(lesson)
+        if vectors is None:
+            vectors = [lesson_term_vector(lesson) for lesson in lessons]
+        by_namespace: dict[str, list[tuple[str, bytes]]] = {}
+        for lesson, vector in zip(lessons, vectors, strict=True):
+            by_namespace.setdefault(lesson.namespace, []).append((lesson.id, vector))
         for namespace in sorted(by_namespace):  # one lock order for every writer
             group = by_namespace[namespace]
             conn.execute(
@@ -328,8 +334,8 @@ class PostgresDialect:
                 (
                     LEXICAL_SPACE,
                     namespace,
-                    [lesson.id for lesson in group],
-                    [lesson_term_vector(lesson) for lesson in group],
+                    [lesson_id for lesson_id, _ in group],
+                    [vector for _, vector in group],
                 ),
             )
 
@@ -428,11 +434,9 @@ class PostgresDialect:
             new.append(lesson)
         new_ids = {lesson.id for lesson in new}
         final_new = [stored[(lesson.namespace, lesson.content_hash)] for lesson in new]
-        conn.executemany(
-            f"INSERT INTO lessons ({COLUMNS}) VALUES ({PLACEHOLDERS})",
-            [self.postings.values(lesson) for lesson in final_new],
-        )
-        self.write_term_vectors(conn, final_new)
+        rows = [self.postings.values_and_terms(lesson) for lesson in final_new]
+        conn.executemany(f"INSERT INTO lessons ({COLUMNS}) VALUES ({PLACEHOLDERS})", [row for row, _ in rows])
+        self.write_term_vectors(conn, final_new, [terms for _, terms in rows])
         for lesson_id, lesson in changed.items():
             if lesson_id not in new_ids:
                 self.overwrite_lesson(conn, lesson)

@@ -39,6 +39,7 @@ from lessonbank.stores.lexical import (
     common_idf,
     idf,
     query_terms,
+    weighted_term_vector,
     weighted_terms,
 )
 from lessonbank.stores.sql.dialect import Connection, Dialect, lesson_filter
@@ -68,6 +69,10 @@ class PostingsIndex:
 
     def values(self, lesson: Lesson) -> tuple[Any, ...]:
         return values(lesson, self.avg_len(lesson.namespace))
+
+    def values_and_terms(self, lesson: Lesson) -> tuple[tuple[Any, ...], bytes]:
+        """The lesson's row of ``COLUMNS`` and its term vector, from one tokenisation."""
+        return values_and_terms(lesson, self.avg_len(lesson.namespace))
 
     def search(
         self,
@@ -178,8 +183,13 @@ def _lexeme(term: str) -> str:
 
 def values(lesson: Lesson, avg_len: float) -> tuple[Any, ...]:
     """The lesson as a row of ``COLUMNS`` (``PLACEHOLDERS``)."""
+    return values_and_terms(lesson, avg_len)[0]
+
+
+def values_and_terms(lesson: Lesson, avg_len: float) -> tuple[tuple[Any, ...], bytes]:
+    """The lesson as a row of ``COLUMNS`` (``PLACEHOLDERS``), and its term vector."""
     frequencies, length = weighted_terms(lesson, FIELD_WEIGHTS)
-    return (
+    row = (
         lesson.id,
         lesson.namespace,
         lesson.kind,
@@ -205,6 +215,7 @@ def values(lesson: Lesson, avg_len: float) -> tuple[Any, ...]:
         Jsonb(lesson.model_dump(mode="json")),
         lesson.learned_from,
     )
+    return row, weighted_term_vector(frequencies, length, lesson)
 
 
 def candidate(row: Sequence[Any], relevance: float) -> Candidate:
