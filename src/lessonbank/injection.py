@@ -137,8 +137,28 @@ _REQUEST_SECRET = re.compile(rf"\b{_REVEAL}\b(?:\s+\S+){{0,5}}?\s+{_SECRET}", re
 
 
 # Literal text (lowercase) a pattern cannot match without: a text holding none of them skips the
-# pattern. Derived branch by branch from the patterns above; only the costliest patterns have one.
+# pattern. Derived branch by branch from the patterns above (every branch holds one of them); the
+# screen runs on every lesson written, and most lessons hold none of most patterns' words.
+_OVERRIDE_VERBS = ("ignore", "disregard", "forget", "override", "overrule", "bypass")
 _NEEDS: dict[str, tuple[str, ...]] = {
+    "chat template token": ("<", "["),
+    "role header": ("system", "assistant", "developer", "human", "user"),
+    "instruction header": ("#", "["),
+    "override of instructions": _OVERRIDE_VERBS,
+    "override of the prompt": _OVERRIDE_VERBS,
+    "new identity": ("now", "pretend", "act", "developer", "jailbr", "new"),
+    "message to the model": ("note", "message", "attention", "instruction", "read"),
+    "concealment from the user": (
+        "secretly",
+        "silently",
+        "covertly",
+        "tell",
+        "inform",
+        "mention",
+        "notify",
+        "alert",
+    ),
+    "exfiltration": ("exfiltrat",),
     "remote code execution": ("|", "$(", "/dev/tcp/", "-e", "iex", "-rf"),
     "environment dump": ("printenv", "|", "os.environ", ".ssh/", ".env", ".aws/", ".netrc", "@"),
     "request to reveal secrets": (
