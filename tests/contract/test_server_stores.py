@@ -563,3 +563,23 @@ def test_redis_entries_read_by_a_dead_local_worker_are_taken_at_once(redis_prefi
         assert [c["name"] for c in store.r.xinfo_consumers(stream, "workers")] == ["host@2:b"]
     finally:
         store.close()
+
+
+def test_postgres_recall_runs_prepared_statements(pg_schema: str) -> None:
+    """A recall's statements (the index's change check, the candidates' rows) are prepared on the
+    connection after a few uses (psycopg prepares a statement run 5 times), not parsed and planned
+    on every recall."""
+    from lessonbank import LessonBank
+
+    with LessonBank(f"{POSTGRES_URL}?schema={pg_schema}&pool_min=1&pool_max=1", worker=False) as bank:
+        bank.import_lessons(
+            [{"content": f"rotate the signing keys of service {n} every quarter"} for n in range(20)]
+        )
+        for n in range(10):
+            assert bank.recall(f"signing keys service {n}", k=3, mode="lexical")
+        with bank.store.dialect.read() as conn:  # type: ignore[attr-defined]
+            prepared = [
+                row[0] for row in conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()
+            ]
+    assert any("lesson_vectors" in statement for statement in prepared)  # the change check
+    assert any("l.id = ANY" in statement for statement in prepared)  # the candidates' rows
