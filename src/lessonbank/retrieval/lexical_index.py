@@ -79,8 +79,8 @@ class LexicalIndex:
         # The base: postings of slots < _base_slots, sorted by term, one slice per term.
         self._terms = np.zeros(0, dtype=np.uint64)
         self._starts = np.zeros(1, dtype=np.int64)
-        self._docs = np.zeros(0, dtype=np.intp)
-        self._tf = np.zeros(0, dtype=np.float64)
+        self._docs = np.zeros(0, dtype=np.int32)
+        self._tf = np.zeros(0, dtype=np.float32)
         self._base_slots = 0
         self._base_dead = 0
         # The delta: postings of slots written since, by term hash.
@@ -169,10 +169,10 @@ class LexicalIndex:
         np = self._np
         order = np.argsort(terms, kind="stable")  # slots stay ascending within a term
         terms = terms[order]
-        self._docs = np.ascontiguousarray(
-            slots[order], dtype=np.intp
-        )  # what indexing and bincount take: no cast per query
-        self._tf = np.ascontiguousarray(tf[order], dtype=np.float64)  # scored in float64: no cast per query
+        # Kept at 4 bytes each (slots are < 2^31; a weighted frequency is a sum of field weights,
+        # exact in float32): half the memory of intp and float64, cast per query for the scoring.
+        self._docs = np.ascontiguousarray(slots[order], dtype=np.int32)
+        self._tf = np.ascontiguousarray(tf[order], dtype=np.float32)
         if len(terms):
             change = np.flatnonzero(terms[1:] != terms[:-1]) + 1
             starts = np.concatenate(([0], change, [len(terms)])).astype(np.int64)
@@ -304,8 +304,8 @@ class LexicalIndex:
                     docs, tf = docs[keep], tf[keep]
             delta = [(slot, value) for slot, value in self._delta.get(term, ()) if self._alive[slot]]
             if delta:
-                docs = np.concatenate((docs, np.fromiter((d[0] for d in delta), np.intp, len(delta))))
-                tf = np.concatenate((tf, np.fromiter((d[1] for d in delta), np.float64, len(delta))))
+                docs = np.concatenate((docs, np.fromiter((d[0] for d in delta), np.int32, len(delta))))
+                tf = np.concatenate((tf, np.fromiter((d[1] for d in delta), np.float32, len(delta))))
             out.append((docs, tf))
         return out
 
@@ -354,8 +354,8 @@ class LexicalIndex:
                 weights.append(idf(docs, len(held)) * (BM25_K1 + 1.0))
         if not slots:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
-        held = np.concatenate(slots)
-        tf = np.concatenate(frequencies)
+        held = np.concatenate(slots).astype(np.intp)  # what indexing and bincount take
+        tf = np.concatenate(frequencies).astype(np.float64)
         # weight · tf / (tf + norm), in place: a 64-word query over 100k lessons is ~800k postings,
         # and each temporary array of that size costs as much as the arithmetic.
         contribution = np.take(self._norm(docs, total_length, mask), held)
