@@ -311,3 +311,57 @@ def test_a_term_vector_holds_the_weighted_terms_of_the_lesson_and_its_scope() ->
         scope_hash("tag", "ops"),
         scope_hash("tag", "Parse"),
     }
+
+
+def test_a_bulk_import_that_reinforces_with_new_tags_keeps_the_count(store: SQLiteStore) -> None:
+    """Reinforcing a stored lesson with new tags rewrites its term vector inside the bulk load: the
+    count stays that of the rows, so the index does not reload on every recall."""
+    clock = Clock()
+    first = [lesson(f"rotate the signing keys of service {n}", clock, namespace=NS) for n in range(30)]
+    store.import_lessons(first)
+    again = [lesson(item.content, clock, namespace=NS, tags=["new-tag"]) for item in first[:10]]
+    more = [lesson(f"vacuum table {n} weekly", clock, namespace=NS) for n in range(5)]
+    assert store.import_lessons(again + more) == (5, 10)
+    changes = store.vector_changes(NS, LEXICAL_SPACE, 0)
+    assert changes.count == len(changes.rows) == 35
+
+    loads = []
+    original = store.vector_changes
+
+    def counting(namespace: str, model: str, after: int):  # type: ignore[no-untyped-def]
+        if after == 0:
+            loads.append(model)
+        return original(namespace, model, after)
+
+    store.vector_changes = counting  # type: ignore[method-assign]
+    index = LexicalIndex(store, NS)
+    for n in range(5):
+        assert search(index, store, ["signing", "service", str(n)], 3)
+    assert loads == [LEXICAL_SPACE]  # the first load only
+
+
+def test_a_store_count_that_drifted_costs_one_reload_not_one_a_search(store: SQLiteStore, caplog) -> None:
+    clock = Clock()
+    store.import_lessons(
+        [lesson(f"rotate the signing keys of service {n}", clock, namespace=NS) for n in range(20)]
+    )
+    with store.dialect.tx() as conn:
+        conn.execute("UPDATE vector_counts SET n = n - 3 WHERE model = ?", (LEXICAL_SPACE,))
+    loads = []
+    original = store.vector_changes
+
+    def counting(namespace: str, model: str, after: int):  # type: ignore[no-untyped-def]
+        if after == 0:
+            loads.append(model)
+        return original(namespace, model, after)
+
+    store.vector_changes = counting  # type: ignore[method-assign]
+    index = LexicalIndex(store, NS)
+    for _ in range(5):
+        assert len(search(index, store, ["signing", "keys"], 30)) == 20
+    assert len(loads) <= 2 and "counts 17 term vectors but holds 20" in caplog.text
+    # A real delete is still followed.
+    victim = next(iter(stored(store)))
+    store.delete_lesson(NS, victim)
+    assert victim not in [i for i, _ in search(index, store, ["signing", "keys"], 30)]
+    assert len(search(index, store, ["signing", "keys"], 30)) == 19

@@ -137,3 +137,22 @@ def test_lessons_of_an_old_file_get_their_term_vectors(tmp_path: Path) -> None:
         }
     finally:
         store.close()
+
+
+def test_a_vector_count_that_drifted_is_taken_again_from_the_rows(tmp_path: Path) -> None:
+    """Migration 7: counts a bulk import left short are repaired on open."""
+    from lessonbank.stores.lexical import LEXICAL_SPACE
+
+    path = tmp_path / "bank.db"
+    store = SQLiteStore(path, clock=Clock())
+    store.import_lessons([lesson(f"vacuum table {n} weekly", Clock()) for n in range(12)])
+    with store.dialect.tx() as conn:
+        conn.execute("UPDATE vector_counts SET n = 5 WHERE model = ?", (LEXICAL_SPACE,))
+    store.close()
+    with sqlite3.connect(path) as raw:
+        raw.execute("PRAGMA user_version = 6")
+    store = SQLiteStore(path, clock=Clock())
+    try:
+        assert store.vector_changes("default", LEXICAL_SPACE, 0).count == 12
+    finally:
+        store.close()

@@ -65,6 +65,7 @@ class LexicalIndex:
         self._record = np.dtype([("term", "<u8"), ("tf", "<f4"), ("length", "<u4")])
         self._lock = threading.Lock()
         self._seq = 0
+        self._miscount = 0  # rows held minus the store's count at the last full load (0 unless it drifted)
         self._clear()
 
     def _clear(self) -> None:
@@ -109,13 +110,17 @@ class LexicalIndex:
         else:
             self._apply(changes.rows)
         self._seq = max(self._seq, changes.seq)
-        if self._live + len(self._ignored) > changes.count:
+        expected = changes.count + self._miscount
+        if self._live + len(self._ignored) > expected:
             self._forget_deleted()
-        if self._live + len(self._ignored) != changes.count:
+        if self._live + len(self._ignored) != expected:
             full = self.store.vector_changes(self.namespace, LEXICAL_SPACE, 0)
             self._clear()
             self._load(full.rows)
             self._seq = full.seq
+            self._miscount = miscount(
+                self._live + len(self._ignored), full.count, self.namespace, "term vectors"
+            )
 
     def _forget_deleted(self) -> None:
         """Kill the slots of lessons deleted since (deletes have no sequence number): one lookup of
@@ -409,3 +414,18 @@ def _newest(rows: Sequence[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
         last.pop(lesson_id, None)
         last[lesson_id] = vector
     return list(last.items())
+
+
+def miscount(held: int, counted: int, namespace: str, what: str) -> int:
+    """How many more rows a full load found than the store counts (logged when not 0): an index
+    compares later counts with that difference, so a count that drifted costs one reload, not one
+    on every search."""
+    if held != counted:
+        log.warning(
+            "namespace %s: the store counts %d %s but holds %d; the index follows what it holds",
+            namespace,
+            counted,
+            what,
+            held,
+        )
+    return held - counted

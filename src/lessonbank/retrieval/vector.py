@@ -37,6 +37,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from lessonbank.ports import Store
+from lessonbank.retrieval.lexical_index import miscount
 
 if TYPE_CHECKING:
     import numpy as np
@@ -94,6 +95,7 @@ class VectorIndex:
         self._row_of: dict[str, int] = {}
         self._ignored: set[str] = set()  # rows of another size: counted as seen, never searched
         self._seq = 0
+        self._miscount = 0  # rows held minus the store's count at the last reload (0 unless it drifted)
         self._synced_at = float("-inf")
         self._lock = threading.Lock()
         # Sign bits for the two-step search, kept up to date lazily: rows appended since, rows
@@ -119,7 +121,7 @@ class VectorIndex:
             changes = self.store.vector_changes(self.namespace, self.model, self._seq)
             self._apply(changes.rows)
             self._seq = max(self._seq, changes.seq)
-            if len(self._ids) + len(self._ignored) != changes.count:
+            if len(self._ids) + len(self._ignored) != changes.count + self._miscount:
                 self._reload()
             self._synced_at = self._clock()
 
@@ -290,3 +292,6 @@ class VectorIndex:
         changes = self.store.vector_changes(self.namespace, self.model, 0)
         self._apply(changes.rows)
         self._seq = changes.seq
+        self._miscount = miscount(
+            len(self._ids) + len(self._ignored), changes.count, self.namespace, "vectors"
+        )

@@ -321,4 +321,17 @@ MIGRATIONS: list[str] = [
         SELECT rowid, namespace, 'lexical:terms-v1', '', lb_term_vector(content, tags, learned_from, kind, agent, task_type, goal_id)
         FROM lessons ORDER BY rowid;
     """,
+    # 7: a bulk import that reinforced a lesson with new tags rewrote its term vector (the update
+    # trigger deletes and inserts it): the delete was counted and the insert, standing aside for the
+    # bulk load, was not, so the lexical space's count fell one short each time and the lexical index
+    # reloaded on every recall. The delete now stands aside as the insert does (the bulk load counts
+    # what it adds itself), and every count is taken again from the rows.
+    """
+    DROP TRIGGER lesson_vectors_ad;
+    CREATE TRIGGER lesson_vectors_ad AFTER DELETE ON lesson_vectors WHEN NOT EXISTS (SELECT 1 FROM bulk_load) BEGIN
+        UPDATE vector_counts SET n = n - 1 WHERE namespace = old.namespace AND model = old.model;
+    END;
+    UPDATE vector_counts SET n = (SELECT count(*) FROM lesson_vectors v
+        WHERE v.namespace = vector_counts.namespace AND v.model = vector_counts.model);
+    """,
 ]
