@@ -99,7 +99,9 @@ def _truncated_strings(value: Any, limit: int) -> Any:
 
 
 def _check_text(value: Any, field: str) -> Any:
-    """Refuse strings that cannot be stored as UTF-8, naming the field."""
+    """Refuse strings that cannot be stored as UTF-8, naming the field; drop NUL characters (text
+    never needs them, and PostgreSQL's text and JSONB cannot hold them, so a lesson or an episode
+    reads the same back from every store)."""
     if isinstance(value, str):
         try:
             value.encode("utf-8")
@@ -108,13 +110,11 @@ def _check_text(value: Any, field: str) -> Any:
                 f"{field} is not valid UTF-8 (undecodable byte at position {exc.start}); "
                 "send text encoded as UTF-8"
             ) from None
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _check_text(key, field)
-            _check_text(item, f"{field}.{key}")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            _check_text(item, f"{field}[{index}]")
+        return value.replace("\x00", "") if "\x00" in value else value
+    if isinstance(value, dict):
+        return {_check_text(key, field): _check_text(item, f"{field}.{key}") for key, item in value.items()}
+    if isinstance(value, list):
+        return [_check_text(item, f"{field}[{index}]") for index, item in enumerate(value)]
     return value
 
 
@@ -142,8 +142,7 @@ class Record(BaseModel):
     @classmethod
     def _utf8(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            for key, value in data.items():
-                _check_text(value, str(key))
+            return {key: _check_text(value, str(key)) for key, value in data.items()}
         return data
 
 

@@ -95,3 +95,29 @@ def test_a_4_mb_model_reply_makes_a_small_reflection_row(bank_on: LessonBank) ->
     [stored] = bank_on.store.reflections_for_episode(job_done.episode_id or "")
     _cut(stored.raw_output, MODEL_TEXT_MAX_CHARS)
     assert len(stored.model_dump_json()) < 5 * MODEL_TEXT_MAX_CHARS
+
+
+def test_nul_characters_are_dropped_and_everything_else_is_stored(store_url: str) -> None:
+    """A NUL in a docstring or a tool's output: PostgreSQL cannot hold it in text, so no store keeps
+    it; the lesson and the episode are stored whole otherwise, on every backend, and an import of a
+    batch holding one writes every lesson."""
+    from lessonbank import Episode, Settings
+
+    settings = Settings.from_env(backoff_base_s=0.01, backoff_max_s=0.05, poll_interval_s=0.05)
+    with LessonBank(store_url, settings=settings, worker=False) as bank:
+        added = bank.import_lessons(
+            [
+                {"content": f"lesson {n}: pad the magic number with \x00 bytes", "tags": ["bin\x00ary"]}
+                for n in range(3)
+            ]
+        )
+        assert added["added"] == 3 and added["skipped"] == 0
+        assert all("\x00" not in item.content and item.tags == ["binary"] for item in bank.lessons())
+        assert bank.add_lesson("strip \x00 before hashing", learned_from="read \x00 bytes").content == (
+            "strip  before hashing"
+        )
+        episode = bank.record(
+            Episode(task="parse a \x00-terminated string", status="failure", output="out\x00put")
+        )
+        stored, _ = bank.store.get_episode(episode.id)
+        assert stored.task == "parse a -terminated string" and stored.output == "output"
