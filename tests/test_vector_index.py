@@ -153,3 +153,26 @@ def test_vectors_of_another_size_are_ignored(store: SQLiteStore) -> None:
     seq = index._seq
     index.search(_unit(np.ones(DIM)), 5)  # the odd row is remembered, so no full reload follows
     assert index._seq == seq and len(index) == 1
+
+
+def test_a_big_load_hands_freed_memory_back(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows a full load reads are freed once the matrix holds them, and the C heap's free pages
+    are handed back (a no-op where the C library cannot)."""
+    from lessonbank.retrieval import vector
+
+    calls: list[int] = []
+    monkeypatch.setattr(vector, "GIVE_BACK_FROM", 100)
+    monkeypatch.setattr(vector, "give_back_memory", lambda: calls.append(1))
+    rng = np.random.default_rng(9)
+    _fill(store, _unit(rng.standard_normal((150, DIM))))
+    index = VectorIndex(store, "t", "m", DIM, refresh_s=0.0)
+    index.sync()
+    assert len(index) == 150 and calls == [1]
+    index.sync()  # nothing new: nothing to hand back
+    assert calls == [1]
+
+
+def test_giving_memory_back_is_safe_anywhere() -> None:
+    from lessonbank.retrieval.lexical_index import give_back_memory
+
+    give_back_memory()  # glibc: trims; elsewhere: does nothing, and never raises

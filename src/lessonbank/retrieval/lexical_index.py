@@ -50,6 +50,7 @@ log = logging.getLogger("lessonbank.retrieval")
 
 DELTA_MIN = 4_096  # slots written since the base was built, before it is rebuilt
 DELTA_SHARE = 8  # ... or this share of the index, whichever is larger
+GIVE_BACK_FROM = 10_000  # rows read by a sync past which freed memory is handed back
 FIRST_BATCH = 2  # the first filter batch is this many times the limit; each next one doubles
 
 
@@ -104,7 +105,14 @@ class LexicalIndex:
             self._sync()
 
     def _sync(self) -> None:
+        read = self._read_changes()
+        if read >= GIVE_BACK_FROM:
+            give_back_memory()  # the rows read are gone; the index holds its own arrays
+
+    def _read_changes(self) -> int:
+        """Apply what changed in the store; how many rows that read."""
         changes = self.store.vector_changes(self.namespace, LEXICAL_SPACE, self._seq)
+        read = len(changes.rows)
         if self._seq == 0 and changes.rows:
             self._load(changes.rows)
         else:
@@ -121,6 +129,8 @@ class LexicalIndex:
             self._miscount = miscount(
                 self._live + len(self._ignored), full.count, self.namespace, "term vectors"
             )
+            read += len(full.rows)
+        return read
 
     def _forget_deleted(self) -> None:
         """Kill the slots of lessons deleted since (deletes have no sequence number): one lookup of
@@ -414,6 +424,18 @@ def _newest(rows: Sequence[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
         last.pop(lesson_id, None)
         last[lesson_id] = vector
     return list(last.items())
+
+
+def give_back_memory() -> None:
+    """Hand the C heap's free pages back to the system (glibc only; elsewhere nothing): a full load
+    reads every row as a Python bytes object, and once those are freed the process would otherwise
+    keep their pages, a few hundred MB at a million lessons, for nothing."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def miscount(held: int, counted: int, namespace: str, what: str) -> int:

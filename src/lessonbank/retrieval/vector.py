@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from lessonbank.ports import Store
-from lessonbank.retrieval.lexical_index import miscount
+from lessonbank.retrieval.lexical_index import GIVE_BACK_FROM, give_back_memory, miscount
 
 if TYPE_CHECKING:
     import numpy as np
@@ -119,10 +119,15 @@ class VectorIndex:
             if not force and self._clock() - self._synced_at < self.refresh_s:
                 return
             changes = self.store.vector_changes(self.namespace, self.model, self._seq)
+            read = len(changes.rows)
             self._apply(changes.rows)
             self._seq = max(self._seq, changes.seq)
-            if len(self._ids) + len(self._ignored) != changes.count + self._miscount:
-                self._reload()
+            reload = len(self._ids) + len(self._ignored) != changes.count + self._miscount
+            del changes
+            if reload:
+                read += self._reload()
+            if read >= GIVE_BACK_FROM:
+                give_back_memory()  # the rows read are gone; the matrix holds its own copy
             self._synced_at = self._clock()
 
     def vectors(self) -> dict[str, np.ndarray]:
@@ -283,7 +288,7 @@ class VectorIndex:
         resident = bits + ids + (0 if self._mapped else int(self._matrix.nbytes))
         return {"resident": resident, "matrix": int(self._matrix.nbytes), "mapped": int(self._mapped)}
 
-    def _reload(self) -> None:
+    def _reload(self) -> int:
         np = self._np
         self._matrix, self._mapped = np.zeros((0, self.dim), dtype=np.float32), False
         self._ids, self._row_of, self._ignored = [], {}, set()
@@ -295,3 +300,4 @@ class VectorIndex:
         self._miscount = miscount(
             len(self._ids) + len(self._ignored), changes.count, self.namespace, "vectors"
         )
+        return len(changes.rows)
