@@ -13,7 +13,8 @@ process of its own (its memory figures are its own) and grows one bank: at each 
   ruff queries (message and code), lexical and hybrid, the query's embedding included;
 - hybrid recall@5 with the vector index's two-step search (sign bits, then exact re-rank) and with an
   exact scan of every vector, on the same bank;
-- memory: the client process's own (anonymous) and mapped-file resident sizes, and each index's.
+- memory: the client process's own (anonymous) and mapped-file resident sizes, and each index's
+  (measured in a process of its own that opens the bank and recalls, as an agent's would).
 
 Prints a table and writes JSON (default ``bench/results/scale.json``).
 """
@@ -103,6 +104,35 @@ def measure(bank: Any, cases: Sequence[dict[str, Any]], queries: int, embedder: 
     return out
 
 
+def measured(url: str, home: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """``measure`` in a process of its own, a client as an agent would run one: it opens the bank,
+    loads the indexes and recalls; its memory is the client's, not this one's (which holds the data)."""
+    command = [sys.executable, __file__, "--measure", url, "--home", str(home), "--embedder", args.embedder,
+               "--cases", str(args.cases), "--queries", str(args.queries), "--cache-dir", str(args.cache_dir)]  # fmt: skip
+    if args.dataset:
+        command += ["--dataset", str(args.dataset)]
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def measure_client(args: argparse.Namespace) -> dict[str, Any]:
+    dataset = (
+        json.loads(args.dataset.read_text("utf-8"))
+        if args.dataset
+        else _ruffdocs.load_dataset(args.cache_dir)
+    )
+    cases = retrieval.spread(dataset["cases"], args.cases)
+    inner = make_embedder(args.embedder)
+    assert inner is not None, f"{args.embedder!r} names no embedder"
+    embedder = CachedEmbedder(inner, args.cache_dir / "vectors.sqlite")
+    before = process_memory()
+    with retrieval.open_bank(args.measure, embedder, args.home) as bank:
+        result = measure(bank, cases, args.queries, inner)
+    result["memory"]["process_before_open"] = before
+    return result
+
+
 def run_backend(args: argparse.Namespace) -> dict[str, Any]:
     """One backend, in this process: grow the bank through every size and measure at each."""
     dataset = (
@@ -110,7 +140,6 @@ def run_backend(args: argparse.Namespace) -> dict[str, Any]:
         if args.dataset
         else _ruffdocs.load_dataset(args.cache_dir)
     )
-    cases = retrieval.spread(dataset["cases"], args.cases)
     top = max(args.sizes)
     distractors = _ruffdocs.load_distractors(
         top, [lesson["content"] for lesson in dataset["lessons"]], args.cache_dir
@@ -138,18 +167,17 @@ def run_backend(args: argparse.Namespace) -> dict[str, Any]:
                 embed_s = time.perf_counter() - start
             done = size
             print(f"{args.backend}: {size:,} lessons: recall ...", file=sys.stderr)
-            with retrieval.open_bank(url, embedder, home) as bank:
-                row = {
-                    "backend": args.backend,
-                    "lessons": size,
-                    "import": {
-                        **counts,
-                        "seconds": round(seconds, 2),
-                        "lessons_per_s": round(counts["added"] / seconds),
-                    },
-                    "vectors": {"written": embedded, "seconds": round(embed_s, 2), **embedder.take_counts()},
-                    **measure(bank, cases, args.queries, inner),
-                }
+            row = {
+                "backend": args.backend,
+                "lessons": size,
+                "import": {
+                    **counts,
+                    "seconds": round(seconds, 2),
+                    "lessons_per_s": round(counts["added"] / seconds),
+                },
+                "vectors": {"written": embedded, "seconds": round(embed_s, 2), **embedder.take_counts()},
+                **measured(url, home, args),
+            }
             rows.append(row)
             print(
                 json.dumps({k: row[k] for k in ("lessons", "import", "lexical", "hybrid", "recall@5")}),
@@ -172,8 +200,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dataset", type=Path, default=None, help="a dataset JSON (default: ruff's, cached)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--backend", help=argparse.SUPPRESS)  # the child process's one backend
+    parser.add_argument("--measure", help=argparse.SUPPRESS)  # a client process: the bank's URL
+    parser.add_argument("--home", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.sizes = [int(part.replace("_", "")) for part in args.sizes.split(",") if part.strip()]
+    if args.measure:
+        print(json.dumps(measure_client(args)))
+        return 0
     if args.backend:
         print(json.dumps(run_backend(args)))
         return 0
