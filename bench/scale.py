@@ -116,16 +116,23 @@ def measured(url: str, home: Path, args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def measure_client(args: argparse.Namespace) -> dict[str, Any]:
-    dataset = (
-        json.loads(args.dataset.read_text("utf-8"))
-        if args.dataset
-        else _ruffdocs.load_dataset(args.cache_dir)
-    )
-    cases = retrieval.spread(dataset["cases"], args.cases)
+def dataset_of(args: argparse.Namespace) -> dict[str, Any]:
+    if args.dataset:
+        loaded: dict[str, Any] = json.loads(args.dataset.read_text("utf-8"))
+        return loaded
+    return _ruffdocs.load_dataset(args.cache_dir)
+
+
+def embedders_of(args: argparse.Namespace) -> tuple[Any, CachedEmbedder]:
+    """The embedder, and it with its document vectors cached across runs."""
     inner = make_embedder(args.embedder)
     assert inner is not None, f"{args.embedder!r} names no embedder"
-    embedder = CachedEmbedder(inner, args.cache_dir / "vectors.sqlite")
+    return inner, CachedEmbedder(inner, args.cache_dir / "vectors.sqlite")
+
+
+def measure_client(args: argparse.Namespace) -> dict[str, Any]:
+    cases = retrieval.spread(dataset_of(args)["cases"], args.cases)
+    inner, embedder = embedders_of(args)
     before = process_memory()
     with retrieval.open_bank(args.measure, embedder, args.home) as bank:
         result = measure(bank, cases, args.queries, inner)
@@ -135,19 +142,13 @@ def measure_client(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_backend(args: argparse.Namespace) -> dict[str, Any]:
     """One backend, in this process: grow the bank through every size and measure at each."""
-    dataset = (
-        json.loads(args.dataset.read_text("utf-8"))
-        if args.dataset
-        else _ruffdocs.load_dataset(args.cache_dir)
-    )
+    dataset = dataset_of(args)
     top = max(args.sizes)
     distractors = _ruffdocs.load_distractors(
         top, [lesson["content"] for lesson in dataset["lessons"]], args.cache_dir
     )
     lessons = retrieval.lessons_for(dataset, distractors, top, provenance=True)
-    inner = make_embedder(args.embedder)
-    assert inner is not None, f"{args.embedder!r} names no embedder"
-    embedder = CachedEmbedder(inner, args.cache_dir / "vectors.sqlite")
+    _, embedder = embedders_of(args)
     rows = []
     with (
         tempfile.TemporaryDirectory(prefix="lessonbank-scale-") as tmp,

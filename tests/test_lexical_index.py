@@ -313,6 +313,20 @@ def test_a_term_vector_holds_the_weighted_terms_of_the_lesson_and_its_scope() ->
     }
 
 
+def full_loads(store: SQLiteStore) -> list[str]:
+    """The spaces of every full read of ``store``'s vectors from now on (``after=0``), in order."""
+    loads: list[str] = []
+    original = store.vector_changes
+
+    def counting(namespace: str, model: str, after: int):  # type: ignore[no-untyped-def]
+        if after == 0:
+            loads.append(model)
+        return original(namespace, model, after)
+
+    store.vector_changes = counting  # type: ignore[method-assign]
+    return loads
+
+
 def test_a_bulk_import_that_reinforces_with_new_tags_keeps_the_count(store: SQLiteStore) -> None:
     """Reinforcing a stored lesson with new tags rewrites its term vector inside the bulk load: the
     count stays that of the rows, so the index does not reload on every recall."""
@@ -325,15 +339,7 @@ def test_a_bulk_import_that_reinforces_with_new_tags_keeps_the_count(store: SQLi
     changes = store.vector_changes(NS, LEXICAL_SPACE, 0)
     assert changes.count == len(changes.rows) == 35
 
-    loads = []
-    original = store.vector_changes
-
-    def counting(namespace: str, model: str, after: int):  # type: ignore[no-untyped-def]
-        if after == 0:
-            loads.append(model)
-        return original(namespace, model, after)
-
-    store.vector_changes = counting  # type: ignore[method-assign]
+    loads = full_loads(store)
     index = LexicalIndex(store, NS)
     for n in range(5):
         assert search(index, store, ["signing", "service", str(n)], 3)
@@ -347,15 +353,7 @@ def test_a_store_count_that_drifted_costs_one_reload_not_one_a_search(store: SQL
     )
     with store.dialect.tx() as conn:
         conn.execute("UPDATE vector_counts SET n = n - 3 WHERE model = ?", (LEXICAL_SPACE,))
-    loads = []
-    original = store.vector_changes
-
-    def counting(namespace: str, model: str, after: int):  # type: ignore[no-untyped-def]
-        if after == 0:
-            loads.append(model)
-        return original(namespace, model, after)
-
-    store.vector_changes = counting  # type: ignore[method-assign]
+    loads = full_loads(store)
     index = LexicalIndex(store, NS)
     for _ in range(5):
         assert len(search(index, store, ["signing", "keys"], 30)) == 20
