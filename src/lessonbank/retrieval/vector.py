@@ -53,7 +53,7 @@ RESCORE_PER_RESULT = 50
 MIN_RESCORE = 4_000
 RESCORE_SHARE = 8  # the two steps only pay when the re-ranked rows are at most 1/8 of the index
 RESCORE_SHARE_OF_INDEX = 256  # ... and re-rank at least 1/256 of the index (4,000 rows at 1M)
-SIGN_SLICE = 1 << 16  # rows turned into sign bits at a time
+SLICE = 1 << 16  # rows turned into sign bits, or copied into a mapped file, at a time
 MAPPED_FROM = 1 << 16  # rows of capacity from which the matrix is a memory-mapped file
 _INITIAL_CAPACITY = 1024
 
@@ -198,12 +198,9 @@ class VectorIndex:
     def _sign_words(self, rows: np.ndarray) -> np.ndarray:
         """Sign bits of ``rows`` around the centre as (words, len(rows)) uint64, 64 dimensions a word."""
         numpy = self._np
-        if len(rows) > SIGN_SLICE:  # in slices: the comparison makes a byte per dimension
+        if len(rows) > SLICE:  # in slices: the comparison makes a byte per dimension
             sliced: np.ndarray = numpy.concatenate(
-                [
-                    self._sign_words(rows[start : start + SIGN_SLICE])
-                    for start in range(0, len(rows), SIGN_SLICE)
-                ],
+                [self._sign_words(rows[start : start + SLICE]) for start in range(0, len(rows), SLICE)],
                 axis=1,
             )
             return sliced
@@ -274,10 +271,8 @@ class VectorIndex:
         with tempfile.TemporaryFile(prefix="lessonbank-vectors-") as file:
             file.truncate(capacity * self.dim * 4)
             mapped = np.memmap(file, dtype=np.float32, mode="r+", shape=(capacity, self.dim))
-        for start in range(0, keep, SIGN_SLICE):  # copied in slices: no second full copy in memory
-            mapped[start : min(keep, start + SIGN_SLICE)] = self._matrix[
-                start : min(keep, start + SIGN_SLICE)
-            ]
+        for start in range(0, keep, SLICE):  # copied in slices: no second full copy in memory
+            mapped[start : min(keep, start + SLICE)] = self._matrix[start : min(keep, start + SLICE)]
         self._matrix, self._mapped = mapped, True
 
     def memory(self) -> dict[str, int]:

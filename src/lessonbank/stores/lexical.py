@@ -141,8 +141,15 @@ def term_vector(
                 if len(known) < _WORD_HASHES_MAX:
                     known[word] = hashed
             frequencies[hashed] = frequencies.get(hashed, 0.0) + weight
+    return _packed(frequencies, length, scope or {}, tags)
+
+
+def _packed(
+    frequencies: Mapping[int, float], length: int, scope: Mapping[str, str | None], tags: Sequence[str]
+) -> bytes:
+    """The records of a term vector: length, each term hash's frequency, then the scope's."""
     pack = TERM_RECORD.pack
-    scopes = [scope_hash(name, value) for name, value in (scope or {}).items() if value is not None]
+    scopes = [scope_hash(name, value) for name, value in scope.items() if value is not None]
     scopes += [scope_hash("tag", tag) for tag in dict.fromkeys(tags)]
     return (
         pack(0, 0.0, length)
@@ -175,16 +182,8 @@ def lesson_term_vector(lesson: Lesson) -> bytes:
 def weighted_term_vector(frequencies: Mapping[str, float], length: int, lesson: Lesson) -> bytes:
     """``lesson_term_vector(lesson)`` from what ``weighted_terms(lesson, FIELD_WEIGHTS)`` gave (the same
     terms in the same order): a store that already tokenised the lesson does not tokenise it again."""
-    pack = TERM_RECORD.pack
-    scopes = [
-        scope_hash(name, value) for name in SCOPE_FIELDS if (value := getattr(lesson, name)) is not None
-    ]
-    scopes += [scope_hash("tag", tag) for tag in dict.fromkeys(lesson.tags)]
-    return (
-        pack(0, 0.0, length)
-        + b"".join(pack(term_hash(term), tf, length) for term, tf in frequencies.items())
-        + b"".join(pack(term, 0.0, length) for term in scopes)
-    )
+    hashed = {term_hash(term): tf for term, tf in frequencies.items()}
+    return _packed(hashed, length, {name: getattr(lesson, name) for name in SCOPE_FIELDS}, lesson.tags)
 
 
 def term_vector_changed(lesson: Lesson, previous: Lesson | None) -> bool:

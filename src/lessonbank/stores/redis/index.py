@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from lessonbank.lessons import matches
@@ -110,11 +110,11 @@ class RedisLessonIndex:
         if old is not None:
             old_frequencies, old_length = weighted_terms(old, FIELD_WEIGHTS)
         batch.add("HSET", self.lesson_key(ns, lesson.id), *_flat(_row(lesson, list(frequencies))))
-        tokens = self.db.k(ns, "tok", "")
+        tokens = self.db.k(ns, "tok", "")  # every token's zset key starts so (see BATCH_SCRIPT)
         if old is not None:
-            gone = "".join(key_part(term) + _SEP for term in set(old_frequencies) - set(frequencies))
+            gone = set(old_frequencies) - set(frequencies)
             if gone:
-                batch.add("ZREMEACH", tokens, lesson.id, gone)
+                batch.add("ZREMEACH", tokens, lesson.id, _suffixes(gone))
         factors = bm25_factors(frequencies, length, self.avg_len(ns))
         if factors:
             batch.add(
@@ -176,12 +176,7 @@ class RedisLessonIndex:
         terms = [term for field in field_terms(lesson).values() for term in field]
         batch.add("DEL", self.lesson_key(ns, lesson.id))
         if terms:
-            batch.add(
-                "ZREMEACH",
-                self.db.k(ns, "tok", ""),
-                lesson.id,
-                "".join(key_part(t) + _SEP for t in set(terms)),
-            )
+            batch.add("ZREMEACH", self.db.k(ns, "tok", ""), lesson.id, _suffixes(set(terms)))
         for tag in lesson.tags:
             batch.add("SREM", self.db.k(ns, "tag", tag), lesson.id)
         batch.add("DEL", self.db.k(ns, "hash", lesson.content_hash))
@@ -334,6 +329,11 @@ def _row(lesson: Lesson, terms: Sequence[str]) -> dict[str, str]:
         "access_count": str(lesson.access_count),
         "last_accessed": "" if lesson.last_accessed is None else repr(lesson.last_accessed.timestamp()),
     }
+
+
+def _suffixes(terms: Iterable[str]) -> str:
+    """Token keys' last parts as ZREMEACH takes them (see BATCH_SCRIPT)."""
+    return "".join(key_part(term) + _SEP for term in terms)
 
 
 def _flat(mapping: dict[str, str]) -> list[str]:
