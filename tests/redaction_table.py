@@ -2,13 +2,18 @@
 
 Shared by ``tests/test_redact_table.py`` (recall 1.0, no false positive) and ``bench/redaction.py``
 (the hand-written patterns against the ``detect-secrets`` plugins). Each positive is a line as it
-shows up in a log, a config or a shell, with the secret that must not survive redaction.
+shows up in a log, a config or a shell, with the secret that must not survive redaction; among
+them the labelled forms (``Error: API_KEY=…``) and lessonbank's own ``lbk_`` keys, and
+:func:`dict_key_forms` gives each positive again as a dict key.
 Values are made up; prefixes are split so no scanner mistakes this file for a leak.
 """
 
 from __future__ import annotations
 
 AWS_ID = "AKIA" + "Z7QH3M5KX2PLWD4N"
+# lessonbank's own API key (server/auth.py): lbk_<12 hex id>_<token_urlsafe(16)>
+LBK_TOKEN = "Qm3Xr8Tz1Vb6Nw4-y7Kc_H"
+LBK_KEY = "lb" + "k_" + "0f4e8a1c9d3b_" + LBK_TOKEN
 AWS_SECRET = "Tq7ZbV1/k9XhRw2Lm4Np8Jc3Fy6Gs0Ud5Ea+HiOj"
 PEM_BODY = "MIIEpAIBAAKCAQEAx3Jd9FqLw2K7mPz1\nVnB4tR8yHc6Wq0aZsXe3Ug5Ik"
 
@@ -305,7 +310,36 @@ POSITIVES: list[tuple[str, str, str]] = [
         "SENTRY_DSN=https://4f8a1c9d3b6e2f5a7c4d9e1b3f6a8c0d@o450123.ingest.sentry.io/5512345",
         "4f8a1c9d3b6e2f5a7c4d9e1b3f6a8c0d",
     ),
+    # A label before the assignment (`label: NAME=value`) must not hide it.
+    ("labelled api key", "Error: API_KEY=abcdef123456 rejected", "abcdef123456"),
+    ("labelled password", "config: password=hunter2xyz", "hunter2xyz"),
+    ("labelled env password", "env: DB_PASSWORD=Tr0ub4dor9xq", "Tr0ub4dor9xq"),
+    (
+        "labelled fatal error",
+        "FATAL: DB_PASSWORD=Pg7Kq2Xm9Rw4 rejected; env: STRIPE_SECRET=St9Lz4Tb8Vn3",
+        "Pg7Kq2Xm9Rw4",
+    ),
+    (
+        "labelled second assignment",
+        "FATAL: DB_PASSWORD=Pg7Kq2Xm9Rw4 rejected; env: STRIPE_SECRET=St9Lz4Tb8Vn3",
+        "St9Lz4Tb8Vn3",
+    ),
+    ("labelled without space", "Error:SECRET_TOKEN=Zx8Cv7Bn6Mq5 denied", "Zx8Cv7Bn6Mq5"),
+    ("labelled in json", '{"error": "API_KEY=Wq3Er5Ty7Ui9 invalid"}', "Wq3Er5Ty7Ui9"),
+    ("two labels", "deploy: step: token=Hj4Kl6Zx8Cv0", "Hj4Kl6Zx8Cv0"),
+    # lessonbank's own keys, in every place one gets pasted.
+    ("lessonbank key bare", f"pasted {LBK_KEY} into the chat", LBK_TOKEN),
+    ("lessonbank key bearer", f"curl -H 'Authorization: Bearer {LBK_KEY}' http://127.0.0.1:8765", LBK_TOKEN),
+    ("lessonbank key env", f"LESSONBANK_API_KEY={LBK_KEY}", LBK_TOKEN),
+    ("lessonbank key labelled", f"401: key {LBK_KEY} revoked", LBK_TOKEN),
+    ("lessonbank key in url", f"http://127.0.0.1:8765/api/v1?key={LBK_KEY}", LBK_TOKEN),
 ]
+
+
+def dict_key_forms() -> list[tuple[str, dict[str, str], str]]:
+    """Every positive as a dict key (``{"<line with the secret>": "x"}``): a key is text too."""
+    return [(f"{name} as a dict key", {line: "x"}, secret) for name, line, secret in POSITIVES]
+
 
 # (name, line): ordinary text that must come back unchanged.
 NEGATIVES: list[tuple[str, str]] = [
@@ -355,4 +389,10 @@ NEGATIVES: list[tuple[str, str]] = [
     ("hex color and ids", "color #1f2937, job_01hx7k2m9q4r8s3t6v1w5y0z2a, les_01hx7k2m9q4r8s3t6v1w5y0z2b"),
     ("traceback", 'File "/app/main.py", line 42, in handler\n    raise KeyError("token")'),
     ("key word prose", "Press the key, then keep the keyboard shortcut for tokens."),
+    # Labels before an ordinary assignment stay as they are.
+    ("labelled ratio", "ratio: x=3"),
+    ("key=value docs", "Options are given as key=value pairs, e.g. retries=3."),
+    ("labelled setting", "Error: retries=3 exceeded; config: timeout=30"),
+    ("labelled token count", "usage: token_count=4000 of 8000"),
+    ("lessonbank key prefix prose", "Keys start with lbk_ followed by an id and a secret."),
 ]

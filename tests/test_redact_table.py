@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from lessonbank.redact import redact
-from tests.redaction_table import NEGATIVES, POSITIVES
+from lessonbank.redact import redact, redact_value
+from tests.redaction_table import NEGATIVES, POSITIVES, dict_key_forms
 
 
 def test_table_is_large_enough() -> None:
@@ -32,3 +32,20 @@ def test_recall_and_false_positive_rate() -> None:
     found = sum(secret not in redact(line) for _, line, secret in POSITIVES)
     false_positives = sum(redact(line) != line for _, line in NEGATIVES)
     assert (found / len(POSITIVES), false_positives / len(NEGATIVES)) == (1.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("value", "secret"),
+    [(value, secret) for _, value, secret in dict_key_forms()],
+    ids=[name for name, _, _ in dict_key_forms()],
+)
+def test_secret_in_a_dict_key_is_removed(value: dict[str, str], secret: str) -> None:
+    nested = {"outer": [value], **value}
+    out = repr(redact_value(nested))
+    assert secret not in out, out
+    assert redact_value(redact_value(nested)) == redact_value(nested)
+
+
+def test_ordinary_dict_keys_are_kept() -> None:
+    value = {line: 1 for _, line in NEGATIVES} | {"api_key": "x", "token_count": 3}
+    assert list(redact_value(value)) == list(value)

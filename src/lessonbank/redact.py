@@ -11,11 +11,15 @@ import itertools
 import logging
 import re
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 if TYPE_CHECKING:
-    from lessonbank.models import Episode, Lesson, Reflection
+    from pydantic import BaseModel
+
+    from lessonbank.models import AuditEntry, Episode, Lesson, Reflection
 
 Data = TypeVar("Data", bound="Lesson | dict[str, Any]")
+Model = TypeVar("Model", bound="BaseModel")
 
 # (kind, regex, fragments): a pattern runs only when the lowercased text holds one of its fragments,
 # which keeps redaction off the profile for the common case: most text holds no secret. A pattern
@@ -28,6 +32,12 @@ _PATTERNS: list[tuple[str, re.Pattern[str], tuple[str, ...]]] = [
             re.DOTALL,
         ),
         ("private key",),
+    ),
+    # lessonbank's own API keys (server/auth.py): lbk_<12 hex id>_<token_urlsafe(16)>, id and all.
+    (
+        "lessonbank-key",
+        re.compile(r"(?<![A-Za-z0-9])lbk_[0-9a-fA-F]{12}_[A-Za-z0-9_-]{16,}"),
+        ("lbk_",),
     ),
     ("bearer", re.compile(r"(?i)\b(?:bearer|token)\s+(?P<s>[A-Za-z0-9\-._~+/]{16,}=*)"), ("bearer", "token")),
     (
@@ -167,8 +177,14 @@ def _secret_name(name: str) -> bool:
 def _assigned(match: re.Match[str]) -> str:
     value = match["s"]
     bare = value[1:-1] if value[:1] in "\"'" and len(value) >= 2 else value
-    if not bare or not _secret_name(match["name"]) or _NOT_A_VALUE.match(bare):
+    if not bare or _NOT_A_VALUE.match(bare):
         return match[0]
+    if not _secret_name(match["name"]):
+        # `Error: API_KEY=x`, `env: DB_PASSWORD=x`: the label's match took the assignment as its
+        # value, so the regex never sees it on its own; look again inside the value (a shorter text,
+        # so this ends).
+        inner = _ASSIGNMENT.sub(_assigned, value) if "=" in value or ":" in value else value
+        return match[0][: match.start("s") - match.start()] + inner
     quote = value[0] if bare is not value else ""
     return match[0][: match.start("s") - match.start()] + f"{quote}{SECRET_MARKER}{quote}"
 
@@ -211,6 +227,22 @@ def redact(text: str) -> str:
     if any(fragment in lowered for fragment in _ASSIGNMENT_FRAGMENTS):
         text = _ASSIGNMENT.sub(_assigned, text)
     return text
+
+
+def redact_url(url: str) -> str:
+    """``url`` fit for a message or a log: its password masked whatever it looks like (the patterns
+    above want a host after the ``@``; a URL the caller gave may be anything), the rest redacted."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:  # not a URL after all (a bad port, a stray bracket): the patterns still run
+        return redact(url)
+    if password:
+        user, _, host = parts.netloc.rpartition("@")
+        name = user.split(":", 1)[0]
+        parts = parts._replace(netloc=f"{name}:[REDACTED:url-credentials]@{host}")
+        url = urlunsplit(parts)
+    return redact(url)
 
 
 # A dict key that names a secret: its value goes whatever it looks like. Keys are split into words
@@ -320,17 +352,27 @@ def _masked(value: Any) -> Any:
 
 
 def redact_value(value: Any) -> Any:
-    """Redact every string inside a JSON-like value (dicts, lists, nested), and every value whose
-    dict key names a secret (see :func:`is_secret_key`)."""
+    """Redact every string inside a JSON-like value (dicts, lists, nested), dict keys included, and
+    every value whose dict key names a secret (see :func:`is_secret_key`).
+
+    The one helper for any structured text a caller or a model hands in (metadata, a proposal's
+    data). A key is text like any other (``{"ghp_…": "x"}``); two keys that redact to the same
+    marker become one, the later value kept: a lost duplicate costs less than a kept secret."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, list):
         return [redact_value(item) for item in value]
     if isinstance(value, dict):
-        return {
-            key: _masked(item) if isinstance(key, str) and is_secret_key(key) else redact_value(item)
-            for key, item in value.items()
-        }
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                out[key] = redact_value(item)
+                continue
+            # Decided on the redacted key, so a second pass decides the same (idempotent): a key that
+            # held a secret reads as one (``[REDACTED:github-token]``) and its value goes too.
+            key = redact(key)
+            out[key] = _masked(item) if is_secret_key(key) else redact_value(item)
+        return out
     return value
 
 
@@ -363,6 +405,29 @@ EPISODE_TEXT_FIELDS = (
 )
 REFLECTION_TEXT_FIELDS = ("raw_output", "parsed", "skip_reason")
 CHECK_TEXT_FIELDS = ("tool", "stderr", "errors")
+# An audit row: who and why, and the lesson before and after (a rescreen's ``before`` is the lesson
+# as stored before a newer pattern redacted it). Redacted by every store as the row is written.
+AUDIT_TEXT_FIELDS = ("actor", "summary", "before", "after")
+# Arguments a caller gives with a change: LessonBank.archive / restore / edit / forget, the REST and
+# CLI commands over them, a proposal's approve / reject / revert (lifecycle.clean_reason, check_actor).
+ARCHIVE_TEXT_FIELDS = ("reason", "actor")
+# A git mirror commit: author name (and the e-mail made from it) and message (Mirror.commit).
+MIRROR_TEXT_FIELDS = ("author", "message")
+# MCP archive_lesson: what the agent says, kept in the proposal it stages.
+MCP_ARCHIVE_TEXT_FIELDS = ("reason", "agent")
+
+# Every place caller or model text is kept, by the record or call it arrives in: the one list of
+# what must go through redaction (tests/security/test_secrets_stored.py feeds each one).
+TEXT_FIELDS: dict[str, tuple[str, ...]] = {
+    "lesson": LESSON_TEXT_FIELDS,
+    "episode": EPISODE_TEXT_FIELDS,
+    "episode.verification": CHECK_TEXT_FIELDS,
+    "reflection": REFLECTION_TEXT_FIELDS,
+    "audit": AUDIT_TEXT_FIELDS,
+    "archive": ARCHIVE_TEXT_FIELDS,
+    "mirror": MIRROR_TEXT_FIELDS,
+    "mcp.archive_lesson": MCP_ARCHIVE_TEXT_FIELDS,
+}
 
 
 def _redacted_fields(values: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
@@ -408,11 +473,19 @@ def redact_episode(episode: Episode) -> Episode:
     return episode.model_copy(update=changed) if changed else episode
 
 
+def _redacted_record(record: Model, fields: tuple[str, ...]) -> Model:
+    changed = _redacted_fields({name: getattr(record, name) for name in fields}, fields)
+    return record.model_copy(update=changed) if changed else record
+
+
 def redact_reflection(reflection: Reflection) -> Reflection:
     """A reflection with the model's reply, what was parsed from it and the skip reason redacted."""
-    values = {name: getattr(reflection, name) for name in REFLECTION_TEXT_FIELDS}
-    changed = _redacted_fields(values, REFLECTION_TEXT_FIELDS)
-    return reflection.model_copy(update=changed) if changed else reflection
+    return _redacted_record(reflection, REFLECTION_TEXT_FIELDS)
+
+
+def redact_audit(entry: AuditEntry) -> AuditEntry:
+    """An audit row with its actor, summary and the lesson before and after redacted."""
+    return _redacted_record(entry, AUDIT_TEXT_FIELDS)
 
 
 # ------------------------------------------------------------------ log lines
