@@ -2,6 +2,9 @@
 parsed back into lessonbank's records, and a server's JSON error turned back into the error class
 the embedded bank would have raised.
 
+Every message these errors carry names the server by :func:`~lessonbank.redact.redact_url`: a
+password in the URL the caller gave never reaches an error, a log or a traceback's last line.
+
 A :class:`Call` is pure data: :class:`~lessonbank.remote.RemoteBank` sends it with ``httpx.Client``,
 :class:`~lessonbank.remote.AsyncRemoteBank` with ``httpx.AsyncClient``, so the two can never build a
 request differently.
@@ -35,6 +38,7 @@ from lessonbank.errors import (
 )
 from lessonbank.models import AuditEntry, ContextBlock, Decision, Episode, Hit, Job, Lesson
 from lessonbank.proposals import DreamRun, Proposal
+from lessonbank.redact import redact, redact_url
 from lessonbank.services.transfer import (
     STATE_KEY,
     ExportTarget,
@@ -86,7 +90,8 @@ class Call(Generic[T]):
 
 def base_url(url: str, namespace: str) -> str:
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        raise ConfigError(f"a lessonbank server URL starts with http:// or https://, got {url!r}")
+        got = redact_url(url) if isinstance(url, str) else type(url).__name__
+        raise ConfigError(f"a lessonbank server URL starts with http:// or https://, got {got!r}")
     if not isinstance(namespace, str) or not namespace.strip():
         raise InputError("namespace must be a non-empty string", field="namespace")
     return f"{url.rstrip('/')}{API_PREFIX}/ns/{quote(namespace, safe='')}"
@@ -128,7 +133,7 @@ def parse(call: Call[T], response: httpx.Response) -> T:
         data = response.json()
     except ValueError:
         raise StoreError(
-            f"{response.url} answered {response.status_code} with a body that is not JSON"
+            f"{redact_url(str(response.url))} answered {response.status_code} with a body that is not JSON"
         ) from None
     return call.parse(data)
 
@@ -140,7 +145,9 @@ def error_of(response: httpx.Response) -> LessonbankError:
         code, message = str(error["code"]), str(error["message"])
     except (ValueError, KeyError, TypeError):
         # Not our server's answer: a proxy's page, a server of another version.
-        return StoreError(f"{response.url} answered {response.status_code} {response.reason_phrase}")
+        return StoreError(
+            f"{redact_url(str(response.url))} answered {response.status_code} {response.reason_phrase}"
+        )
     cls = ERRORS.get(code, InputError if 400 <= response.status_code < 500 else LessonbankError)
     built = _build(cls, message, error)
     built.args = (message,)  # the server's words, exactly, whatever the constructor would write
@@ -168,10 +175,12 @@ def _build(cls: type[LessonbankError], message: str, error: Mapping[str, Any]) -
 
 
 def transport_error(url: str, exc: httpx.HTTPError) -> StoreError:
-    """A request that got no answer: the bank the client uses is out of reach, like a store."""
+    """A request that got no answer: the bank the client uses is out of reach, like a store. The URL
+    may carry credentials (``http://user:password@host``) and httpx's words may quote it: redacted."""
+    shown = redact_url(url)
     if isinstance(exc, httpx.TimeoutException):
-        return StoreError(f"the lessonbank server at {url} did not answer in time ({type(exc).__name__})")
-    return StoreError(f"cannot reach the lessonbank server at {url}: {exc}")
+        return StoreError(f"the lessonbank server at {shown} did not answer in time ({type(exc).__name__})")
+    return StoreError(redact(f"cannot reach the lessonbank server at {shown}: {exc}"))
 
 
 # ---------------------------------------------------------------------- request bodies
