@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from dataclasses import dataclass
 
 from lessonbank.models import Lesson
 
@@ -194,21 +195,35 @@ def normalized(text: str) -> str:
     return "\n".join(" ".join(line.split()) for line in text.splitlines())
 
 
-def injection_reason(text: str) -> str | None:
-    """Why ``text`` reads as instructions to the model, or None when it reads as a lesson."""
+@dataclass(frozen=True)
+class Finding:
+    """Why a text reads as instructions to the model, and the words that made it read so."""
+
+    reason: str
+    matched: str
+
+
+def screen(text: str) -> Finding | None:
+    """The first instruction-like passage of ``text``, or None when it reads as a lesson."""
     if not text:
         return None
     text = normalized(text)
     lowered = text.lower()
     for reason, pattern in _PATTERNS:
-        if _may_match(reason, lowered) and pattern.search(text):
-            return reason
+        if _may_match(reason, lowered) and (match := pattern.search(text)):
+            return Finding(reason, match.group(0))
     if not _may_match("request to reveal secrets", lowered):
         return None
     for match in _REQUEST_SECRET.finditer(text):
         if not _NEGATION.search(text[: match.start()]):
-            return "request to reveal secrets"
+            return Finding("request to reveal secrets", match.group(0))
     return None
+
+
+def injection_reason(text: str) -> str | None:
+    """Why ``text`` reads as instructions to the model, or None when it reads as a lesson."""
+    finding = screen(text)
+    return finding.reason if finding else None
 
 
 def lesson_texts(lesson: Lesson) -> list[str]:
