@@ -81,7 +81,7 @@ def seeded(tmp_path: Path) -> Seeded:
 
 def client_of(seeded: Seeded, keys: KeyStore | None = None) -> TestClient:
     app = create_app(seeded.settings, keys=keys or KeyStore(seeded.settings.home / "keys.json"), worker=False)
-    return TestClient(app, follow_redirects=False)
+    return TestClient(app, base_url="http://127.0.0.1", follow_redirects=False)
 
 
 def pages(seeded: Seeded) -> dict[str, str]:
@@ -163,7 +163,7 @@ def test_a_post_needs_the_token_and_this_origin(seeded: Seeded) -> None:
         with seeded.bank() as bank:
             assert bank.get_lesson(seeded.hostile_id).status == "active"
         done = client.post(
-            path, data={"ns": "default", "csrf": CSRF_TOKEN}, headers={"Origin": "http://testserver"}
+            path, data={"ns": "default", "csrf": CSRF_TOKEN}, headers={"Origin": "http://127.0.0.1"}
         )
         assert done.status_code == 303 and "done=archived" in done.headers["location"]
     with seeded.bank() as bank:
@@ -173,7 +173,7 @@ def test_a_post_needs_the_token_and_this_origin(seeded: Seeded) -> None:
 
 def test_a_lesson_is_pinned_and_its_tags_edited_from_its_page(seeded: Seeded) -> None:
     path = f"/lessons/{seeded.hostile_id}/edit"
-    origin = {"Origin": "http://testserver"}
+    origin = {"Origin": "http://127.0.0.1"}
     with client_of(seeded) as client:
         page = client.get(f"/lessons/{seeded.hostile_id}").text
         assert f'action="{path}"' in page and "Pin (never decays" in page

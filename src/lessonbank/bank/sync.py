@@ -112,13 +112,18 @@ class LessonBank(BankBase):
         """Wait until this namespace has no queued or running jobs. False on timeout or when jobs wait for an LLM."""
         self._kick()
         deadline = time.monotonic() + timeout
-        while True:
-            done = flush_answer(self.pending(), self._thread.worker if self._thread else None, deadline)
-            if done is not None:
-                return done
-            if self._thread is not None:
-                self._thread.wake()
+        while (done := self._flush_look(deadline)) is None:
             time.sleep(0.02)
+        return done
+
+    def _flush_look(self, deadline: float) -> bool | None:
+        """One look of :meth:`flush` (after a kick): its answer, or None while jobs are still to run
+        before ``deadline`` (monotonic). The server waits between looks on its event loop, so a
+        waiting client holds no thread."""
+        done = flush_answer(self.pending(), self._thread.worker if self._thread else None, deadline)
+        if done is None and self._thread is not None:
+            self._thread.wake()
+        return done
 
     def add_lesson(
         self,

@@ -32,6 +32,14 @@ def serve(
         typer.Option(help="Address to bind (default 127.0.0.1; another address needs at least one API key)"),
     ] = None,
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on")] = 8765,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            help="Another name an open server (no API key) answers to, besides localhost, 127.0.0.1, ::1 "
+            "and the bound address (repeat for several); requests for any other Host are refused",
+        ),
+    ] = None,
     workers_off: Annotated[
         bool,
         typer.Option(
@@ -65,7 +73,9 @@ def serve(
     else:
         active = sum(key.revoked_at is None for key in keys.all())
         err.print(f"API keys required ({active} active)")
-    app = create_app(settings, keys=keys, worker=not workers_off)
+    app = create_app(
+        settings, keys=keys, bound_host=chosen, allow_hosts=allow_host or (), worker=not workers_off
+    )
     err.print(
         f"lessonbank serving {settings.db_url} on http://{chosen}:{port} (docs /docs, MCP /mcp, dashboard /)"
     )

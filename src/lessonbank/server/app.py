@@ -3,12 +3,14 @@ dashboard at ``/``, over one set of banks and one key store (``create_app``).
 
 Every error is JSON with a stable code (:mod:`.errors`); request bodies over ``max_body_bytes`` are
 refused with 413 before they are read whole; a request without a valid key (while keys exist) is 401,
-one outside its key's namespaces or role 403.
+one outside its key's namespaces or role 403 (the role of each operation: :mod:`lessonbank.operations`);
+a server without keys answers only requests addressed to this machine (:mod:`.hosts`), and one whose
+key file vanished or broke while it ran refuses every request with 503 (:mod:`.auth`).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -22,6 +24,7 @@ from lessonbank.errors import LessonbankError
 from lessonbank.server.auth import KeyStore, default_keys_path
 from lessonbank.server.banks import Banks
 from lessonbank.server.errors import INTERNAL, TOO_LARGE, body, error_body
+from lessonbank.server.hosts import HostGuard, allowed_hosts
 from lessonbank.settings import Settings
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # a batch import goes through the CLI's streamed import, not one request
@@ -33,10 +36,15 @@ def create_app(
     *,
     keys: KeyStore | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
+    bound_host: str | None = None,
+    allow_hosts: Iterable[str] = (),
     **bank_options: Any,
 ) -> FastAPI:
     """The server over ``settings`` (default: the environment's). ``bank_options`` go to every
-    namespace's bank (an ``llm`` or ``embedder`` object, ``worker=False``, ...)."""
+    namespace's bank (an ``llm`` or ``embedder`` object, ``worker=False``, ...).
+
+    Without keys the server answers only requests addressed to the loopback names, ``bound_host``
+    (the address it listens on) and ``allow_hosts`` (see :mod:`.hosts`)."""
     chosen = settings or Settings.from_env()
     banks = Banks(chosen, **bank_options)
 
@@ -61,6 +69,7 @@ def create_app(
     app.state.max_body_bytes = max_body_bytes
     _errors(app)
     app.middleware("http")(_limit_body)
+    app.add_middleware(HostGuard, keys=app.state.keys, hosts=allowed_hosts(bound_host, allow_hosts))
 
     from lessonbank.server import dashboard, mcp_http, rest  # the parts, each a router over the same state
 

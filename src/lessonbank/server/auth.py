@@ -11,8 +11,14 @@ digest). Each key has a name, a role and the namespaces it may use (``*``: all):
 Keys live in a JSON file (``$LESSONBANK_HOME/keys.json`` by default, mode 0600), written through a
 temporary file and renamed, so a crash never leaves half a file. ``lessonbank keys create|list|revoke``
 manage it. A server whose key file holds no key at all is *open*: every request is admin on every
-namespace, which is why ``lessonbank serve`` then binds to 127.0.0.1 only and says so. Once a key was
-created, revoking every key leaves the server closed, not open.
+namespace, which is why ``lessonbank serve`` then binds to 127.0.0.1 only and says so (and answers only
+requests addressed to this machine, see :mod:`.hosts`). Once a key was created, revoking every key leaves
+the server closed, not open; and a server that ever saw a key stays closed while it runs: should its key
+file then be emptied, deleted or broken, every request is refused (503) and the log says why, until the
+file is restored or the server restarts.
+
+The file is read again only when it changed (its size, time or inode), so checking a request costs a
+``stat``.
 """
 
 from __future__ import annotations
@@ -20,18 +26,20 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import os
 import secrets
 import threading
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Any
 
 from lessonbank.errors import ConfigError, InputError, NotFoundError
+from lessonbank.operations import ROLES, Role, at_least
 
-Role = Literal["read", "write", "admin"]
-ROLES: tuple[str, ...] = get_args(Role)
+log = logging.getLogger("lessonbank.server")
+
 ALL = "*"
 PREFIX = "lbk_"
 
@@ -48,7 +56,7 @@ class Principal:
     def may(self, namespace: str, role: Role) -> bool:
         """Whether this principal may act as ``role`` on ``namespace``."""
         in_scope = ALL in self.namespaces or namespace in self.namespaces
-        return in_scope and ROLES.index(self.role) >= ROLES.index(role)
+        return in_scope and at_least(self.role, role)
 
 
 OPEN = Principal(name="open", role="admin", namespaces=(ALL,), open=True)
@@ -75,6 +83,12 @@ class KeyStore:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
+        self._cache: tuple[tuple[int, int, int], list[Key]] | None = None
+        self._refusing: str | None = None  # why requests are refused now (logged once per reason)
+        try:
+            self._closed = bool(self.all())
+        except ConfigError:  # a key file that cannot be read was meant to hold keys: closed
+            self._closed = True
 
     # ------------------------------------------------------------------ managing
 
@@ -125,14 +139,33 @@ class KeyStore:
 
     def required(self) -> bool:
         """Whether requests need a key: once any key was created. Revoking the last key does not
-        open the server again (that would turn a revocation into an open door)."""
-        return bool(self.all())
+        open the server again (that would turn a revocation into an open door), nor does emptying or
+        deleting the key file under a store that saw a key."""
+        return self._closed or bool(self.all())
 
     def principal(self, token: str | None) -> Principal | None:
         """The principal of ``token``; OPEN when no key was ever created; None for a missing,
-        unknown or revoked token otherwise."""
-        every = self.all()
-        if not every:
+        unknown or revoked token otherwise.
+
+        Raises ConfigError (503 over HTTP) when this store saw a key and its file now holds none or
+        cannot be read: the server stays closed rather than open."""
+        try:
+            every = self.all()
+        except ConfigError as exc:
+            self._closed = True
+            self._refuse(str(exc))
+            raise
+        if every:
+            self._closed, self._refusing = True, None
+        elif self._closed:
+            state = "is missing" if not self.path.exists() else "holds no key"
+            message = (
+                f"the API key file {self.path} {state}, but this server started with keys: every "
+                "request is refused until the file is restored or the server restarts"
+            )
+            self._refuse(message)
+            raise ConfigError(message)
+        else:
             return OPEN
         keys = [key for key in every if key.revoked_at is None]
         if not token or not token.startswith(PREFIX):
@@ -145,14 +178,32 @@ class KeyStore:
 
     # ------------------------------------------------------------------ the file
 
+    def _refuse(self, reason: str) -> None:
+        if reason != self._refusing:
+            self._refusing = reason
+            log.error("refusing every request: %s", reason)
+
     def _read(self) -> list[Key]:
+        """The keys in the file (none when it does not exist), read again only when it changed."""
+        try:
+            info = self.path.stat()
+        except FileNotFoundError:
+            self._cache = None
+            return []
+        except OSError as exc:
+            raise ConfigError(f"cannot read the API keys in {self.path}: {exc}") from None
+        signature = (info.st_mtime_ns, info.st_size, info.st_ino)
+        if self._cache is not None and self._cache[0] == signature:
+            return list(self._cache[1])
         try:
             raw = json.loads(self.path.read_text("utf-8"))
         except FileNotFoundError:
             return []
         except (OSError, ValueError) as exc:
             raise ConfigError(f"cannot read the API keys in {self.path}: {exc}") from None
-        return [Key(**item) for item in raw.get("keys", [])]
+        keys = _parsed(raw, self.path)
+        self._cache = (signature, keys)
+        return list(keys)
 
     def _write(self, keys: list[Key]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -164,6 +215,39 @@ class KeyStore:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, self.path)
+
+
+_KEY_FIELDS = {"id": str, "name": str, "role": str, "namespaces": list, "digest": str, "created_at": str}
+_OPTIONAL_KEY_FIELDS = ("revoked_at", "last_used_at")
+
+
+def _parsed(raw: Any, path: Path) -> list[Key]:
+    """The keys of a key file's JSON, or a ConfigError naming the file and what is wrong with it."""
+
+    def wrong(what: str) -> ConfigError:
+        return ConfigError(
+            f"{path} is not a lessonbank key file ({what}); fix it, or move it away and create keys "
+            "again with `lessonbank keys create`"
+        )
+
+    if not isinstance(raw, dict) or not isinstance(raw.get("keys", []), list):
+        raise wrong('expected {"keys": [...]}')
+    keys = []
+    for number, item in enumerate(raw.get("keys", []), 1):
+        if not isinstance(item, dict):
+            raise wrong(f"key {number} is not an object")
+        for name, kind in _KEY_FIELDS.items():
+            if not isinstance(item.get(name), kind):
+                raise wrong(f"key {number} has no valid {name!r}")
+        if item["role"] not in ROLES:
+            raise wrong(f"key {number} has an unknown role {item['role']!r}")
+        if not all(isinstance(n, str) for n in item["namespaces"]):
+            raise wrong(f"key {number} has namespaces that are not strings")
+        optional = {name: item.get(name) for name in _OPTIONAL_KEY_FIELDS}
+        if any(value is not None and not isinstance(value, str) for value in optional.values()):
+            raise wrong(f"key {number} has a revoked_at or last_used_at that is not a date")
+        keys.append(Key(**{name: item[name] for name in _KEY_FIELDS}, **optional))
+    return keys
 
 
 def _digest(token: str) -> str:

@@ -35,9 +35,10 @@ from lessonbank.bank import LessonBank
 from lessonbank.errors import InputError, LessonbankError, NotFoundError
 from lessonbank.loop.analytics import analyze
 from lessonbank.models import Lesson
+from lessonbank.operations import OPERATIONS, restore_operation
 from lessonbank.retrieval.scoring import utility
-from lessonbank.server.auth import KeyStore, Principal, Role, token_of
-from lessonbank.server.deps import bank_for
+from lessonbank.server.auth import KeyStore, Principal, token_of
+from lessonbank.server.deps import authorize, bank_for
 from lessonbank.server.errors import code_of
 from lessonbank.server.ui import charts, views
 from lessonbank.server.ui import proposals as proposal_views
@@ -101,12 +102,13 @@ class Page:
     def __init__(self, request: Request, who: Principal, ns: str) -> None:
         self.request, self.who, self.ns = request, who, ns
 
-    def bank(self, role: Role = "read") -> LessonBank:
-        return bank_for(self.request, self.who, self.ns, role)
+    def bank(self, operation: str) -> LessonBank:
+        """The namespace's bank, once the principal may do ``operation`` (see :mod:`lessonbank.operations`)."""
+        return bank_for(self.request, self.who, self.ns, operation)
 
     def namespaces(self) -> list[str]:
         try:
-            known = self.bank().store.namespaces()
+            known = self.bank("lessons").store.namespaces()
         except (LessonbankError, HTTPException):
             known = []
         return [name for name in dict.fromkeys([self.ns, *known]) if self.who.may(name, "read")]
@@ -120,7 +122,11 @@ class Page:
 def _guarded(request: Request, build: Callable[[Page], Response], ns: str | None = None) -> Response:
     """Run ``build`` for the request's principal on ``ns`` (default: the query's); a bank error or a
     refusal becomes an HTML page."""
-    who = _who(request)
+    try:
+        who = _who(request)
+    except LessonbankError as exc:  # the key file vanished or broke under a closed server
+        _, status = code_of(exc)
+        return _html(page("Unavailable", views.error(str(exc)), ns="", active=""), status)
     if who is None:
         if request.method == "GET":
             return RedirectResponse(f"/login?{urlencode({'next': request.url.path})}", status_code=303)
@@ -217,7 +223,11 @@ def login_page(request: Request) -> Response:
 def login(request: Request, form: Form) -> Response:
     keys: KeyStore = request.app.state.keys
     token = _field(form, "key").strip()
-    if keys.principal(token) is None:
+    try:
+        found = keys.principal(token)
+    except LessonbankError as exc:
+        return _html(page("Unavailable", views.error(str(exc)), ns="", active=""), code_of(exc)[1])
+    if found is None:
         return _html(page("Sign in", views.error("That key is not valid."), ns="", active=""), 401)
     target = _field(form, "next")
     target = target if target.startswith("/") and not target.startswith("//") else "/"
@@ -233,7 +243,7 @@ def login(request: Request, form: Form) -> Response:
 @router.get("/")
 def overview(request: Request) -> Response:
     def build(p: Page) -> Response:
-        bank = p.bank()
+        bank = p.bank("stats")
         stats = bank.stats()
         days = sorted(stats.get("by_day", {}).items())[-30:]
         lessons = bank.lessons(limit=1000)
@@ -269,7 +279,7 @@ def lessons(
     request: Request, q: str = "", kind: str = "", tag: str = "", status: str = "", tier: str = ""
 ) -> Response:
     def build(p: Page) -> Response:
-        bank = p.bank()
+        bank = p.bank("lessons")
         tags = [tag] if tag.strip() else []
         hits = []
         if q.strip():
@@ -294,7 +304,7 @@ def lessons(
 @router.get("/lessons/{lesson_id}")
 def lesson_page(request: Request, lesson_id: str) -> Response:
     def build(p: Page) -> Response:
-        bank = p.bank()
+        bank = p.bank("get_lesson")
         lesson = bank.get_lesson(lesson_id)
         chain = _chain(bank, lesson)
         linked_ids = [
@@ -331,16 +341,19 @@ def _chain(bank: LessonBank, lesson: Lesson) -> list[Lesson]:
     return chain if len(chain) > 1 else []
 
 
-def _lesson_action(action: str, role: Role, notice: str) -> Callable[..., Response]:
+def _lesson_action(action: str, notice: str) -> Callable[..., Response]:
+    """A lesson form's handler; ``action`` is its operation in the table (and its role)."""
+
     def act(request: Request, lesson_id: str, form: Form) -> Response:
         def run(p: Page) -> Response:
-            bank = p.bank(role)
+            bank = p.bank(action)
             actor = f"dashboard:{p.who.name}"
             if action == "archive":
                 bank.archive(lesson_id, reason="archived from the dashboard", actor=actor)
-            elif action == "restore":
+            elif action == "restore":  # of a lesson never approved, its approval: admin
+                authorize(p.who, p.ns, restore_operation(bank.get_lesson(lesson_id)))
                 bank.restore(lesson_id, actor=actor)
-            elif action == "edit":
+            elif action == "edit_lesson":
                 _edit(bank, lesson_id, form, actor)
             else:
                 if _field(form, "confirm") != "yes":
@@ -354,10 +367,14 @@ def _lesson_action(action: str, role: Role, notice: str) -> Callable[..., Respon
     return act
 
 
-router.post("/lessons/{lesson_id}/archive")(_lesson_action("archive", "write", "archived"))
-router.post("/lessons/{lesson_id}/restore")(_lesson_action("restore", "write", "restored"))
-router.post("/lessons/{lesson_id}/forget")(_lesson_action("forget", "admin", "forgotten"))
-router.post("/lessons/{lesson_id}/edit")(_lesson_action("edit", "admin", "edited"))
+for _operation, _notice in (
+    ("archive", "archived"),
+    ("restore", "restored"),
+    ("forget", "forgotten"),
+    ("edit_lesson", "edited"),
+):
+    _method, _path = OPERATIONS[_operation].dashboard or ("", "")
+    router.add_api_route(_path, _lesson_action(_operation, _notice), methods=[_method])
 
 
 def _edit(bank: LessonBank, lesson_id: str, form: Mapping[str, list[str]], actor: str) -> None:
@@ -380,7 +397,7 @@ def _edit(bank: LessonBank, lesson_id: str, form: Mapping[str, list[str]], actor
 @router.get("/episodes/{episode_id}")
 def episode_page(request: Request, episode_id: str) -> Response:
     def build(p: Page) -> Response:
-        bank = p.bank()
+        bank = p.bank("show")
         shown = bank.show(episode_id)
         if "episode" not in shown:
             raise NotFoundError("episode", episode_id)
@@ -402,8 +419,9 @@ def why(request: Request, task: str = "", budget: int = 800) -> Response:
             return p.render("Why this context?", "why", views.why(p.ns, task, budget, None, "", 0, {}))
         if not 1 <= budget <= 100_000:
             raise InputError("the budget is 1 to 100,000 tokens", field="budget")
-        considered, block, used = explain(p.bank(), task, budget)
-        by_status = p.bank().stats().get("lessons_by_status", {})
+        bank = p.bank("context")
+        considered, block, used = explain(bank, task, budget)
+        by_status = bank.stats().get("lessons_by_status", {})
         left_out = {name: int(by_status.get(name, 0)) for name in ("pending", "quarantined", "archived")}
         body = views.why(p.ns, task, budget, considered, block, used, left_out)
         return p.render("Why this context?", "why", body)
@@ -447,7 +465,7 @@ def explain(bank: LessonBank, task: str, budget: int) -> tuple[list[views.Consid
 @router.get("/jobs")
 def jobs(request: Request, status: str = "") -> Response:
     def build(p: Page) -> Response:
-        bank = p.bank()
+        bank = p.bank("jobs")
         if status:
             listed = bank.jobs(status=status, limit=LIST_LIMIT)
         else:  # failures: dead letters, and jobs that failed at least once and wait for a retry
@@ -465,7 +483,7 @@ def jobs(request: Request, status: str = "") -> Response:
 def retry(request: Request, form: Form) -> Response:
     def run(p: Page) -> Response:
         chosen = [job_id for job_id in form.get("job_id", []) if job_id]
-        p.bank("admin").retry_jobs(chosen or None)
+        p.bank("retry_jobs").retry_jobs(chosen or None)
         return _done("/jobs", p.ns, "retried")
 
     return _posted(request, form, run)
@@ -478,7 +496,9 @@ def retry(request: Request, form: Form) -> Response:
 def proposals(request: Request) -> Response:
     def build(p: Page) -> Response:
         return p.render(
-            "Proposals", "proposals", proposal_views.proposals(p.ns, p.bank().proposals(limit=LIST_LIMIT))
+            "Proposals",
+            "proposals",
+            proposal_views.proposals(p.ns, p.bank("proposals").proposals(limit=LIST_LIMIT)),
         )
 
     return _guarded(request, build)
@@ -487,7 +507,7 @@ def proposals(request: Request) -> Response:
 @router.get("/proposals/{proposal_id}")
 def proposal_page(request: Request, proposal_id: str) -> Response:
     def build(p: Page) -> Response:
-        bank = p.bank()
+        bank = p.bank("proposal")
         proposal = bank.proposal(proposal_id)
         rendered = bank.services.consolidation.render(proposal.id)
         touched = sorted({i for op in proposal.operations for i in op.lesson_ids})
@@ -511,7 +531,7 @@ def proposal_page(request: Request, proposal_id: str) -> Response:
 @router.post("/proposals/{proposal_id}/approve")
 def approve(request: Request, proposal_id: str, form: Form) -> Response:
     def run(p: Page) -> Response:
-        bank = p.bank("admin")
+        bank = p.bank("approve")
         originals = proposal_views.original_texts(bank.proposal(proposal_id))
         edits = {}
         for key, values in form.items():
@@ -536,7 +556,7 @@ def approve(request: Request, proposal_id: str, form: Form) -> Response:
 def reject(request: Request, proposal_id: str, form: Form) -> Response:
     def run(p: Page) -> Response:
         reason = _field(form, "reason").strip() or None
-        p.bank("admin").reject(proposal_id, reason=reason, actor=f"dashboard:{p.who.name}")
+        p.bank("reject").reject(proposal_id, reason=reason, actor=f"dashboard:{p.who.name}")
         return _done(f"/proposals/{segment(proposal_id)}", p.ns, "rejected")
 
     return _posted(request, form, run)
@@ -545,7 +565,7 @@ def reject(request: Request, proposal_id: str, form: Form) -> Response:
 @router.post("/proposals/{proposal_id}/revert")
 def revert(request: Request, proposal_id: str, form: Form) -> Response:
     def run(p: Page) -> Response:
-        p.bank("admin").revert(proposal_id, actor=f"dashboard:{p.who.name}")
+        p.bank("revert").revert(proposal_id, actor=f"dashboard:{p.who.name}")
         return _done(f"/proposals/{segment(proposal_id)}", p.ns, "reverted")
 
     return _posted(request, form, run)

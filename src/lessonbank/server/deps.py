@@ -1,6 +1,10 @@
 """What a route asks of a request: who sent it (:func:`principal`) and the bank of the namespace it
-may act on in a role (:func:`bank_for`). Routes of the REST API, the MCP endpoint and the dashboard
-all go through these, so access control is written once."""
+may act on for an operation (:func:`bank_for`). The role an operation needs comes from the table in
+:mod:`lessonbank.operations`; routes of the REST API, the MCP endpoint and the dashboard all go
+through these, so access control is written once.
+
+A REST route takes ``bank: Bank``: the bank of its path's ``{namespace}``, once the request's key
+holds the role of the route's operation (the route is named after it, see :mod:`.rest`)."""
 
 from __future__ import annotations
 
@@ -9,7 +13,8 @@ from typing import Annotated
 from fastapi import Depends, Header, HTTPException, Request
 
 from lessonbank.bank import LessonBank
-from lessonbank.server.auth import KeyStore, Principal, Role, token_of
+from lessonbank.operations import OPERATIONS, role_of
+from lessonbank.server.auth import KeyStore, Principal, token_of
 from lessonbank.server.banks import Banks, check_namespace
 from lessonbank.server.errors import FORBIDDEN, UNAUTHORIZED, body
 
@@ -33,19 +38,25 @@ def principal(
     return found
 
 
-def allowed(who: Principal, namespace: str, role: Role) -> None:
-    """403 unless ``who`` may act as ``role`` on ``namespace``."""
+def authorize(who: Principal, namespace: str, operation: str) -> None:
+    """403 unless ``who`` may do ``operation`` (a name in :data:`~lessonbank.operations.OPERATIONS`)
+    on ``namespace``."""
     check_namespace(namespace)
+    role = role_of(operation)
     if not who.may(namespace, role):
         raise HTTPException(
             status_code=403,
-            detail=body(FORBIDDEN, f"key {who.name!r} may not {role} namespace {namespace!r}"),
+            detail=body(
+                FORBIDDEN,
+                f"key {who.name!r} may not {role} namespace {namespace!r} "
+                f"({operation.replace('_', ' ')} needs the {role} role)",
+            ),
         )
 
 
-def bank_for(request: Request, who: Principal, namespace: str, role: Role) -> LessonBank:
-    """The bank of ``namespace`` once ``who`` may act on it as ``role``."""
-    allowed(who, namespace, role)
+def bank_for(request: Request, who: Principal, namespace: str, operation: str) -> LessonBank:
+    """The bank of ``namespace`` once ``who`` may do ``operation`` on it."""
+    authorize(who, namespace, operation)
     banks: Banks = request.app.state.banks
     return banks.get(namespace)
 
@@ -53,19 +64,12 @@ def bank_for(request: Request, who: Principal, namespace: str, role: Role) -> Le
 Who = Annotated[Principal, Depends(principal)]
 
 
-def reader(request: Request, namespace: str, who: Who) -> LessonBank:
-    return bank_for(request, who, namespace, "read")
+def _route_bank(request: Request, namespace: str, who: Who) -> LessonBank:
+    name = getattr(request.scope.get("route"), "name", None)
+    if name not in OPERATIONS:  # a route outside the table: a bug, so fail closed
+        raise HTTPException(status_code=403, detail=body(FORBIDDEN, "this route names no bank operation"))
+    return bank_for(request, who, namespace, name)
 
 
-def writer(request: Request, namespace: str, who: Who) -> LessonBank:
-    return bank_for(request, who, namespace, "write")
-
-
-def admin(request: Request, namespace: str, who: Who) -> LessonBank:
-    return bank_for(request, who, namespace, "admin")
-
-
-# A route's parameter of one of these types gets the bank of its path's ``{namespace}``.
-ReadBank = Annotated[LessonBank, Depends(reader)]
-WriteBank = Annotated[LessonBank, Depends(writer)]
-AdminBank = Annotated[LessonBank, Depends(admin)]
+# A route's parameter of this type gets the bank of its path's ``{namespace}`` for its operation.
+Bank = Annotated[LessonBank, Depends(_route_bank)]

@@ -3,10 +3,11 @@
 
 Every HTTP request to ``/mcp`` carries an API key (``Authorization: Bearer lbk_…`` or ``X-API-Key``),
 checked here before the SDK sees the request: none or an unknown one is a 401 with a JSON body.
-The key's principal rides in the request's ASGI scope to the tools, which check its role (read for
-the read-only tools, write for the others) on the namespace of each call: a key may hold an MCP
+The key's principal rides in the request's ASGI scope to the tools, which check the role of each
+tool's operation (:mod:`lessonbank.operations`) on the namespace of each call: a key may hold an MCP
 session and still be refused a namespace. A server without keys is open (the local user) and then
-answers only requests addressed to localhost, so a web page cannot reach it by DNS rebinding.
+answers only requests addressed to this machine, as every route does (:mod:`.hosts`), so a web page
+cannot reach it by DNS rebinding.
 
 The SDK's session manager runs inside the application's lifespan (a new one each time the app
 starts, as the SDK requires); outside it the endpoint answers 503.
@@ -17,7 +18,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
-from urllib.parse import urlsplit
 
 import anyio.to_thread
 from fastapi import FastAPI
@@ -29,14 +29,14 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from lessonbank.errors import ConfigError
 from lessonbank.server.auth import KeyStore, Principal, token_of
 from lessonbank.server.banks import Banks
-from lessonbank.server.errors import FORBIDDEN, UNAUTHORIZED, body
+from lessonbank.server.errors import UNAUTHORIZED, body
 from lessonbank.server.mcp_tools import Access, build_server
 
 PATH = "/mcp"
 PRINCIPAL = "lessonbank.principal"  # the ASGI scope key the endpoint leaves the checked principal under
-LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 def mount(app: FastAPI) -> None:
@@ -90,15 +90,17 @@ class _Endpoint:
         headers = Headers(scope=scope)
         keys: KeyStore = self.app.state.keys
         token = token_of(headers.get("authorization"), headers.get("x-api-key"))
-        who = await anyio.to_thread.run_sync(keys.principal, token)  # reads the key file
+        try:
+            who = await anyio.to_thread.run_sync(keys.principal, token)  # reads the key file
+        except ConfigError as exc:  # keys vanished or broke under a closed server: refuse, say why
+            response = JSONResponse(body("not_configured", str(exc)), status_code=503)
+            await response(scope, receive, send)
+            return
         if who is None:
             message = "a valid API key is required (Authorization: Bearer lbk_… or X-API-Key)"
             response = JSONResponse(
                 body(UNAUTHORIZED, message), status_code=401, headers={"WWW-Authenticate": "Bearer"}
             )
-        elif who.open and not _addressed_to_localhost(headers):
-            message = "this server has no API keys, so its MCP endpoint answers only at localhost"
-            response = JSONResponse(body(FORBIDDEN, message), status_code=403)
         elif self.manager is None:
             message = "the MCP endpoint runs while the server runs (its lifespan has not started)"
             response = JSONResponse(body("unavailable", message), status_code=503)
@@ -107,12 +109,3 @@ class _Endpoint:
             await self.manager.handle_request(scope, receive, send)
             return
         await response(scope, receive, send)
-
-
-def _addressed_to_localhost(headers: Headers) -> bool:
-    """The Host (and the Origin, when a browser sends one) name this machine's loopback."""
-    host = urlsplit("//" + headers.get("host", "")).hostname
-    origin = headers.get("origin")
-    if origin is not None and urlsplit(origin).hostname not in LOCAL_HOSTS:
-        return False
-    return host in LOCAL_HOSTS

@@ -2,9 +2,10 @@
 local user, no key) and Streamable HTTP (``/mcp`` in ``lessonbank serve``, one API key per request).
 
 Every tool is ``verb_noun``, has a title, an output schema (structured content, with the same JSON as
-text for older clients) and annotations: the read-only ones need the ``read`` role, the others
-``write``. Every tool takes an optional ``namespace`` (default: the server's). Nothing an agent calls
-here deletes or archives anything: ``archive_lesson`` stages a pending proposal a person approves
+text for older clients) and annotations; the role a tool needs is its operation's, from the table
+in :mod:`lessonbank.operations` (read-only tools: ``read``). Every tool takes an optional
+``namespace`` (default: the server's). Nothing an agent calls here deletes or archives anything:
+``archive_lesson`` stages a pending proposal a person approves
 (``lessonbank approve``, the dashboard), and ``consolidate`` only ever proposes.
 
 Resources: ``lesson://{namespace}/{lesson_id}`` (one lesson as JSON) and ``lessons://{namespace}``
@@ -32,9 +33,11 @@ from pydantic import Field, ValidationError
 from lessonbank.bank import LessonBank
 from lessonbank.errors import LessonbankError, NotFoundError
 from lessonbank.models import Importance, LessonKind, Signal, Status, VerificationResult
+from lessonbank.operations import BY_MCP_TOOL, OPERATIONS
 from lessonbank.proposals import Operation, Proposal
+from lessonbank.redact import redact
 from lessonbank.retrieval.scoring import utility
-from lessonbank.server.auth import Principal, Role
+from lessonbank.server.auth import Principal
 from lessonbank.server.banks import Banks
 from lessonbank.server.errors import code_of
 from lessonbank.server.mcp_models import (
@@ -82,11 +85,15 @@ class Access:
     default_namespace: str
     principal_of: Callable[[Any], Principal | None]
 
-    def bank(self, ctx: Context, namespace: str | None, role: Role) -> tuple[LessonBank, Principal]:
+    def bank(self, ctx: Context, namespace: str | None, tool: str) -> tuple[LessonBank, Principal]:
+        """The bank for MCP ``tool`` (or a resource's operation) on ``namespace``, once the caller
+        holds the role the table in :mod:`lessonbank.operations` gives it."""
         chosen = self.default_namespace if namespace is None else namespace
         who = self.principal_of(ctx.request_context.request)
         if who is None:  # the HTTP endpoint checks keys before any call: this is a bug, so fail closed
             raise ToolError("unauthorized: no valid API key came with this request")
+        operation = BY_MCP_TOOL[tool] if tool in BY_MCP_TOOL else OPERATIONS[tool]
+        role = operation.role
         if not who.may(chosen, role):
             raise ToolError(f"forbidden: key {who.name!r} may not {role} namespace {chosen!r}")
         return self.banks.get(chosen), who
@@ -123,10 +130,11 @@ def _add(
     fn: Callable[..., Any],
     title: str,
     *,
-    read_only: bool,
     idempotent: bool = False,
 ) -> None:
-    """Register ``fn`` under its own name; its docstring is the description the model reads."""
+    """Register ``fn`` under its own name; its docstring is the description the model reads. It is
+    read-only when its operation needs only the read role."""
+    read_only = BY_MCP_TOOL[fn.__name__].role == "read"
     server.add_tool(
         _guarded(fn),
         name=fn.__name__,
@@ -188,7 +196,7 @@ def build_server(access: Access) -> MCPServer:
     ) -> RecallResult:
         """The k stored lessons most relevant to a query, best first, with their scores. Reads only;
         use get_context for a ready prompt block within a token budget."""
-        bank, _ = access.bank(ctx, namespace, "read")
+        bank, _ = access.bank(ctx, namespace, "recall_lessons")
         hits = bank.recall(
             query,
             k=k,
@@ -223,7 +231,7 @@ def build_server(access: Access) -> MCPServer:
         Sections: long_term_memory (lessons), past_reflections (goal_id's insights), learned_rules
         (agent's rules), replay (examples of task_type), core_memory. Changes no lesson's text (it
         counts the injection as a use); pass the block's lesson_ids as record_episode's context_ids."""
-        bank, _ = access.bank(ctx, namespace, "read")
+        bank, _ = access.bank(ctx, namespace, "get_context")
         block = bank.context(
             task,
             goal_id=goal_id,
@@ -260,7 +268,7 @@ def build_server(access: Access) -> MCPServer:
         """Report one attempt at a task. Returns at once: if the policy decides the episode is worth
         reflecting on (a failure, an error, an important task), a reflection is queued and its lessons
         arrive later. context_ids credit (success) or debit (failure) the lessons that were injected."""
-        bank, _ = access.bank(ctx, namespace, "write")
+        bank, _ = access.bank(ctx, namespace, "record_episode")
         fields: dict[str, Any] = {
             "task": task,
             "status": status,
@@ -295,7 +303,7 @@ def build_server(access: Access) -> MCPServer:
         """Report that a goal reached its end (completed or failed), with its tasks' outputs and
         errors; an insight about the goal is reflected in the background and comes back in
         get_context's past_reflections for that goal_id."""
-        bank, _ = access.bank(ctx, namespace, "write")
+        bank, _ = access.bank(ctx, namespace, "finish_goal")
         episode = bank.finish_goal(
             goal_id, title=title, status=status, outputs=outputs or (), errors=errors or (), agent=agent
         )
@@ -318,7 +326,7 @@ def build_server(access: Access) -> MCPServer:
         """Store a lesson you already know, without an LLM. The same text again reinforces the stored
         lesson instead of adding a copy. A lesson that reads like an instruction to the model, or that
         comes from an untrusted agent, is quarantined until a person approves it."""
-        bank, _ = access.bank(ctx, namespace, "write")
+        bank, _ = access.bank(ctx, namespace, "add_lesson")
         lesson = bank.add_lesson(
             text,
             tags=tags or (),
@@ -335,7 +343,7 @@ def build_server(access: Access) -> MCPServer:
         lesson_id: Annotated[str, Field(min_length=1)], ctx: Context, namespace: Namespace = None
     ) -> LessonShown:
         """One stored lesson, whole: text, provenance, counters, status, supersession."""
-        bank, _ = access.bank(ctx, namespace, "read")
+        bank, _ = access.bank(ctx, namespace, "show_lesson")
         lesson = bank.get_lesson(lesson_id)
         return LessonShown(
             namespace=bank.namespace,
@@ -351,7 +359,7 @@ def build_server(access: Access) -> MCPServer:
         namespace: Namespace = None,
     ) -> LessonList:
         """The learned rules (IF condition THEN action), strategic first; of one agent, or of all."""
-        bank, _ = access.bank(ctx, namespace, "read")
+        bank, _ = access.bank(ctx, namespace, "list_rules")
         rules = bank.rules(agent=agent, stream=stream)
         return LessonList(namespace=bank.namespace, lessons=[LessonSummary.of(r) for r in rules])
 
@@ -365,7 +373,7 @@ def build_server(access: Access) -> MCPServer:
     ) -> ReflectionList:
         """Past Reflexion-loop reflections by failure category, confidence and keywords, newest first:
         what went wrong before on similar tasks, its root cause and what was learned."""
-        bank, _ = access.bank(ctx, namespace, "read")
+        bank, _ = access.bank(ctx, namespace, "search_reflections")
         found = bank.search_reflections(
             failure_category=failure_category,
             min_confidence=min_confidence,
@@ -385,7 +393,7 @@ def build_server(access: Access) -> MCPServer:
     ) -> ProposalList:
         """Consolidation proposals (pending ones by default): what a cycle or an agent proposed to
         change, each operation with its reason. A person approves or rejects them."""
-        bank, _ = access.bank(ctx, namespace, "read")
+        bank, _ = access.bank(ctx, namespace, "list_proposals")
         found = bank.proposals(status=status, limit=limit)
         return ProposalList(namespace=bank.namespace, proposals=[ProposalSummary.of(p) for p in found])
 
@@ -393,7 +401,7 @@ def build_server(access: Access) -> MCPServer:
         """Start a consolidation cycle over the namespace (survey, merge, archive, patterns, core
         memory). It only proposes: the result is a pending proposal a person approves, never applied
         here. wait=false (the default) leaves the cycle to a worker; list_proposals shows its proposal."""
-        bank, _ = access.bank(ctx, namespace, "write")
+        bank, _ = access.bank(ctx, namespace, "consolidate")
         proposal = bank.consolidate(wait=wait)
         if not wait:
             message = "cycle queued; its proposal appears in list_proposals once a worker has run it"
@@ -418,7 +426,9 @@ def build_server(access: Access) -> MCPServer:
         """Ask to forget a lesson that is wrong or out of date. Nothing is archived or deleted now: this
         stages a pending proposal (one ARCHIVE operation with your reason) that a person approves or
         rejects; until then the lesson stays in use. Asking again returns the same pending proposal."""
-        bank, who = access.bank(ctx, namespace, "write")
+        bank, who = access.bank(ctx, namespace, "archive_lesson")
+        # The agent's words are kept in the proposal it stages: redacted (redact.MCP_ARCHIVE_TEXT_FIELDS).
+        reason, agent = redact(reason), redact(agent) if agent is not None else None
         lesson = bank.get_lesson(lesson_id)
         if lesson.status == "archived":
             raise ToolError(f"invalid_input: lesson {lesson.id} is already archived")
@@ -441,25 +451,25 @@ def build_server(access: Access) -> MCPServer:
             message=f"proposal {proposal.id} is pending; the lesson stays active until a person approves it",
         )
 
-    _add(server, get_context, "Get prompt context", read_only=True)
-    _add(server, recall_lessons, "Recall lessons", read_only=True)
-    _add(server, record_episode, "Record an episode", read_only=False)
-    _add(server, finish_goal, "Finish a goal", read_only=False)
-    _add(server, add_lesson, "Add a lesson", read_only=False)
-    _add(server, show_lesson, "Show a lesson", read_only=True)
-    _add(server, list_rules, "List learned rules", read_only=True)
-    _add(server, search_reflections, "Search past reflections", read_only=True)
-    _add(server, list_proposals, "List proposals", read_only=True)
-    _add(server, consolidate, "Propose a consolidation", read_only=False)
-    _add(server, archive_lesson, "Propose archiving a lesson", read_only=False, idempotent=True)
+    _add(server, get_context, "Get prompt context")
+    _add(server, recall_lessons, "Recall lessons")
+    _add(server, record_episode, "Record an episode")
+    _add(server, finish_goal, "Finish a goal")
+    _add(server, add_lesson, "Add a lesson")
+    _add(server, show_lesson, "Show a lesson")
+    _add(server, list_rules, "List learned rules")
+    _add(server, search_reflections, "Search past reflections")
+    _add(server, list_proposals, "List proposals")
+    _add(server, consolidate, "Propose a consolidation")
+    _add(server, archive_lesson, "Propose archiving a lesson", idempotent=True)
     _resources(server, access)
     return server
 
 
 def _resources(server: MCPServer, access: Access) -> None:
-    def bank_of(ctx: Context, namespace: str) -> LessonBank:
+    def bank_of(ctx: Context, namespace: str, operation: str) -> LessonBank:
         try:
-            return access.bank(ctx, namespace, "read")[0]
+            return access.bank(ctx, namespace, operation)[0]
         except ToolError as exc:
             raise ResourceError(str(exc)) from None
         except LessonbankError as exc:
@@ -473,7 +483,7 @@ def _resources(server: MCPServer, access: Access) -> None:
         mime_type="application/json",
     )
     def read_lesson(namespace: str, lesson_id: str, ctx: Context) -> str:
-        bank = bank_of(ctx, namespace)
+        bank = bank_of(ctx, namespace, "get_lesson")
         try:
             lesson = bank.get_lesson(lesson_id)
         except NotFoundError:
@@ -490,7 +500,7 @@ def _resources(server: MCPServer, access: Access) -> None:
         mime_type="application/json",
     )
     def list_lessons(namespace: str, ctx: Context) -> str:
-        bank = bank_of(ctx, namespace)
+        bank = bank_of(ctx, namespace, "lessons")
         lessons = bank.lessons(limit=LISTING_LIMIT)
         return json.dumps(
             {

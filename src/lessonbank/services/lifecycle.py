@@ -16,6 +16,9 @@ Rules, decided here and applied by the store inside the change's transaction
   a no-op, as above.
 - Every row names its actor: ``api`` by default, ``cli`` from the command line, or what the caller
   passes (a consolidation cycle: ``reflection:<cycle id>``).
+- Secrets: the actor and the reason are caller text, redacted here (``redact.ARCHIVE_TEXT_FIELDS``)
+  before they reach a row, a proposal or a mirror commit; every store redacts each audit row again
+  as it writes it (``redact.AUDIT_TEXT_FIELDS``), whoever built it.
 
 What is audited: archive, restore, approve, delete (``forget``, ``before`` = the lesson), and any
 edit a caller makes through ``update_lesson`` with an audit entry. What is not: the write path's
@@ -38,6 +41,8 @@ from collections.abc import Sequence
 
 from lessonbank.errors import InputError
 from lessonbank.models import AuditAction, AuditEntry, Lesson, LessonStatus
+from lessonbank.operations import ARCHIVED_FROM, UNAPPROVED, needs_approval
+from lessonbank.redact import redact
 from lessonbank.services.consolidation.mirror import mirror_change
 from lessonbank.services.scope import Scope, check_count, check_text_arg
 
@@ -46,15 +51,17 @@ ACTOR_MAX_CHARS = 200
 
 
 def clean_reason(reason: object) -> str | None:
-    """A person's reason, on one line and cut to :data:`REASON_MAX_CHARS`; None when blank."""
+    """A person's reason, secrets redacted, on one line and cut to :data:`REASON_MAX_CHARS`; None
+    when blank. Redacted before it is cut: a token cut in half no longer looks like one."""
     if reason is None:
         return None
     check_text_arg(reason, "reason")
-    return " ".join(str(reason).split())[:REASON_MAX_CHARS] or None
+    return " ".join(redact(str(reason)).split())[:REASON_MAX_CHARS] or None
 
 
 def check_actor(actor: object) -> str:
-    """The actor, trimmed; refuse an empty or oversized one."""
+    """The actor, trimmed, secrets redacted; refuse an empty or oversized one. It is kept in audit
+    rows, a proposal's ``decided_by`` and the mirror's commit author, so it is caller text like any."""
     check_text_arg(actor, "actor")
     actor = str(actor).strip()
     if not actor or len(actor) > ACTOR_MAX_CHARS:
@@ -62,7 +69,7 @@ def check_actor(actor: object) -> str:
             f"actor must be 1 to {ACTOR_MAX_CHARS} chars, e.g. 'api', 'cli' or 'reflection:<cycle id>'",
             field="actor",
         )
-    return actor
+    return redact(actor)
 
 
 class Lifecycle:
@@ -96,7 +103,10 @@ class Lifecycle:
             if old.status == "archived":
                 return None
             summaries.append(f"archived (was {old.status})" + (f": {reason}" if reason else ""))
-            return self._moved(old, "archived", "archive", actor, summaries[-1])
+            moved, entry = self._moved(old, "archived", "archive", actor, summaries[-1])
+            if old.status in UNAPPROVED:  # restoring it later is still its approval
+                moved = moved.model_copy(update={"metadata": {**old.metadata, ARCHIVED_FROM: old.status}})
+            return moved, entry
 
         lesson = self.scope.store.change_lesson(self.scope.namespace, lesson_id, change)
         if summaries:
@@ -114,10 +124,14 @@ class Lifecycle:
         def change(old: Lesson) -> tuple[Lesson, AuditEntry] | None:
             if old.status == "active":
                 return None
-            action: AuditAction = "restore" if old.status == "archived" else "approve"
+            action: AuditAction = "approve" if needs_approval(old) else "restore"
             verb = "restored" if action == "restore" else "approved"
             done.append((action, f"{verb} (was {old.status})"))
-            return self._moved(old, "active", action, actor, done[-1][1])
+            moved, entry = self._moved(old, "active", action, actor, done[-1][1])
+            if ARCHIVED_FROM in old.metadata:
+                metadata = {k: v for k, v in old.metadata.items() if k != ARCHIVED_FROM}
+                moved = moved.model_copy(update={"metadata": metadata})
+            return moved, entry
 
         lesson = self.scope.store.change_lesson(self.scope.namespace, lesson_id, change)
         if done:

@@ -6,7 +6,7 @@ Every lesson, whatever its source (reflected, added by hand, imported), passes :
 secrets redacted, and a lesson that reads as instructions to the model (see
 :mod:`lessonbank.injection`) written ``quarantined``: kept for a person to approve, never recalled,
 and taking no room in a pool. A lesson written for an agent listed in ``untrusted_agents`` (by a
-reflection job, the Reflexion loop or ``add_lesson``) arrives quarantined too (:func:`untrusted`), for
+reflection job, the Reflexion loop, ``add_lesson`` or an import) arrives quarantined too (:func:`untrusted`), for
 a person or the next consolidation cycle to review.
 An embedding failure never loses a lesson: it is logged, and ``embed_missing()`` catches up.
 """
@@ -249,7 +249,11 @@ class LessonIntake:
         return counts
 
     def _imported(self, record: Lesson | dict[str, Any]) -> Lesson:
-        """A record to import, validated once, moved into this namespace, secrets redacted."""
+        """A record to import, validated once, moved into this namespace, secrets redacted, and
+        quarantined as any other write would be (instructions to the model, an untrusted agent)."""
+        return untrusted(self._validated(record), self.scope.settings.untrusted)
+
+    def _validated(self, record: Lesson | dict[str, Any]) -> Lesson:
         namespace = self.scope.namespace
         if isinstance(record, Lesson):
             return guarded(record.model_copy(update={"namespace": namespace}))

@@ -1,0 +1,273 @@
+"""The table of bank operations: what each one needs and where each surface exposes it.
+
+One record per operation: its name, a one-line summary, the role it needs (``read`` < ``write`` <
+``admin``), and where it is reachable — the REST route (method and path under ``/api/v1``), the MCP
+tool, the dashboard action. Every surface asks this table for the role of what it is about to do,
+so no surface keeps its own idea of roles: the REST routes are declared from it
+(:mod:`lessonbank.server.rest`), the MCP tools check it per call (:mod:`lessonbank.server.mcp_tools`),
+the dashboard's pages and forms check it (:mod:`lessonbank.server.dashboard`), and the security
+suite (``tests/security/``) walks it: every operation, every role, every surface it names.
+
+Some operations have no route of their own: they are what another call *becomes* for some inputs,
+and need more than the call itself:
+
+- ``approve_lesson``: restoring a quarantined or pending lesson is its approval (admin), while
+  restoring an archived one is a write (:func:`restore_operation`);
+- ``pin_lesson``: adding a lesson already pinned is what editing reserves for admin;
+- ``import_counters``: an import that brings its own counters and pins (``helpful``, ``harmful``,
+  ``access_count``, ``pinned``…); without admin they are dropped (:data:`ADMIN_LESSON_FIELDS`).
+
+Roles:
+
+- ``read``: recall, context, lessons, show, goals, insights, rules, replay, jobs, stats, proposals, audit;
+- ``write``: that and record, reflect, add, import, archive, restore, consolidate, finish a goal;
+- ``admin``: that and what a person decides: approve, reject, revert proposals, forget, edit, pin,
+  retry jobs, approve a quarantined lesson.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, get_args
+
+if TYPE_CHECKING:
+    from lessonbank.models import Lesson
+
+Role = Literal["read", "write", "admin"]
+ROLES: tuple[Role, ...] = get_args(Role)
+
+# Lesson fields that rank a lesson or keep it alive: set by outcomes, use and a person, never by a
+# writer from outside (an import by a write key drops them, with a warning).
+ADMIN_LESSON_FIELDS = ("pinned", "helpful", "harmful", "access_count", "last_accessed")
+
+
+def at_least(held: Role, needed: Role) -> bool:
+    """Whether a principal holding ``held`` may do what needs ``needed``."""
+    return ROLES.index(held) >= ROLES.index(needed)
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One bank operation and where it is exposed (None: not on that surface)."""
+
+    name: str
+    role: Role
+    summary: str
+    rest: tuple[str, str] | None = None  # (method, path under /api/v1)
+    mcp: str | None = None  # tool name
+    dashboard: tuple[str, str] | None = None  # (method, path): a page (GET) or a form (POST)
+
+
+_NS = "/ns/{namespace}"
+
+_TABLE = (
+    # ------------------------------------------------------------------ episodes and reflection
+    Operation("record", "write", "Record an episode", ("POST", f"{_NS}/episodes"), mcp="record_episode"),
+    Operation(
+        "reflect", "write", "Reflect on an episode", ("POST", f"{_NS}/episodes/{{episode_id}}/reflect")
+    ),
+    Operation("decisions", "read", "The policy's latest decisions", ("GET", f"{_NS}/decisions")),
+    Operation(
+        "show",
+        "read",
+        "Any record by id",
+        ("GET", f"{_NS}/records/{{record_id}}"),
+        dashboard=("GET", "/episodes/{record_id}"),
+    ),
+    Operation(
+        "search_reflections",
+        "read",
+        "Search past loop reflections",
+        ("GET", f"{_NS}/reflections"),
+        mcp="search_reflections",
+    ),
+    # ------------------------------------------------------------------ lessons
+    Operation(
+        "add_lesson", "write", "Add a lesson you already know", ("POST", f"{_NS}/lessons"), mcp="add_lesson"
+    ),
+    Operation("pin_lesson", "admin", "Add a lesson already pinned"),
+    Operation("lessons", "read", "List lessons", ("GET", f"{_NS}/lessons"), dashboard=("GET", "/lessons")),
+    Operation(
+        "get_lesson",
+        "read",
+        "Get a lesson",
+        ("GET", f"{_NS}/lessons/{{lesson_id}}"),
+        mcp="show_lesson",
+        dashboard=("GET", "/lessons/{lesson_id}"),
+    ),
+    Operation(
+        "forget",
+        "admin",
+        "Forget a lesson (admin)",
+        ("DELETE", f"{_NS}/lessons/{{lesson_id}}"),
+        dashboard=("POST", "/lessons/{lesson_id}/forget"),
+    ),
+    Operation(
+        "archive",
+        "write",
+        "Archive a lesson",
+        ("POST", f"{_NS}/lessons/{{lesson_id}}/archive"),
+        dashboard=("POST", "/lessons/{lesson_id}/archive"),
+    ),
+    Operation("propose_archive", "write", "Propose archiving a lesson", mcp="archive_lesson"),
+    Operation(
+        "edit_lesson",
+        "admin",
+        "Edit a lesson (pin, tags, importance)",
+        ("PATCH", f"{_NS}/lessons/{{lesson_id}}"),
+        dashboard=("POST", "/lessons/{lesson_id}/edit"),
+    ),
+    Operation(
+        "restore",
+        "write",
+        "Restore a lesson",
+        ("POST", f"{_NS}/lessons/{{lesson_id}}/restore"),
+        dashboard=("POST", "/lessons/{lesson_id}/restore"),
+    ),
+    Operation("approve_lesson", "admin", "Approve a quarantined or pending lesson (its restore)"),
+    Operation(
+        "recall",
+        "read",
+        "Recall the lessons most relevant to a query",
+        ("POST", f"{_NS}/recall"),
+        mcp="recall_lessons",
+    ),
+    Operation(
+        "context",
+        "read",
+        "A prompt block for a task, within a token budget",
+        ("POST", f"{_NS}/context"),
+        mcp="get_context",
+        dashboard=("GET", "/why"),
+    ),
+    Operation("audit", "read", "The audit log", ("GET", f"{_NS}/audit")),
+    Operation("import_lessons", "write", "Import lessons", ("POST", f"{_NS}/import")),
+    Operation("import_counters", "admin", "Import lessons with their counters and pins"),
+    Operation("export", "read", "Export every lesson", ("GET", f"{_NS}/export")),
+    Operation(
+        "embed_missing", "write", "Embed lessons that have no vector", ("POST", f"{_NS}/embed-missing")
+    ),
+    Operation(
+        "expand", "write", "Example tasks for lessons written by hand (LLM)", ("POST", f"{_NS}/expand")
+    ),
+    Operation(
+        "rescreen", "admin", "Redact and screen every lesson again (admin)", ("POST", f"{_NS}/rescreen")
+    ),
+    Operation(
+        "apply_retention",
+        "admin",
+        "Delete old episodes, reflections, jobs (admin)",
+        ("POST", f"{_NS}/retention"),
+    ),
+    # ------------------------------------------------------------------ goals, rules, replay
+    Operation(
+        "finish_goal",
+        "write",
+        "Report a goal's end",
+        ("POST", f"{_NS}/goals/{{goal_id}}/finish"),
+        mcp="finish_goal",
+    ),
+    Operation("insights", "read", "Goal insights", ("GET", f"{_NS}/insights")),
+    Operation("rules", "read", "Learned rules", ("GET", f"{_NS}/rules"), mcp="list_rules"),
+    Operation("confirm_rule", "write", "Confirm a rule", ("POST", f"{_NS}/rules/{{rule_id}}/confirm")),
+    Operation("replay", "read", "Replay examples for a task", ("GET", f"{_NS}/replay")),
+    # ------------------------------------------------------------------ jobs and state
+    Operation("jobs", "read", "List jobs", ("GET", f"{_NS}/jobs"), dashboard=("GET", "/jobs")),
+    Operation("pending", "read", "Jobs counted by status", ("GET", f"{_NS}/jobs/pending")),
+    Operation(
+        "retry_jobs",
+        "admin",
+        "Requeue dead-lettered jobs (admin)",
+        ("POST", f"{_NS}/jobs/retry"),
+        dashboard=("POST", "/jobs/retry"),
+    ),
+    Operation("purge_jobs", "admin", "Delete finished jobs (admin)", ("POST", f"{_NS}/jobs/purge")),
+    Operation("flush", "write", "Wait for queued jobs", ("POST", f"{_NS}/flush")),
+    Operation(
+        "stats",
+        "read",
+        "Counts and the consolidation guards",
+        ("GET", f"{_NS}/stats"),
+        dashboard=("GET", "/"),
+    ),
+    Operation("analytics", "read", "How Reflexion loops learn", ("GET", f"{_NS}/analytics")),
+    # ------------------------------------------------------------------ consolidation
+    Operation(
+        "consolidate",
+        "write",
+        "Run a consolidation cycle",
+        ("POST", f"{_NS}/consolidate"),
+        mcp="consolidate",
+    ),
+    Operation("end_session", "write", "End a session", ("POST", f"{_NS}/sessions/end")),
+    Operation(
+        "proposals",
+        "read",
+        "List proposals",
+        ("GET", f"{_NS}/proposals"),
+        mcp="list_proposals",
+        dashboard=("GET", "/proposals"),
+    ),
+    Operation(
+        "proposal",
+        "read",
+        "Get a proposal",
+        ("GET", f"{_NS}/proposals/{{proposal_id}}"),
+        dashboard=("GET", "/proposals/{proposal_id}"),
+    ),
+    Operation(
+        "proposal_markdown",
+        "read",
+        "A proposal as the pending reflection (Markdown)",
+        ("GET", f"{_NS}/proposals/{{proposal_id}}/markdown"),
+    ),
+    Operation(
+        "approve",
+        "admin",
+        "Approve a proposal (admin)",
+        ("POST", f"{_NS}/proposals/{{proposal_id}}/approve"),
+        dashboard=("POST", "/proposals/{proposal_id}/approve"),
+    ),
+    Operation(
+        "reject",
+        "admin",
+        "Reject a proposal (admin)",
+        ("POST", f"{_NS}/proposals/{{proposal_id}}/reject"),
+        dashboard=("POST", "/proposals/{proposal_id}/reject"),
+    ),
+    Operation(
+        "revert",
+        "admin",
+        "Revert an applied proposal (admin)",
+        ("POST", f"{_NS}/proposals/{{proposal_id}}/revert"),
+        dashboard=("POST", "/proposals/{proposal_id}/revert"),
+    ),
+    Operation("dreams", "read", "The dream log", ("GET", f"{_NS}/dreams")),
+    Operation("core_memory", "read", "The core memory document", ("GET", f"{_NS}/core-memory")),
+)
+
+OPERATIONS: dict[str, Operation] = {op.name: op for op in _TABLE}
+BY_MCP_TOOL: dict[str, Operation] = {op.mcp: op for op in _TABLE if op.mcp}
+
+
+def role_of(name: str) -> Role:
+    """The role operation ``name`` needs (KeyError for a name not in the table: a bug, not a refusal)."""
+    return OPERATIONS[name].role
+
+
+# A lesson a person has not approved yet; archiving one keeps that in its metadata (ARCHIVED_FROM),
+# so that archive-then-restore is not a way around the approval.
+UNAPPROVED = ("quarantined", "pending")
+ARCHIVED_FROM = "archived_from"
+
+
+def needs_approval(lesson: Lesson) -> bool:
+    """Whether making ``lesson`` active is its approval: quarantined, pending, or archived from one."""
+    return lesson.status in UNAPPROVED or (
+        lesson.status == "archived" and lesson.metadata.get(ARCHIVED_FROM) in UNAPPROVED
+    )
+
+
+def restore_operation(lesson: Lesson) -> str:
+    """What restoring ``lesson`` is: ``approve_lesson`` when it was never approved, else ``restore``."""
+    return "approve_lesson" if needs_approval(lesson) else "restore"
