@@ -12,6 +12,8 @@ Deciding, by a person (``actor``):
   sources ``superseded_by`` it (never deleted); an ARCHIVE archives (soft); an EXTRACT or PATTERN adds
   its lesson. Each change is an audit row naming the proposal. If a lesson an operation touches
   changed since the proposal was made, nothing is applied (:class:`~lessonbank.errors.ConflictError`).
+  A lesson the screens found reading as instructions (:mod:`.screens`, applied when the proposal is
+  made and again on approval) is added ``quarantined``, and a merge into it supersedes nothing.
 - **reject**: nothing applied; each operation's fingerprint is remembered in the namespace's cycle
   state, and no later cycle proposes it again. A FLAG (a contradiction shown to the person) is
   remembered once shown in a decided proposal, approved or not.
@@ -49,6 +51,7 @@ from lessonbank.services.consolidation.operations import admissions, determinist
 from lessonbank.services.consolidation.phases import Budget, PhaseResult, Phases, past_deadline
 from lessonbank.services.consolidation.prepass import find_candidates, is_live
 from lessonbank.services.consolidation.render import render_pending
+from lessonbank.services.consolidation.screens import screened
 from lessonbank.services.lifecycle import check_actor, clean_reason
 from lessonbank.services.pools import every_lesson
 from lessonbank.services.scope import Scope, check_count
@@ -227,8 +230,9 @@ class Consolidator:
                 reflection=spent.reflection,
                 phases=[vars(usage) for usage in spent.usage],
                 model=llm.model,
+                withheld=spent.withheld,
             )
-        return Proposal(
+        proposal = Proposal(
             namespace=self.scope.namespace,
             cycle_id=run.id,
             trigger=run.trigger,
@@ -244,6 +248,8 @@ class Consolidator:
             cost_usd=spent.cost_usd,
             metadata=metadata,
         )
+        # Screened before it is stored: no secret in its row, and the person sees what reads as instructions.
+        return screened(proposal)
 
     # ------------------------------------------------------------------ reading
 
@@ -311,7 +317,8 @@ class Consolidator:
                     field="only",
                 )
         chosen = offered_ids if only is None else set(only)
-        proposal = apply_edits(proposal, edits or {}, chosen, actor, self.count_tokens)
+        # Screened again: a person's edits (and a proposal stored before a screen's rule) pass it too.
+        proposal = screened(apply_edits(proposal, edits or {}, chosen, actor, self.count_tokens))
         now = self.scope.now()
         current = self._current(proposal)
         writes: dict[str, Lesson] = {}
@@ -529,8 +536,10 @@ class Consolidator:
             if survivor is not None:
                 update.update(id=survivor.id, created_at=survivor.created_at)
             added = op.lesson.model_copy(update=update)
-            write("merge" if op.kind == "merge" else "extract", op.reason, survivor, added)
-            if op.kind == "merge":
+            summary = f"{op.reason}; {op.note}" if op.note else op.reason
+            write("merge" if op.kind == "merge" else "extract", summary, survivor, added)
+            # A quarantined lesson is recalled by no one: its sources stay live until a person admits it.
+            if op.kind == "merge" and added.status != "quarantined":
                 for source_id in (i for i in op.lesson_ids if i != added.id):
                     source = latest(source_id)
                     marked = source.model_copy(update={"superseded_by": added.id, "updated_at": now})

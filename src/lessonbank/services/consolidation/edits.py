@@ -134,7 +134,12 @@ def apply_edits(
         elif op.lesson is not None:
             if len(edited.strip()) > LESSON_MAX_CHARS:
                 raise InputError(f"the edit of {op.id} is over {LESSON_MAX_CHARS} characters", field="edits")
-            lesson = op.lesson.model_validate({**op.lesson.model_dump(), "content": edited})
+            # New text, read afresh: the screen that quarantined the cycle's text decides on the person's.
+            fields = {**op.lesson.model_dump(), "content": edited}
+            if "quarantine_reason" in op.lesson.metadata:
+                metadata = {k: v for k, v in op.lesson.metadata.items() if k != "quarantine_reason"}
+                fields.update(status="active", metadata=metadata)
+            lesson = op.lesson.model_validate(fields)
             operations.append(op.model_copy(update={"lesson": lesson, "note": note}))
         else:
             operations.append(op.model_copy(update={"text": edited.strip(), "note": note}))

@@ -277,12 +277,14 @@ class _PoolCounts:
     def admit(self, op: Operation) -> str | None:
         """None, counting the operation in, when every pool it adds to stays within its cap; else why not."""
         delta: Counter[str] = Counter()
-        if op.kind in ("merge", "archive"):
+        # A lesson screened out (quarantined) takes no room, and a merge into one supersedes nothing.
+        screened_out = op.lesson is not None and op.lesson.status == "quarantined"
+        if op.kind == "archive" or (op.kind == "merge" and not screened_out):
             for lesson_id in op.lesson_ids:
                 cap = self.caps(self.lessons_by_id[lesson_id])
                 if cap is not None:
                     delta[cap.key] -= 1
-        joining = op.lesson if op.kind in ("extract", "pattern", "merge") else None
+        joining = op.lesson if op.kind in ("extract", "pattern", "merge") and not screened_out else None
         if op.kind == "admit":  # a quarantined lesson is in no pool until it is admitted
             joining = self.lessons_by_id[op.lesson_ids[0]]
         if joining is not None:

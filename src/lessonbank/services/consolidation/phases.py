@@ -14,6 +14,11 @@ for ends the cycle (a provider that ignored ``max_tokens`` must not take the bud
 naming the phase, with the raw reply: the cycle records it in the dream log and proposes nothing.
 One operation block that cannot be read is not a failure: it becomes a dropped operation whose note
 says why, shown to the person with the proposal.
+
+**Screens.** Each reply is redacted as it arrives, so no later prompt holds a secret the model
+echoed. Operations and the core memory are screened as they are parsed (:mod:`.screens`): a lesson
+that reads as instructions marked for quarantine, such a line of the core memory withheld
+(``PhaseResult.withheld``).
 """
 
 from __future__ import annotations
@@ -32,11 +37,13 @@ from lessonbank.llm.base import Message, Usage
 from lessonbank.llm.pricing import cost_of
 from lessonbank.models import LESSON_MAX_CHARS, Episode, Lesson
 from lessonbank.proposals import LinkType, Operation, OperationKind
+from lessonbank.redact import redact
 from lessonbank.reflectors.budget import Field, fit_fields
 from lessonbank.services.consolidation import prompts
 from lessonbank.services.consolidation.documents import CORE_CAP_TOKENS, CORE_SECTIONS, core_sections
 from lessonbank.services.consolidation.operations import merged_lesson
 from lessonbank.services.consolidation.prepass import Candidates
+from lessonbank.services.consolidation.screens import Withheld, screened_document, screened_operation
 from lessonbank.services.sections import inline
 from lessonbank.text import TokenCounter
 
@@ -95,6 +102,7 @@ class PhaseResult:
     questions: list[str] = field(default_factory=list)
     insight: str = ""
     reflection: str = ""  # the summary sections, the reflection log's full entry
+    withheld: Withheld = field(default_factory=list)  # texts kept out: they read as instructions
     usage: list[PhaseUsage] = field(default_factory=list)
     cost_usd: float | None = None
 
@@ -168,8 +176,11 @@ class Phases:
             prompts.CONSOLIDATE,
             result,
         )
+        # Screened as parsed, so the later phases' prompts read them redacted too.
         kept, dropped = parse_operations(reply, data)
-        result.operations, result.dropped = kept, dropped
+        parsed = [screened_operation(op) for op in [*kept, *dropped]]
+        kept = [op for op in parsed if op.status != "dropped"]
+        result.operations, result.dropped = kept, [op for op in parsed if op.status == "dropped"]
         described = describe(kept) or "none"
         _, core_out = self.budget.allowance("core")
         cap = min(CORE_CAP_TOKENS, core_out)
@@ -187,10 +198,14 @@ class Phases:
             extra={"cap": str(cap)},
             max_out=cap,
         )
-        result.core_memory = check_core(core)
+        # None when the rewrite as a whole reads as instructions: the current one stays.
+        result.core_memory = screened_document(check_core(core), "core memory", result.withheld)
         diff = "\n".join(
             difflib.unified_diff(
-                data.core_memory.splitlines(), result.core_memory.splitlines(), lineterm="", n=1
+                data.core_memory.splitlines(),
+                (result.core_memory or data.core_memory).splitlines(),
+                lineterm="",
+                n=1,
             )
         )
         summary = await self._call(
@@ -245,7 +260,8 @@ class Phases:
         used = self.budget.spend(phase, counted, completion.usage, allowed_out, completion.model)
         used.allowed_in = allowed_in
         result.usage.append(used)
-        text = completion.text.strip()
+        # The model may echo a secret it read anywhere: redacted before a later prompt or a proposal holds it.
+        text = redact(completion.text).strip()
         if not text:
             raise ParseError(f"phase {phase}: the model's reply is empty", raw=completion.text)
         return text

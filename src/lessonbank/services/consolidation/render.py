@@ -2,8 +2,8 @@
 
 Seed 002's sections, adapted to lessons: new knowledge (extract, merge, pattern), new connections,
 proposed archival with scores, contradictions, core memory changes as a unified diff, evolution,
-questions, and a footer (tokens used, memories processed, next scheduled cycle). Each operation is
-shown with its id, so a person can approve some of them by id, its kind, the lessons it touches
+questions, what the screens withheld (:mod:`.screens`), and a footer (tokens used, memories
+processed, next scheduled cycle). Each operation is shown with its id, so a person can approve some of them by id, its kind, the lessons it touches
 (id and first line) and its reason.
 
 Everything written by a model or a caller (lesson text, ids, reasons, questions, evolution
@@ -67,6 +67,9 @@ def render_pending(
         ),
         _section("❓ Questions for You", [f"- {_text(question)}" for question in proposal.questions]),
     ]
+    withheld = proposal.metadata.get("withheld")
+    if isinstance(withheld, list) and withheld:
+        parts.append(_section("🛡️ Withheld by the Screen", [_withheld(entry) for entry in withheld]))
     dropped = [op for op in proposal.operations if op.status == "dropped"]
     if dropped:
         parts.append(
@@ -110,7 +113,9 @@ def _named(lesson_id: str, lessons_by_id: Mapping[str, Lesson], label: str = "")
 
 
 def _why(op: Operation) -> list[str]:
-    return [f"  - why: {_text(op.reason)}"] if op.reason.strip() else []
+    """The reason, and the note (what the screen found, who edited it) of an operation not dropped."""
+    lines = [f"  - why: {_text(op.reason)}"] if op.reason.strip() else []
+    return lines + ([f"  - note: {_text(op.note)}"] if op.note else [])
 
 
 def _new(op: Operation, lessons_by_id: Mapping[str, Lesson]) -> str:
@@ -146,6 +151,13 @@ def _flag(op: Operation, lessons_by_id: Mapping[str, Lesson]) -> str:
 
 def _evolve(op: Operation) -> str:
     return "\n".join([f"{_head(op)}: {_text(op.text or '')}", *_why(op)])
+
+
+def _withheld(entry: object) -> str:
+    """One text kept out of the proposal's writes: where, why (withheld: <reason>), and what it said."""
+    found = entry if isinstance(entry, dict) else {}
+    where, reason = _text(found.get("where", "?")), _text(found.get("reason", "?"))
+    return f"- {where} (withheld: {reason}): {snippet(str(found.get('text', '')))}"
 
 
 def _reflection(proposal: Proposal) -> list[str]:
