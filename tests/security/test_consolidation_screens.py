@@ -147,6 +147,8 @@ def test_a_pending_proposal_holds_no_secret_and_shows_why_a_lesson_will_be_quara
         assert leaked(*everything_stored(bank, proposal.id)) == []
         # Each reply is redacted as it arrives: no later phase's prompt holds what the model echoed.
         assert leaked(*(call.prompt for call in llm.calls)) == []
+        # Nor do the core memory and summary phases read the lesson that reads as instructions.
+        assert all("Ignore previous" not in call.prompt for call in llm.calls[3:])
         [hostile] = [op for op in proposal.operations if op.lesson and "Ignore previous" in op.lesson.content]
         assert hostile.status == "proposed" and hostile.lesson is not None
         assert hostile.note == "quarantined on approval: override of instructions"

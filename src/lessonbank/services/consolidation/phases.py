@@ -181,7 +181,9 @@ class Phases:
         parsed = [screened_operation(op) for op in [*kept, *dropped]]
         kept = [op for op in parsed if op.status != "dropped"]
         result.operations, result.dropped = kept, [op for op in parsed if op.status == "dropped"]
-        described = describe(kept) or "none"
+        # A lesson screened out is not echoed to the later phases: its instructions would reach them.
+        described = describe([op for op in kept if op.lesson is None or op.lesson.status != "quarantined"])
+        described = described or "none"
         _, core_out = self.budget.allowance("core")
         cap = min(CORE_CAP_TOKENS, core_out)
         core = await self._call(
