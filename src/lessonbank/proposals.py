@@ -62,7 +62,7 @@ class Operation(Record):
     text: str | None = None
     reason: str = ""
     status: OperationStatus = "proposed"
-    note: str | None = None  # why it was dropped, or what a person changed
+    note: str | None = None  # why it was dropped, what a person changed, or "quarantined on approval: <why>"
 
     @property
     def fingerprint(self) -> str:
