@@ -72,7 +72,7 @@ _TABLE = (
         "read",
         "Any record by id",
         ("GET", f"{_NS}/records/{{record_id}}"),
-        dashboard=("GET", "/episodes/{record_id}"),
+        dashboard=("GET", "/episodes/{episode_id}"),
     ),
     Operation(
         "search_reflections",
