@@ -421,10 +421,10 @@ def test_a_write_key_imports_lessons_without_their_counters_and_pins(server: Ser
     }
     answer = httpx.post(url, json={"lessons": [record]}, headers=_key(server, "write"))
     assert answer.status_code == 200 and answer.json()["counters_ignored"] == 1
-    [stored] = [l for l in server.bank().lessons(limit=1000) if l.content == record["content"]]
+    [stored] = [x for x in server.bank().lessons(limit=1000) if x.content == record["content"]]
     assert (stored.helpful, stored.access_count, stored.pinned) == (0, 0, False)
     admin_record = {**record, "content": "pin numpy below 3 for the old wheels"}
     answer = httpx.post(url, json={"lessons": [admin_record]}, headers=_key(server, "admin"))
     assert answer.status_code == 200 and "counters_ignored" not in answer.json()
-    [kept] = [l for l in server.bank().lessons(limit=1000) if l.content == admin_record["content"]]
+    [kept] = [x for x in server.bank().lessons(limit=1000) if x.content == admin_record["content"]]
     assert (kept.helpful, kept.access_count, kept.pinned) == (500, 10_000, True)
