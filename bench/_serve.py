@@ -28,12 +28,12 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(db: str, home: Path) -> Iterator[str]:
+def serving(db: str, home: Path, env: dict[str, str] | None = None) -> Iterator[str]:
     """``lessonbank serve`` over ``db`` (no API key: loopback only, no in-process worker), started
-    and answering; its base URL. Stopped on exit."""
+    and answering; its base URL. Stopped on exit. ``env``: more settings (``LESSONBANK_LLM``…)."""
     port = free_port()
     argv = [sys.executable, "-m", "lessonbank.cli", "--db", db, "serve", "--port", str(port), "--no-worker"]
-    server = subprocess.Popen(argv, env=environment(home), stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(argv, env={**environment(home), **(env or {})}, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60

@@ -118,6 +118,7 @@ class KeyStore:
             keys = self._read()
             keys.append(key)
             self._write(keys)
+            self._closed = True
         return key, token
 
     def all(self) -> list[Key]:
@@ -203,6 +204,7 @@ class KeyStore:
             raise ConfigError(f"cannot read the API keys in {self.path}: {exc}") from None
         keys = _parsed(raw, self.path)
         self._cache = (signature, keys)
+        self._closed = self._closed or bool(keys)  # a store that saw a key stays closed
         return list(keys)
 
     def _write(self, keys: list[Key]) -> None:
