@@ -24,10 +24,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import _corpus
 import httpx
-from _serve import serving
 
+import _corpus
+from _serve import serving
 from lessonbank import LessonBank
 from lessonbank.models import Episode
 
@@ -65,7 +65,9 @@ def summary(timings: list[float]) -> dict[str, float]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--flushes", type=int, default=45, help="clients waiting in POST /flush at once")
     parser.add_argument("--timeout", type=float, default=20.0, help="each flush's timeout, seconds")
     parser.add_argument("--seconds", type=float, default=10.0, help="how long to recall during the stall")
