@@ -109,7 +109,7 @@ class KeyStore:
         key = Key(
             id=key_id,
             name=name.strip(),
-            role=role,  # type: ignore[arg-type]
+            role=role,
             namespaces=chosen,
             digest=_digest(token),
             created_at=_now(),
@@ -245,10 +245,11 @@ def _parsed(raw: Any, path: Path) -> list[Key]:
             raise wrong(f"key {number} has an unknown role {item['role']!r}")
         if not all(isinstance(n, str) for n in item["namespaces"]):
             raise wrong(f"key {number} has namespaces that are not strings")
-        optional = {name: item.get(name) for name in _OPTIONAL_KEY_FIELDS}
+        optional: dict[str, Any] = {name: item.get(name) for name in _OPTIONAL_KEY_FIELDS}
         if any(value is not None and not isinstance(value, str) for value in optional.values()):
             raise wrong(f"key {number} has a revoked_at or last_used_at that is not a date")
-        keys.append(Key(**{name: item[name] for name in _KEY_FIELDS}, **optional))
+        fields: dict[str, Any] = {name: item[name] for name in _KEY_FIELDS}
+        keys.append(Key(**fields, **optional))
     return keys
 
 
