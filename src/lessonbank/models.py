@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import unicodedata
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
@@ -26,6 +27,10 @@ TAG_MAX_CHARS = 64
 LEARNED_FROM_MAX_CHARS = 1_000
 MAX_TAGS = 32
 MAX_CONTEXT_IDS = 1_000  # far above any context block; keeps one record() within bounded work
+# An id a caller may choose (an episode's, a goal's, a loop's, an imported lesson's): the REST routes
+# that read a record by id take ids this long, so nothing is stored that cannot be read back.
+ID_MAX_CHARS = 200
+NAMESPACE_MAX_CHARS = 200
 # Text a model or a tool wrote is cut, never refused (the writer cannot be asked again), to these
 # lengths with a visible marker (see ``truncated``). A reflection's reply: 32,000 chars is ~8,000
 # tokens, the largest output budget of any cycle; each parsed field gets the same cap.
@@ -87,6 +92,27 @@ def truncated(text: str, limit: int) -> str:
     return text[:keep] + f"…[truncated {len(text) - keep} chars]"
 
 
+def namespace_problem(namespace: object) -> str | None:
+    """Why ``namespace`` cannot name a namespace, or None when it can.
+
+    The one rule for every entry point (settings, so ``LessonBank(namespace=…)``, the CLI's
+    ``--namespace`` and ``LESSONBANK_NAMESPACE``; the servers' paths and tool arguments). Control and
+    format characters are refused rather than dropped: stored text loses NUL characters (see
+    ``_check_text``), so ``a\0b`` would be checked as one namespace and written as another (``ab``),
+    and an invisible character makes two namespaces that read the same."""
+    if not isinstance(namespace, str) or not namespace.strip():
+        return "is empty; pass a name such as 'default' or 'team-a'"
+    if len(namespace) > NAMESPACE_MAX_CHARS:
+        return f"is {len(namespace)} characters; the limit is {NAMESPACE_MAX_CHARS}"
+    for position, char in enumerate(namespace):
+        if unicodedata.category(char) in ("Cc", "Cf", "Cs"):
+            return (
+                f"holds the control character {char!r} at position {position}; "
+                "use letters, digits and punctuation such as 'team-a'"
+            )
+    return None
+
+
 def _truncated_strings(value: Any, limit: int) -> Any:
     """``value`` with every string in it (nested in dicts and lists) cut to ``limit`` chars."""
     if isinstance(value, str):
@@ -118,8 +144,8 @@ def _check_text(value: Any, field: str) -> Any:
     return value
 
 
-def _clean_tags(tags: list[str]) -> list[str]:
-    """Lowercase, trim, drop empties and duplicates, keep order; refuse oversized tags."""
+def clean_tags(tags: list[str]) -> list[str]:
+    """Lowercase, trim, drop empties and duplicates, keep order; refuse oversized tags (ValueError)."""
     seen: dict[str, None] = {}
     for tag in tags:
         if not isinstance(tag, str):
@@ -163,13 +189,13 @@ class Episode(Record):
     what a reflector sees. ``status`` defaults to failure when an error is given, else success.
     """
 
-    id: str = Field(default_factory=lambda: new_id("ep"))
+    id: str = Field(default_factory=lambda: new_id("ep"), min_length=1, max_length=ID_MAX_CHARS)
     task: str
     task_type: str | None = None
     agent: str | None = None
-    goal_id: str | None = None
+    goal_id: str | None = Field(default=None, max_length=ID_MAX_CHARS)
     goal_title: str | None = None
-    loop_id: str | None = None
+    loop_id: str | None = Field(default=None, max_length=ID_MAX_CHARS)
     iteration: int | None = Field(default=None, ge=0)
     status: Status = "success"
     error: str | None = None
@@ -197,7 +223,7 @@ class Episode(Record):
     @field_validator("tags")
     @classmethod
     def _tags(cls, value: list[str]) -> list[str]:
-        return _clean_tags(value)
+        return clean_tags(value)
 
     @model_validator(mode="before")
     @classmethod
@@ -251,7 +277,7 @@ class Lesson(Record):
     and rendered. ``content_hash`` identifies a lesson within its namespace and kind.
     """
 
-    id: str = Field(default_factory=lambda: new_id("les"))
+    id: str = Field(default_factory=lambda: new_id("les"), min_length=1, max_length=ID_MAX_CHARS)
     namespace: str = "default"
     kind: LessonKind = "lesson"
     content: str
@@ -302,7 +328,7 @@ class Lesson(Record):
     @field_validator("tags")
     @classmethod
     def _tags(cls, value: list[str]) -> list[str]:
-        return _clean_tags(value)
+        return clean_tags(value)
 
     @field_validator("learned_from")
     @classmethod

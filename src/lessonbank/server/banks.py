@@ -13,9 +13,8 @@ from typing import Any
 
 from lessonbank.bank import LessonBank
 from lessonbank.errors import InputError
+from lessonbank.models import namespace_problem
 from lessonbank.settings import Settings
-
-MAX_NAMESPACE_CHARS = 200
 
 
 class Banks:
@@ -44,9 +43,11 @@ class Banks:
 
 
 def check_namespace(namespace: object) -> str:
-    if not isinstance(namespace, str) or not namespace.strip() or len(namespace) > MAX_NAMESPACE_CHARS:
-        raise InputError(
-            f"a namespace is 1 to {MAX_NAMESPACE_CHARS} characters, got {namespace!r}"[:300],
-            field="namespace",
-        )
+    """``namespace`` if it may name a namespace (the rule of :func:`~lessonbank.models.namespace_problem`,
+    which the bank's settings apply too), else :class:`InputError`, so a request gets a 422, not a 503."""
+    problem = namespace_problem(namespace)
+    if problem is not None:
+        shown = repr(namespace)[:80]
+        raise InputError(f"namespace {shown} {problem}", field="namespace")
+    assert isinstance(namespace, str)
     return namespace

@@ -1,30 +1,52 @@
 """The REST API's request bodies, each with the limits the route enforces before the bank sees it.
 
 Limits are generous for real use and small enough that one request is bounded work: a recall asks
-for at most :data:`MAX_K` lessons, a listing for at most :data:`MAX_LIMIT`, an import carries at most
-:data:`MAX_IMPORT` records (and the whole body stays under the server's byte cap). What the bank
-checks itself (an empty task, an unknown kind or status, a tag too long) it still checks: those
-come back as 422 with the bank's own message.
+for at most :data:`MAX_K` lessons, a listing for at most :data:`MAX_LIMIT` from an offset of at most
+:data:`MAX_OFFSET`, an import carries at most :data:`MAX_IMPORT` records (and the whole body stays
+under the server's byte cap). Tags are checked here with the records' own rule, and ids are as long
+as the records allow (:data:`~lessonbank.models.ID_MAX_CHARS`), so what a route accepts the bank
+can store and another route can read back. What the bank checks itself (an empty task, an unknown
+kind or status) it still checks: those come back as 422 with the bank's own message.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import Query
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from lessonbank.models import LESSON_MAX_CHARS, MAX_CONTEXT_IDS, MAX_TAGS, Episode, LessonKind
+from lessonbank.models import (
+    ID_MAX_CHARS,
+    LESSON_MAX_CHARS,
+    MAX_CONTEXT_IDS,
+    MAX_TAGS,
+    Episode,
+    JobStatus,
+    LessonKind,
+    clean_tags,
+)
 from lessonbank.services.expansion import MAX_LIMIT as MAX_EXPAND_LESSONS
 
 MAX_K = 100  # lessons per recall or replay: a prompt never holds more
 MAX_LIMIT = 1_000  # rows per listing page
+# Far past any bank's rows, and inside every store's integer (SQLite and PostgreSQL take 64 bits).
+MAX_OFFSET = 1_000_000_000
 MAX_IMPORT = 10_000  # records per import request; larger banks go through `lessonbank import`
 MAX_QUERY_CHARS = 20_000  # a task or query: far above a prompt's task, far below the body cap
 MAX_BUDGET_TOKENS = 100_000
 MAX_FLUSH_S = 60.0  # a request that waits for the worker holds a server thread no longer than this
-NAME_CHARS = 200  # ids, agents, goal ids, task types, actors, reflectors
+NAME_CHARS = ID_MAX_CHARS  # ids (the records' own limit), agents, goal ids, task types, actors, reflectors
 REASON_CHARS = 2_000
 MAX_GOAL_ITEMS = 100  # outputs or errors of one goal
+
+
+# Tags as the records take them (trimmed, lowercased, at most 64 characters each): a tag the bank
+# would refuse is the caller's 422 here, never a 500 from deep inside the bank.
+Tags = Annotated[list[str], Field(max_length=MAX_TAGS), AfterValidator(clean_tags)]
+# Query parameters of the listings.
+Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET)]
+JobStatuses = Annotated[list[JobStatus] | None, Query(max_length=len(get_args(JobStatus)))]
 
 
 def _name() -> Any:
@@ -59,7 +81,7 @@ class FinishGoalBody(Body):
 
 class AddLessonBody(Body):
     text: str = Field(min_length=1, max_length=LESSON_MAX_CHARS)
-    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
+    tags: Tags = Field(default_factory=list)
     kind: LessonKind = "lesson"
     task_type: str | None = _name()
     agent: str | None = _name()
@@ -73,7 +95,7 @@ class RecallBody(Body):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     k: int = Field(default=5, ge=1, le=MAX_K)
     kind: str | list[str] | None = None
-    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
+    tags: Tags = Field(default_factory=list)
     task_type: str | None = _name()
     agent: str | None = _name()
     goal_id: str | None = _name()
@@ -89,7 +111,7 @@ class ContextBody(Body):
     budget_tokens: int = Field(default=800, ge=0, le=MAX_BUDGET_TOKENS)
     formats: list[str] | None = Field(default=None, max_length=10)
     kind: str | list[str] | None = None
-    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
+    tags: Tags = Field(default_factory=list)
 
 
 class ArchiveBody(Body):
@@ -110,7 +132,7 @@ class ExpandBody(Body):
 
 class EditBody(Body):
     pinned: bool | None = None
-    tags: list[str] | None = Field(default=None, max_length=MAX_TAGS)
+    tags: Tags | None = None
     importance: float | None = Field(default=None, ge=0.0, le=1.0)
     actor: str = _actor()
 
