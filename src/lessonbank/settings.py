@@ -4,10 +4,15 @@
 ``$LESSONBANK_HOME/lessons.db``. ``Settings(...)`` takes only the defaults and what it is
 given; ``Settings.from_env()`` reads the environment first. Every mistake is a ``ConfigError``
 that names the setting (and its environment variable) and says what it accepts.
+
+Folders lessonbank creates for its state are private to the user (0700, see
+:func:`make_private_folder`): they hold lessons and keys.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,11 +27,13 @@ from pydantic_settings import (
 )
 
 from lessonbank.errors import ConfigError
+from lessonbank.models import namespace_problem
 
 _PREFIX = "LESSONBANK_"
 # What is read of one provider reply. A reflection asks for a few hundred tokens (consolidation for
 # at most 8,000): a megabyte is far past any honest reply, so more is a runaway model or a broken server.
 DEFAULT_LLM_MAX_REPLY_BYTES = 1024 * 1024
+PRIVATE_FOLDER_MODE = 0o700
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
 
@@ -166,6 +173,9 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check_ranges(self) -> Settings:
+        problem = namespace_problem(self.namespace)
+        if problem is not None:
+            raise ConfigError(f"namespace (LESSONBANK_NAMESPACE) {repr(self.namespace)[:80]} {problem}")
         if self.hybrid_lexical_weight is not None and not 0.0 <= self.hybrid_lexical_weight <= 1.0:
             raise ConfigError(
                 "hybrid_lexical_weight (LESSONBANK_HYBRID_LEXICAL_WEIGHT) must be in [0, 1], "
@@ -268,6 +278,24 @@ class _Environment(EnvSettingsSource):
             for name, value in self._environ.items()
             if name.startswith(_PREFIX) and name == name.upper()
         }
+
+
+def make_private_folder(path: Path) -> Path:
+    """Create the folder ``path`` and every missing parent private to this user (0700): the home
+    and a bank's folder hold lessons and keys, which other local users must not list or read.
+    A folder that already exists keeps its mode (it is the user's choice)."""
+    missing: list[Path] = []
+    folder = path
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        # Made meanwhile by another process: its mode is that process's choice.
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=PRIVATE_FOLDER_MODE)
+    if not path.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "a file is in the way of the folder", str(path))
+    return path
 
 
 def env_variable(field: str) -> str:
