@@ -191,15 +191,27 @@ class _ExportFormat(StrEnum):
 def export(
     ctx: typer.Context,
     fmt: Annotated[_ExportFormat, typer.Option("--format", "-f")] = _ExportFormat.json,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to a file")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Write to a file (replaced once whole, keeping its mode; a new one is private), "
+            "into a FIFO or device, or - for stdout",
+        ),
+    ] = None,
     live_only: Annotated[
         bool, typer.Option("--live-only", help="Leave out superseded and expired lessons (not a full backup)")
     ] = False,
 ) -> None:
     """Export every lesson of the namespace: a full backup, superseded and expired lessons marked.
 
-    Written as it is read, in flat memory; a file is replaced only once the export is whole."""
-    if output:
+    Written as it is read, in flat memory. A file (or the file a link points to) is replaced only
+    once the export is whole and keeps its mode; a new file is readable by you only (0600). A FIFO
+    or a device such as /dev/stdout is written into, never replaced."""
+    if output is not None and str(output) == "-":
+        output = None
+    if output is not None:
         writable_file(output)
     with ctx.obj.bank() as bank:
         try:

@@ -14,8 +14,12 @@ JSON is skipped and counted; a JSON array that breaks stops the read with :class
 from __future__ import annotations
 
 import codecs
+import contextlib
+import errno
 import json
 import os
+import stat
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain, islice
 from pathlib import Path
@@ -93,16 +97,67 @@ def export_chunks(marked: Iterable[tuple[Lesson, Mark]], fmt: str, namespace: st
 def write_chunks(chunks: Iterable[str], target: ExportTarget) -> None:
     """Write ``chunks`` to a text stream, or to a file path, and end with a newline.
 
-    A path is written to a temporary file beside it and renamed over it at the end, so a failed
-    export never leaves a half backup where the last good one was."""
+    What a path names decides how it is written, as a shell's ``>`` would, and never turns a
+    system file into a copy of the lessons:
+
+    - a regular file (or a symbolic link to one) is replaced at its resolved path by a temporary
+      file written beside it and renamed over it at the end, so a failed export never leaves a half
+      backup where the last good one was; the new file keeps the old one's mode (and owner, where
+      this process may set it);
+    - a new file is created readable by its owner only (0600): an export holds every lesson;
+    - a FIFO or a character device (``/dev/stdout``, a terminal, ``/dev/null``) is written into,
+      never replaced;
+    - a folder, a block device or a socket is refused with an :class:`OSError` that says so."""
     if not isinstance(target, str | os.PathLike):
         _write(chunks, target)
         return
     path = Path(target)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with temporary.open("w", encoding="utf-8", newline="") as file:
+        found: os.stat_result | None = os.stat(path)  # through links: what the path leads to is written
+    except FileNotFoundError:
+        found = None
+    if found is None or stat.S_ISREG(found.st_mode):
+        _replace(chunks, Path(os.path.realpath(path)), found)
+    elif _streamable(found):
+        _stream_into(chunks, path)
+    else:
+        refused = _REFUSED.get(stat.S_IFMT(found.st_mode), "not a file")
+        code = errno.EISDIR if stat.S_ISDIR(found.st_mode) else errno.EINVAL
+        raise OSError(code, f"it is {refused}; give a file name", str(path))
+
+
+_REFUSED = {stat.S_IFDIR: "a folder", stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
+
+
+def _streamable(found: os.stat_result) -> bool:
+    return stat.S_ISFIFO(found.st_mode) or stat.S_ISCHR(found.st_mode)
+
+
+def _stream_into(chunks: Iterable[str], path: Path) -> None:
+    """Write into the FIFO or character device at ``path`` as it is: no temporary file, no rename."""
+    # O_NOCTTY: a terminal written to never becomes this process's controlling terminal. No O_CREAT
+    # and no O_TRUNC, and what was opened is checked again: a path swapped for a file meanwhile is
+    # refused, not written over.
+    fd = os.open(path, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as stream:
+        if not _streamable(os.fstat(fd)):
+            raise OSError(errno.EINVAL, "it changed while the export started; try again", str(path))
+        _write(chunks, stream)
+
+
+def _replace(chunks: Iterable[str], path: Path, old: os.stat_result | None) -> None:
+    """Write ``path`` whole through a temporary file beside it, renamed over it at the end."""
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")  # made 0600
+    temporary = Path(name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as file:
+            if old is not None:  # the replaced file's owner (where this process may set it), then mode
+                with contextlib.suppress(PermissionError):
+                    os.fchown(file.fileno(), old.st_uid, old.st_gid)
+                os.fchmod(file.fileno(), stat.S_IMODE(old.st_mode))
             _write(chunks, file)
+            file.flush()
+            os.fsync(file.fileno())  # the rename must not reach the disk before the text
         os.replace(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)
