@@ -61,7 +61,9 @@ def clean_reason(reason: object) -> str | None:
 
 def check_actor(actor: object) -> str:
     """The actor, trimmed, secrets redacted; refuse an empty or oversized one. It is kept in audit
-    rows, a proposal's ``decided_by`` and the mirror's commit author, so it is caller text like any."""
+    rows, a proposal's ``decided_by`` and the mirror's commit author, so it is caller text like any.
+    The limit is the caller's; a marker longer than the secret it replaced is cut to it, so an actor
+    checked twice (a service, then its audit row) passes twice."""
     check_text_arg(actor, "actor")
     actor = str(actor).strip()
     if not actor or len(actor) > ACTOR_MAX_CHARS:
@@ -69,7 +71,7 @@ def check_actor(actor: object) -> str:
             f"actor must be 1 to {ACTOR_MAX_CHARS} chars, e.g. 'api', 'cli' or 'reflection:<cycle id>'",
             field="actor",
         )
-    return redact(actor)
+    return redact(actor)[:ACTOR_MAX_CHARS]
 
 
 class Lifecycle:

@@ -59,6 +59,7 @@ from lessonbank.ports import (
     WriteResult,
 )
 from lessonbank.proposals import DreamRun, Proposal
+from lessonbank.redact import redact_audit
 from lessonbank.scoping import check_id_free, visible
 from lessonbank.stores.lexical import (
     POSTINGS_BUDGET,
@@ -359,7 +360,7 @@ class MemoryStore(MemoryJobQueue, MemoryAuditLog, MemoryConsolidation, ReadsOneL
                 raise NotFoundError("lesson", prepared.id)
             holder = db.space(prepared.namespace).by_hash.get(prepared.content_hash)
             content_taken(holder, prepared)
-            row = audit.of(old, prepared) if audit is not None else None  # before anything changes
+            row = redact_audit(audit.of(old, prepared)) if audit is not None else None  # before any change
             self._keep_cap(db, prepared)
             self._put(db, prepared, old)
             db.audit += [row] if row is not None else []
@@ -370,7 +371,7 @@ class MemoryStore(MemoryJobQueue, MemoryAuditLog, MemoryConsolidation, ReadsOneL
             lesson = db.lessons.get(lesson_id)
             if lesson is None or lesson.namespace != namespace:
                 return False
-            row = audit.of(lesson, None) if audit is not None else None
+            row = redact_audit(audit.of(lesson, None)) if audit is not None else None
             self._remove(db, lesson)
             db.audit += [row] if row is not None else []
             return True

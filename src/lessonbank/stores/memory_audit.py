@@ -1,6 +1,6 @@
 """The memory store's audit log (the AuditLog port) and ``change_lesson``: a list per database, in the
 order written, under the database's lock (a re-entrant lock, so a change and its audit entry are one
-step: another thread sees both or neither)."""
+step: another thread sees both or neither). Rows are redacted as they are kept, as on every store."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Protocol
 from lessonbank.errors import NotFoundError
 from lessonbank.models import AuditEntry, Lesson
 from lessonbank.ports import LessonChange
+from lessonbank.redact import redact_audit
 
 
 class AuditData(Protocol):
@@ -39,12 +40,12 @@ class MemoryAuditLog:
                 return old.model_copy(deep=True)
             new, entry = changed
             stored = self.update_lesson(new)  # the lock is re-entrant: still this one step
-            db.audit.append(entry.model_copy(deep=True))
+            db.audit.append(redact_audit(entry).model_copy(deep=True))
             return stored
 
     def append_audit(self, entries: Sequence[AuditEntry]) -> None:
         with self._db() as db:
-            db.audit.extend(entry.model_copy(deep=True) for entry in entries)
+            db.audit.extend(redact_audit(entry).model_copy(deep=True) for entry in entries)
 
     def audit_log(
         self, namespace: str, *, lesson_id: str | None = None, limit: int = 100

@@ -18,6 +18,7 @@ from lessonbank.errors import NotFoundError
 from lessonbank.lessons import LessonWriter
 from lessonbank.models import AuditEntry, Lesson
 from lessonbank.proposals import DreamRun, Proposal
+from lessonbank.redact import redact_audit
 from lessonbank.scoping import check_id_free
 from lessonbank.stores.applying import check_writes, newest_dreams, newest_proposals
 
@@ -89,7 +90,7 @@ class MemoryConsolidation:
                 self._put(db, lesson, stored.get(lesson.id))
             for lesson in prepared:  # after every write: an eviction never meets a write still to come
                 self._keep_cap(db, lesson)
-            db.audit.extend(entry.model_copy(deep=True) for entry in audit)
+            db.audit.extend(redact_audit(entry).model_copy(deep=True) for entry in audit)
             db.proposals[proposal.id] = proposal.model_copy(deep=True)
             if new_state is not None:
                 db.cycle_states[proposal.namespace] = new_state

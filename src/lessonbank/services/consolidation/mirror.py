@@ -30,7 +30,8 @@ Use, after the bank's change is written (the cycle's approve and revert, a perso
   an approval with edits commits the proposal as the cycle made it, then as the person changed it.
 - ``Mirror.commit(snapshot, *, author, message)`` writes the files and commits them; it returns the
   commit's sha, or None when nothing changed (no empty commits). Author name = ``author``, e-mail
-  ``<author, sanitized>@lessonbank.local``; the committer is ``lessonbank``. Nothing is read from or
+  ``<author, sanitized>@lessonbank.local``; the committer is ``lessonbank``. Author and message are
+  redacted first (a token in a commit stays in ``.git`` for good). Nothing is read from or
   written to the user's git configuration beyond what git reads itself: identity, signing and hooks
   are set per command, so it works without a global identity. Errors: :class:`StoreError` (git
   failed, disk full, read-only directory). Callers that change the bank first log it and go on: the
@@ -83,6 +84,7 @@ from lessonbank.errors import ConfigError, LessonbankError, StoreError
 from lessonbank.models import Lesson
 from lessonbank.ports import LessonQuery, Store
 from lessonbank.proposals import Proposal
+from lessonbank.redact import redact
 from lessonbank.services.consolidation.documents import Documents
 from lessonbank.services.sections import inline
 from lessonbank.settings import Settings
@@ -405,6 +407,9 @@ class Mirror:
     def commit(self, snapshot: Snapshot, *, author: str, message: str) -> str | None:
         """Write the snapshot's files and commit them as ``author``; the commit's sha, or None when
         the files did not change. Raises StoreError when git or the disk fails."""
+        # Caller text (an actor, a reason, a proposal's summary) that git would keep in its history
+        # for good: redacted here, whoever calls (redact.MIRROR_TEXT_FIELDS).
+        author, message = redact(author), redact(message)
         name = safe_name(snapshot.namespace)
         with self._locked():
             try:

@@ -2,7 +2,8 @@
 
 Keys (see ``db.py`` for ``B`` and how parts are encoded): ``B{ns}:audit`` list of entry JSON, newest
 first; ``B{ns}:audit:{lesson_id}`` the same entries of one lesson. An entry is queued on the
-MULTI/EXEC of the change it records, so both are written or neither.
+MULTI/EXEC of the change it records, so both are written or neither; redacted as it is queued
+(:func:`~lessonbank.redact.redact_audit`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lessonbank.models import AuditEntry
+from lessonbank.redact import redact_audit
 from lessonbank.stores.redis.db import Pipe, RedisDatabase
 
 
@@ -20,9 +22,9 @@ class RedisAudit:
         self.db = db
 
     def q_append(self, pipe: Pipe, entries: Sequence[AuditEntry]) -> None:
-        """Queue ``entries`` on ``pipe`` (inside the caller's MULTI)."""
+        """Queue ``entries`` on ``pipe`` (inside the caller's MULTI), secrets redacted."""
         for entry in entries:
-            data = entry.model_dump_json()
+            data = redact_audit(entry).model_dump_json()
             pipe.lpush(self.db.k(entry.namespace, "audit"), data)
             if entry.lesson_id is not None:
                 pipe.lpush(self.db.k(entry.namespace, "audit", entry.lesson_id), data)
