@@ -49,3 +49,23 @@ def test_secret_in_a_dict_key_is_removed(value: dict[str, str], secret: str) -> 
 def test_ordinary_dict_keys_are_kept() -> None:
     value = {line: 1 for _, line in NEGATIVES} | {"api_key": "x", "token_count": 3}
     assert list(redact_value(value)) == list(value)
+
+
+@pytest.mark.parametrize(
+    ("line", "secret"),
+    [(line, secret) for _, line, secret in POSITIVES if len(line) <= 64],
+    ids=[name for name, line, _ in POSITIVES if len(line) <= 64],
+)
+def test_secret_in_a_lowercased_tag_is_removed(line: str, secret: str) -> None:
+    """A record lowercases its tags, which hides formats that need capitals (AKIA…, NRAK-…); a
+    redacted tag still fits the tag limit, and reading the record back redacts nothing more."""
+    from lessonbank.models import Episode, Lesson
+    from lessonbank.redact import redact_episode, redact_lesson
+
+    for tags in (
+        redact_episode(Episode(task="t", tags=[line])).tags,
+        redact_lesson(Lesson(content="c", tags=[line])).tags,
+    ):
+        assert all(secret.lower() not in tag and len(tag) <= 64 for tag in tags), tags
+        again = Episode(task="t", tags=tags).tags
+        assert redact_episode(Episode(task="t", tags=again)).tags == again

@@ -13,6 +13,8 @@ import re
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from lessonbank.models import TAG_MAX_CHARS
+
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
@@ -44,7 +46,7 @@ _PATTERNS: list[tuple[str, re.Pattern[str], tuple[str, ...]]] = [
         "auth-header",
         re.compile(
             r"(?i)\b(?:(?:proxy-)?authorization|x-api-key|api-key)\s*:\s*(?:(?:basic|bearer|token|digest)\s+)?"
-            r"(?P<s>(?!\[REDACTED)[^\s\"',;]{8,})"
+            r"(?P<s>(?!(?i:\[REDACTED))[^\s\"',;]{8,})"
         ),
         ("authorization", "api-key"),
     ),
@@ -72,16 +74,17 @@ _PATTERNS: list[tuple[str, re.Pattern[str], tuple[str, ...]]] = [
         ),
         ("hooks.slack", "/api/webhooks/"),
     ),
-    ("google-key", re.compile(r"\bAIza[0-9A-Za-z\-_]{35}(?![0-9A-Za-z\-_])"), ("aiza",)),
+    # Three prefixes in mixed case match in any case: a tag is lowercased before it is stored.
+    ("google-key", re.compile(r"\b(?i:AIza)[0-9A-Za-z\-_]{35}(?![0-9A-Za-z\-_])"), ("aiza",)),
     (
         "google-oauth",
         re.compile(r"\b(?:GOCSPX-[A-Za-z0-9_-]{20,}|ya29\.[A-Za-z0-9_-]{20,})"),
         ("gocspx-", "ya29."),
     ),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), ("eyj",)),
+    ("jwt", re.compile(r"\b(?i:eyJ)[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), ("eyj",)),
     ("sendgrid-key", re.compile(r"\bSG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}"), ("sg.",)),
     ("npm-token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), ("npm_",)),
-    ("pypi-token", re.compile(r"\bpypi-AgE[A-Za-z0-9_-]{20,}"), ("pypi-age",)),
+    ("pypi-token", re.compile(r"\bpypi-(?i:AgE)[A-Za-z0-9_-]{20,}"), ("pypi-age",)),
     ("twilio-key", re.compile(r"\bSK[0-9a-fA-F]{32}\b"), ("sk",)),
     ("mailgun-key", re.compile(r"\bkey-[0-9a-z]{32}\b"), ("key-",)),
     ("mailchimp-key", re.compile(r"\b[0-9a-f]{32}-us\d{1,2}\b"), ("-us",)),
@@ -161,9 +164,10 @@ _ASSIGNMENT_FRAGMENTS = (
     "dsn",
     "sig",
 )
-# Values that are not secrets but say where one is: code, variables, templates, placeholders.
+# Values that are not secrets but say where one is: code, variables, templates, placeholders; and
+# markers, in any case (a tag is lowercased once redacted: redacting it again must change nothing).
 _NOT_A_VALUE = re.compile(
-    r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*[(\[]|[$%<{]|\*+$|\[REDACTED|(?i:none|null|true|false|undefined|bearer|basic|token|digest)$"
+    r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*[(\[]|[$%<{]|\*+$|(?i:\[REDACTED)|(?i:none|null|true|false|undefined|bearer|basic|token|digest)$"
 )
 
 
@@ -199,7 +203,7 @@ def _replace(kind: str, pattern: re.Pattern[str], text: str) -> str:
         whole = match[0]
         value = whole[start:end]
         quote = value[0] if kind == "secret" and value[:1] in "\"'" else ""
-        if value.startswith("[REDACTED") or (kind == "secret" and _NOT_A_VALUE.match(value.strip("\"'"))):
+        if value[:9].upper() == "[REDACTED" or (kind == "secret" and _NOT_A_VALUE.match(value.strip("\"'"))):
             return whole
         return whole[:start] + f"{quote}{marker}{quote}" + whole[end:]
 
@@ -430,6 +434,25 @@ TEXT_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
+def _redacted_tag(tag: str) -> str:
+    """One tag redacted. A record lowercases its tags when it is made, which hides the formats that
+    need capitals (``AKIA…``, ``eyJ…``, ``SG.…``): a tag is tried again in capitals (``.upper()``
+    keeps every position) and, if that finds a secret, kept that way; the record lowercases it
+    again. Cut back to the tag limit: a marker can be longer than the secret it replaced, and a
+    record read back must pass its own validation (or a stored episode could never be reflected on)."""
+    cleaned = redact(tag)
+    if cleaned == tag and tag.islower():
+        shouting = tag.upper()
+        found = redact(shouting)
+        if found != shouting:
+            cleaned = found
+    return cleaned[:TAG_MAX_CHARS]
+
+
+def _redacted_tags(tags: list[Any]) -> list[Any]:
+    return [_redacted_tag(tag) if isinstance(tag, str) else tag for tag in tags]
+
+
 def _redacted_fields(values: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
     """The fields among ``fields`` whose redacted value differs, with that value."""
     changed = {}
@@ -437,7 +460,7 @@ def _redacted_fields(values: dict[str, Any], fields: tuple[str, ...]) -> dict[st
         value = values.get(name)
         if value is None:
             continue
-        cleaned = redact_value(value)
+        cleaned = _redacted_tags(value) if name == "tags" and isinstance(value, list) else redact_value(value)
         if cleaned != value:
             changed[name] = cleaned
     return changed
