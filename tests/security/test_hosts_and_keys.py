@@ -222,6 +222,11 @@ def test_a_store_that_saw_a_key_stays_closed(tmp_path: Path) -> None:
         started_open.principal(None)
     assert started_open.required()
     assert KeyStore(tmp_path / "keys.json").principal(None) is not None  # a new start with no file: open
+    KeyStore(tmp_path / "keys.json").create("ci", role="read")
+    restarted = KeyStore(tmp_path / "keys.json")  # started with a key on file, none asked for yet
+    (tmp_path / "keys.json").unlink()
+    with pytest.raises(ConfigError, match="is missing"):
+        restarted.principal(None)
 
 
 @pytest.mark.parametrize(

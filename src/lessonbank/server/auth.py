@@ -37,6 +37,7 @@ from typing import Any
 
 from lessonbank.errors import ConfigError, InputError, NotFoundError
 from lessonbank.operations import ROLES, Role, at_least
+from lessonbank.settings import make_private_folder
 
 log = logging.getLogger("lessonbank.server")
 
@@ -85,8 +86,9 @@ class KeyStore:
         self._lock = threading.Lock()
         self._cache: tuple[tuple[int, int, int], list[Key]] | None = None
         self._refusing: str | None = None  # why requests are refused now (logged once per reason)
+        self._closed = False  # once it saw a key: reading one sets it, and nothing clears it
         try:
-            self._closed = bool(self.all())
+            self.all()
         except ConfigError:  # a key file that cannot be read was meant to hold keys: closed
             self._closed = True
 
@@ -208,7 +210,7 @@ class KeyStore:
         return list(keys)
 
     def _write(self, keys: list[Key]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_folder(self.path.parent)
         temporary = self.path.with_name(self.path.name + ".tmp")
         data = json.dumps({"keys": [asdict(key) for key in keys]}, indent=2)
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
