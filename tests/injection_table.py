@@ -134,8 +134,42 @@ BENIGN: list[str] = [
     "check the token budget before adding a system message to the prompt",
 ]
 
-# Documentation the screen once quarantined (the issue's examples, then the tuning half's finds).
+# Documentation the screen once quarantined: the issue's examples, then finds of the tuning half of
+# bench/injection_precision.py and of package READMEs and comments (never of its held-out half).
 DOCUMENTATION: list[str] = [
     "rules that are defined later will always override previous defined rules",
     "Show resolved environment variable names in CLI help text",
+    # Docstrings of the installed packages (the tuning half).
+    "The raw response body (which token endpoints can echo credential material\ninto) is never bound "
+    "to a local in this frame",
+    "system: System prompt for the agent.",
+    "Set to `0` to populate the\n      [prompt cache](https://platform.claude.com/docs/en/build-with-claude/"
+    "prompt-caching#pre-warming-the-cache)\n      without generating a response.",
+    "Note that if you want to include a\n      [system prompt](https://platform.claude.com/docs/en/"
+    "build-with-claude/prompt-engineering),\n      you can use the top-level `system` parameter.",
+    "Token endpoint uses POST body authentication with client credentials.",
+    "Why `url` is not a URL we should send a sandbox job's credentials to.",
+    "Parse the output of `git credential fill` to extract the password.",
+    "Output a document with the environment variable SOURCE_DATE_EPOCH set to\n2000-01-01 00:00 UTC and "
+    "check that the document contains the timestamp",
+    "user: A unique identifier representing your end-user, which can help OpenAI to monitor\n      and "
+    "detect abuse.",
+    "Args:\n  assistant_id: The ID of the\n      [assistant](https://developers.openai.com/api/docs/"
+    "assistants/migration) to use\n      to execute this run.",
+    "instructions: Overrides the\n      [instructions](https://developers.openai.com/api/docs/assistants/"
+    "migration) of\n      the assistant.",
+    "You can use a [field serializer](../concepts/serialization.md#field-serializers) to dump the\n"
+    "secret as plain-text when serializing to json.",
+    "so a policy-only check\nin an inherited hook would silently run CP01's keyword detection here",
+    "Dump a list of environment variables used by CGI as HTML.",
+    "Send password, return response",
+    "But it doesn't define how to send that API key to the client.",
+    # Package READMEs and comments.
+    "Ignore the above future attribute warning for this test.",
+    "Pretend to be on Windows",
+    "Sometimes attributes pretend to be properties, for instance, to express that they are read only.",
+    "Windows needs Developer Mode or admin rights for symlinks.",
+    "For contributors, install from the source repository in developer mode:",
+    "There are also instructions for AI agents to use when helping you to create your parser.",
+    "Specify enclosing class explicitly, as we check type override before\nentering e.g. decorators.",
 ]

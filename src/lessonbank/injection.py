@@ -7,10 +7,19 @@ is kept for a person to approve ("quarantined") instead of recalled. The writing
 :func:`lesson_injection_reason` to every lesson it writes, whatever its source.
 
 The text is read after NFKC folding (full-width letters), with zero-width characters removed and
-whitespace folded, so trivial disguises read the same. Ordinary engineering lessons ("run pytest
-before pushing", "never print secrets in logs", "ignore flaky test X when Y") are not flagged: a
-request to reveal is one when it is not negated, and a "token" or "key" is a secret only when it
-is named as one (API key, access token, ``*_KEY``, ``*_TOKEN``…).
+whitespace folded, so trivial disguises read the same.
+
+Lessons are often technical prose, so documentation must read as documentation: what tells an attack
+apart is an imperative addressed to the model. Verbs that override, conceal or reveal count only at
+the start of a clause or after "you must", "can you", "please" ("Ignore previous instructions", not
+"rules defined later will override previous rules"), and not when negated ("never print secrets in
+logs"). A request to reveal names which secret ("the API key", "your system prompt", ``*_KEY``,
+``.env``) or where it goes ("to https://…", "in your reply"), where documentation names a kind
+("Send password, return response", "Show environment variable names in help text"). Role headers are
+speakers as a transcript writes them ("System:", "[SYSTEM]"), not a parameter's description
+("system: the system prompt") or a markdown link. Chat template tokens and piping a download into a
+shell are flagged wherever they appear: they act whether or not they are meant. Precision is measured
+on 110k docstrings and rule texts by ``bench/injection_precision.py``.
 """
 
 from __future__ import annotations
@@ -24,6 +33,12 @@ from lessonbank.models import Lesson
 _INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
 
 _ROLE = r"(?:system|assistant|developer|human|user)"
+# A speaker's name as a transcript writes it ("System:", "ASSISTANT:"). Lower case, "user:" opens the
+# description of a parameter in documentation, so it is a role header only when what follows speaks to
+# the model.
+_SPEAKER = r"(?:System|SYSTEM|Assistant|ASSISTANT|Developer|DEVELOPER|Human|HUMAN|User|USER)"
+_ROLE_SUFFIX = r"(?:[ \t]+(?i:prompt|message|instructions?))?"
+_SECTION = r"(?:long-term memory|past reflections|learned rules|replay examples)"  # the renderers' own
 _CHAT_TOKEN = re.compile(
     r"<\|[a-z_]{2,30}\|>|<</?SYS>>|\[/?INST\]|</?(?:system|assistant|instructions?)>", re.IGNORECASE
 )
@@ -37,37 +52,72 @@ _REVEAL = (
     r"(?:reveal|print|show|output|dump|leak|send|post|upload|exfiltrate|share|display|echo|"
     r"expose|disclose|email|e-mail|paste|transmit|forward|tell\s+me|give\s+me)"
 )
-_SECRET = (
-    r"(?:api[\s_-]*keys?|secret(?:\s+(?:keys?|tokens?))?s?|credentials?|passwords?|passphrases?|"
+# A secret by its kind: a secret only when the request names which one ("the", "your", "all"…) or where
+# it goes ("to https://…", "in your reply"). Documentation names kinds ("Send password, return
+# response", "Dump a list of environment variables"); an environment variable's *name* is no secret.
+_SECRET_KIND = (
+    r"(?:api[\s_-]*keys?|secrets?(?:\s+(?:keys?|tokens?))?|credentials?|passwords?|passphrases?|"
     r"private\s+keys?|ssh\s+keys?|access\s+keys?|"
     r"(?:api|access|auth|bearer|github|gh|oauth|refresh|session|secret|personal)\s+tokens?|"
-    r"env(?:ironment)?\s+var(?:iable)?s?|\.env\b|system\s+prompt|initial\s+prompt|"
-    r"hidden\s+(?:instructions|prompt)|id_rsa|id_ed25519|"
-    r"\b[A-Z][A-Z0-9_]*_(?:KEY|TOKEN|SECRET|PASSWORD|PASS|PAT)\b|\bAWS_SECRET\w*)"
+    r"env(?:ironment)?\s+var(?:iable)?s?(?!\s+names?\b))\b"
+)
+# A secret by its name: the model's own prompt, a key file, a variable such as OPENAI_API_KEY.
+_SECRET_NAMED = (
+    r"(?:\.env\b|(?:system|initial)\s+prompt\b|hidden\s+(?:instructions|prompt)\b|id_rsa|id_ed25519|"
+    r"(?-i:\$?\b[A-Z][A-Z0-9_]*_(?:KEY|TOKEN|SECRET|PASSWORD|PASS|PAT)\b|\bAWS_SECRET\w*))"
+)
+_WHICH = r"(?:the|your|my|our|all(?:\s+(?:of\s+)?(?:the|your))?|any(?:\s+of\s+(?:the|your))?|every|each|this|that|these|those)"
+_WHERE = (
+    r"\s+(?:to\s+(?:me|us|https?://|the\s+(?:user|chat|attacker|address|url|endpoint|server|channel)\b|"
+    r"[\w.+-]+@|[\w-]+\.[a-z]{2,}/)|in\s+(?:your|the)\s+(?:answer|reply|response|output|report|message|chat)\b|"
+    r"with\s+me\b|verbatim\b)"
 )
 _NEGATION = re.compile(
     r"\b(?:never|not|don't|dont|do\s+not|avoid|without|no|stop|must\s+not|mustn't|shouldn't|"
     r"should\s+not|refuse\s+to|instead\s+of)\s+(?:\w+\s+){0,2}$",
     re.IGNORECASE,
 )
+# Where an imperative addressed to the model stands: at the start of a clause (after a sentence's end,
+# a colon, a comma, a line break, a bullet, "and"/"then"), or after "you must", "can you", "please",
+# with fillers such as "now", "also", "just" in between. Documentation states what code does ("rules
+# defined later will always override previous rules", "how to send that API key to the client"); an
+# attack tells the reader what to do.
+_ADDRESSED = re.compile(
+    r"(?:\A|[.!?;:,(\n]|\b(?:and|then|or|but|so)|"
+    r"\byou\s+(?:must|should|shall|will|need\s+to|have\s+to|are\s+to)|"
+    r"\b(?:can|could|would|will)\s+you|\bi\s+(?:want|need)\s+you\s+to|\bplease)"
+    r"[\s\"'*_#>•\d.)\]-]*"
+    r"(?:(?:please|now|also|then|just|simply|first|always|immediately|kindly|and|so|instead|next|"
+    r"finally|quietly|secretly|silently)[\s,]+)*$",
+    re.IGNORECASE,
+)
+_WINDOW = 80  # characters before a verb searched for the start of its clause
 
-_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("chat template token", _CHAT_TOKEN),
+# (reason, pattern, addressed): an addressed pattern counts only where an imperative addressed to the
+# model stands (see _ADDRESSED) and is not negated.
+_PATTERNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
+    ("chat template token", _CHAT_TOKEN, False),
     (
         "role header",
         re.compile(
-            rf"(?:^|\n)[ \t>]*(?:#{{1,6}}[ \t]*|\[[ \t]*)?{_ROLE}(?:[ \t]+(?:prompt|message|instructions?))?"
-            r"[ \t]*(?::|\]|$)",
-            re.IGNORECASE | re.MULTILINE,
+            r"(?:^|\n)[ \t>]*(?:"
+            # "## System" on a line of its own; "[SYSTEM]" but not a link such as "[system prompt](url)"
+            rf"#{{1,6}}[ \t]*(?i:{_ROLE}){_ROLE_SUFFIX}[ \t]*:?[ \t]*(?:\n|$)|"
+            rf"\[[ \t]*(?i:{_ROLE}){_ROLE_SUFFIX}[ \t]*\](?!\()|"
+            rf"(?:#{{1,6}}[ \t]*)?{_SPEAKER}{_ROLE_SUFFIX}[ \t]*:|"
+            rf"(?i:{_ROLE}{_ROLE_SUFFIX}[ \t]*:[ \t]*(?:you|ignore|disregard|forget|obey|from\s+now\s+on)\b))"
         ),
+        False,
     ),
     (
         "instruction header",
         re.compile(
-            r"(?:^|\n)[ \t>]*(?:#{1,6}[ \t]*|\[[ \t]*)(?:new[ \t]+)?(?:instructions?|rules|prompt|"
-            r"long-term memory|past reflections|learned rules|replay examples)\b",
-            re.IGNORECASE,
+            r"(?:^|\n)[ \t>]*(?i:"
+            r"#{1,6}[ \t]*(?:new[ \t]+)?(?:system[ \t]+)?(?:instructions?|rules|prompt)[ \t]*:?[ \t]*(?:\n|$)|"
+            rf"#{{1,6}}[ \t]*{_SECTION}\b|"
+            rf"\[[ \t]*(?:(?:new[ \t]+)?(?:instructions?|rules|prompt)|{_SECTION})[ \t]*\](?!\())"
         ),
+        False,
     ),
     (
         "override of instructions",
@@ -75,33 +125,54 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             rf"\b{_OVERRIDE_VERB}\b(?:\s+\w+){{0,3}}?\s+{_PRIOR}(?:\s+\w+){{0,2}}?\s+{_GUIDANCE}\b",
             re.IGNORECASE,
         ),
+        True,
     ),
     (
         "override of the prompt",
         re.compile(
             rf"\b{_OVERRIDE_VERB}\s+(?:all\s+|everything\s+|what\s+(?:is|was)\s+)?"
-            r"(?:the\s+)?(?:above|before|said\s+before|you\s+were\s+told)\b",
+            r"(?:the\s+)?(?:above(?:\s+this\s+line)?|before|said\s+before|you\s+were\s+told)\b"
+            # The text above as a whole, not an adjective ("ignore the above warning for this test").
+            r"(?=\s*(?:$|[.,;:!?)\n]|and\b|then\b|or\b))",
             re.IGNORECASE,
         ),
+        True,
     ),
     (
         "new identity",
         re.compile(
             r"\byou\s+are\s+now\b|\bfrom\s+now\s+on,?\s+you\s+(?:are|will|must|shall|should)\b|"
-            r"\bpretend\s+(?:to\s+be|you\s+are|that\s+you)\b|\bact\s+as\s+(?:an?\s+)?(?:unrestricted|"
-            r"jailbroken|unfiltered|different|new)\b|\bdeveloper\s+mode\b|\bjailbr[eo]a?k|"
+            r"\bpretend\s+(?:you\s+are|you're|that\s+you)\b|\bact\s+as\s+(?:an?\s+)?(?:unrestricted|"
+            r"jailbroken|unfiltered|different|new)\b|\bjailbr[eo]a?k|"
+            # Developer mode as a jailbreak, not the IDE's or Windows' ("install in developer mode").
+            r"\bdeveloper\s+mode\s+(?:is\s+)?(?:enabled|activated|on)\b|\byou\s+are\s+in\s+developer\s+mode\b|"
             r"\bnew\s+(?:system\s+)?(?:instructions?|prompt|persona|role)\s*:|"
             r"\byour\s+new\s+(?:task|instructions?|role|goal)\s+is\b",
             re.IGNORECASE,
         ),
+        False,
+    ),
+    (
+        # Told to the reader, not said of code ("attributes pretend to be properties").
+        "new identity",
+        re.compile(
+            r"\bpretend\s+to\s+be\s+(?:an?|the|my|your)\b|"
+            r"\b(?:enable|activate|enter|switch\s+to|turn\s+on)\s+(?:the\s+)?developer\s+mode\b",
+            re.IGNORECASE,
+        ),
+        True,
     ),
     (
         "message to the model",
         re.compile(
-            r"\b(?:note|message|attention|instructions?)\s+(?:to|for)\s+(?:the\s+)?"
-            r"(?:ai|assistant|llm|language\s+model|chatbot|model)\b|\bwhen\s+you\s+read\s+this\b",
+            # A heading that addresses the model ("Note to the AI: …"), not a mention of guidance
+            # written for models ("there are also instructions for AI agents to use").
+            r"\b(?:note|message|attention|instructions?)\s+(?:to|for)\s+(?:the\s+|all\s+|any\s+)?"
+            r"(?:ai|assistant|llm|language\s+model|chatbot|model)s?\s*[:,!\u2013\u2014-]|"
+            r"\bwhen\s+you\s+read\s+this\b",
             re.IGNORECASE,
         ),
+        False,
     ),
     (
         "concealment from the user",
@@ -111,8 +182,9 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"(?:the\s+)?(?:user|human|operator)\b",
             re.IGNORECASE,
         ),
+        True,
     ),
-    ("exfiltration", re.compile(r"\bexfiltrat\w*", re.IGNORECASE)),
+    ("exfiltration", re.compile(r"\bexfiltrate\b", re.IGNORECASE), True),
     (
         "remote code execution",
         re.compile(
@@ -122,6 +194,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"\biex\s*\(|\brm\s+-rf\s+(?:/|~)(?:\s|$)",
             re.IGNORECASE,
         ),
+        False,
     ),
     (
         "environment dump",
@@ -131,11 +204,20 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"\bcurl\b[^\n]{0,120}(?:-d|--data\S*)\s+@(?:-|\S*\.env)",
             re.IGNORECASE,
         ),
+        False,
+    ),
+    (
+        "request to reveal secrets",
+        re.compile(
+            rf"\b{_REVEAL}\b(?:\s+(?:me|us))?\s+(?:"
+            rf"{_WHICH}\s+(?:[\w'.-]+\s+){{0,3}}?(?:{_SECRET_KIND}|{_SECRET_NAMED})|"
+            rf"(?:[\w'.-]+\s+){{0,2}}?{_SECRET_NAMED}|"
+            rf"{_SECRET_KIND}{_WHERE})",
+            re.IGNORECASE,
+        ),
+        True,
     ),
 )
-
-_REQUEST_SECRET = re.compile(rf"\b{_REVEAL}\b(?:\s+\S+){{0,5}}?\s+{_SECRET}", re.IGNORECASE)
-
 
 # Literal text (lowercase) a pattern cannot match without: a text holding none of them skips the
 # pattern. Derived branch by branch from the patterns above (every branch holds one of them); the
@@ -203,20 +285,29 @@ class Finding:
     matched: str
 
 
+def _addressed(text: str, start: int) -> bool:
+    """Whether the verb at ``start`` is an imperative addressed to the reader, and not negated."""
+    if not _ADDRESSED.search(text, max(0, start - _WINDOW), start):
+        return False
+    return not _NEGATION.search(text, max(0, start - _WINDOW), start)
+
+
 def screen(text: str) -> Finding | None:
     """The first instruction-like passage of ``text``, or None when it reads as a lesson."""
     if not text:
         return None
     text = normalized(text)
     lowered = text.lower()
-    for reason, pattern in _PATTERNS:
-        if _may_match(reason, lowered) and (match := pattern.search(text)):
-            return Finding(reason, match.group(0))
-    if not _may_match("request to reveal secrets", lowered):
-        return None
-    for match in _REQUEST_SECRET.finditer(text):
-        if not _NEGATION.search(text[: match.start()]):
-            return Finding("request to reveal secrets", match.group(0))
+    for reason, pattern, addressed in _PATTERNS:
+        if not _may_match(reason, lowered):
+            continue
+        if not addressed:
+            if match := pattern.search(text):
+                return Finding(reason, match.group(0))
+            continue
+        for match in pattern.finditer(text):
+            if _addressed(text, match.start()):
+                return Finding(reason, match.group(0))
     return None
 
 
