@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +23,7 @@ from lessonbank.server.dashboard import CSRF_TOKEN, explain
 from lessonbank.settings import Settings
 from tests.conftest import SEED_004_REPLY
 from tests.test_consolidation_llm import Script, proposed
+from tests.threaded_server import serving
 
 HOSTILE = "Deploy gate <script>alert(1)</script> then <img src=x onerror=alert(1)> check the staging gate"
 CHROMIUM = "/usr/bin/chromium"
@@ -276,31 +274,12 @@ def _chromium_or_skip() -> None:
         pytest.skip(reason)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def served(seeded: Seeded) -> Iterator[str]:
     """A real uvicorn server over the seeded bank, on a free local port, in a thread."""
-    import uvicorn
-
-    port = _free_port()
     app = create_app(seeded.settings, keys=KeyStore(seeded.settings.home / "keys.json"), worker=False)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with serving(app) as base:
+        yield base
 
 
 @pytest.fixture

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -18,7 +16,6 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-import uvicorn
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -30,6 +27,7 @@ from lessonbank.server.app import create_app
 from lessonbank.server.auth import KeyStore
 from lessonbank.settings import Settings
 from tests.conftest import SEED_004_REPLY
+from tests.threaded_server import serving
 
 READ_ONLY = {
     "get_context",
@@ -204,21 +202,8 @@ def served(tmp_path: Path) -> Iterator[Served]:
     settings = Settings.from_env(db=f"sqlite:///{tmp_path / 'bank.db'}", namespace="team-a")
     keys = KeyStore(tmp_path / "keys.json")
     app = create_app(settings, keys=keys, llm=FakeLLM([SEED_004_REPLY]))
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-        time.sleep(0.01)
-    try:
-        yield Served(f"http://127.0.0.1:{port}/mcp", keys, app)
-    finally:
-        server.should_exit = True
-        thread.join(10)
+    with serving(app) as base:
+        yield Served(f"{base}/mcp", keys, app)
 
 
 @asynccontextmanager

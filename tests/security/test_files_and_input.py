@@ -14,10 +14,8 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import socket
 import stat
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,6 @@ from urllib.parse import quote
 
 import anyio
 import pytest
-import uvicorn
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from mcp import ClientSession
@@ -38,6 +35,7 @@ from lessonbank.models import ID_MAX_CHARS, TAG_MAX_CHARS, Episode
 from lessonbank.server.app import create_app
 from lessonbank.settings import Settings
 from tests.contract.conftest import backend, store_url  # noqa: F401 (the contract suite's stores)
+from tests.threaded_server import serving
 
 NS = "/api/v1/ns/default"
 BAD_NAMESPACES = ["a\x00b", "a\x01b", "a\nb", "a\x1bb", "a\u200bb", "a\x7fb"]
@@ -282,21 +280,8 @@ def test_episode_ids_as_long_as_the_routes_read_and_no_longer(client: TestClient
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[int, FastAPI]]:
     app = make_app(tmp_path)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="critical"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30  # a guard against a server that never starts, not a timing test
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-        time.sleep(0.01)
-    try:
-        yield port, app
-    finally:
-        server.should_exit = True
-        thread.join(10)
+    with serving(app, log_level="critical") as base:
+        yield int(base.rsplit(":", 1)[1]), app
 
 
 def test_bad_requests_keep_the_connection_alive(served: tuple[int, FastAPI]) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -18,7 +17,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 
 from lessonbank import LessonBank
@@ -29,6 +27,7 @@ from lessonbank.server.auth import KeyStore
 from lessonbank.server.dashboard import CSRF_TOKEN
 from lessonbank.settings import Settings
 from tests.contract.conftest import backend, store_url  # noqa: F401 (fixtures)
+from tests.threaded_server import free_port, serving
 
 NS = "/api/v1/ns/default"
 LESSON = {"text": "pin the toolchain version in CI"}
@@ -119,15 +118,9 @@ def test_a_keyed_server_answers_any_host_with_a_key(tmp_path: Path) -> None:
         assert added.status_code == 201
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.mark.slow
 def test_serve_allow_host_adds_a_name(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     env = {key: value for key, value in os.environ.items() if not key.startswith("LESSONBANK_")}
     env["LESSONBANK_HOME"] = str(tmp_path / "home")
     argv = [sys.executable, "-m", "lessonbank.cli", "--db", f"sqlite:///{tmp_path / 'bank.db'}"]
@@ -266,20 +259,13 @@ def test_waiting_flushes_do_not_hold_the_request_threads(tmp_path: Path) -> None
         bank.record(Episode(task="deploy the api", status="failure", error="timeout"))
         assert bank.pending().get("queued") == 1
     app = create_app(settings, worker=False, llm=FakeLLM([]))
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        assert thread.is_alive()
-        time.sleep(0.01)
-    url = f"http://127.0.0.1:{port}{NS}"
     answers: list[Any] = []
+    with serving(app) as base:
+        url = f"{base}{NS}"
 
-    def flush() -> None:
-        answers.append(httpx.post(f"{url}/flush", json={"timeout": 5}, timeout=60).json())
+        def flush() -> None:
+            answers.append(httpx.post(f"{url}/flush", json={"timeout": 5}, timeout=60).json())
 
-    try:
         waiting = [threading.Thread(target=flush) for _ in range(45)]
         for each in waiting:
             each.start()
@@ -291,9 +277,6 @@ def test_waiting_flushes_do_not_hold_the_request_threads(tmp_path: Path) -> None
         for each in waiting:
             each.join()
         assert answers == [{"done": False}] * 45
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 def test_a_remote_flush_timeout_is_capped(tmp_path: Path) -> None:
