@@ -154,7 +154,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ),
     (
         # Told to the reader, not said of code ("attributes pretend to be properties").
-        "new identity",
+        "request to play a role",
         re.compile(
             r"\bpretend\s+to\s+be\s+(?:an?|the|my|your)\b|"
             r"\b(?:enable|activate|enter|switch\s+to|turn\s+on)\s+(?:the\s+)?developer\s+mode\b",
@@ -230,6 +230,7 @@ _NEEDS: dict[str, tuple[str, ...]] = {
     "override of instructions": _OVERRIDE_VERBS,
     "override of the prompt": _OVERRIDE_VERBS,
     "new identity": ("now", "pretend", "act", "developer", "jailbr", "new"),
+    "request to play a role": ("pretend", "developer"),
     "message to the model": ("note", "message", "attention", "instruction", "read"),
     "concealment from the user": (
         "secretly",
