@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import pickle
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -73,7 +74,17 @@ def test_every_public_error_is_exported_from_the_package() -> None:
     assert all(getattr(lessonbank, name) is getattr(errors, name) for name in exported)
 
 
-def test_the_stores_lease_error_is_the_one_in_errors() -> None:
-    from lessonbank.errors import LeaseLostError
+def test_a_store_raises_the_lease_error_of_errors(tmp_path: Path) -> None:
+    """Finishing a job another worker holds is errors.LeaseLostError, the class the worker catches."""
+    from lessonbank.models import Job
+    from lessonbank.stores import open_store
 
-    assert LeaseLostError is errors.LeaseLostError
+    store = open_store(f"sqlite:///{tmp_path / 'bank.db'}")
+    try:
+        job = Job(namespace="default", kind="reflect", episode_id="ep_1", dedupe_key="k")
+        store.enqueue_job(job)
+        assert store.lease_job("worker-a", None, 60) is not None
+        with pytest.raises(errors.LeaseLostError):
+            store.fail_job(job.id, "worker-b", error="boom", retry_at=None)
+    finally:
+        store.close()

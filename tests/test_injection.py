@@ -9,10 +9,6 @@ from lessonbank.models import Lesson
 from tests.injection_table import BENIGN, HOSTILE
 
 
-def test_the_tables_are_big_enough() -> None:
-    assert len(HOSTILE) >= 80 and len(BENIGN) >= 15
-
-
 @pytest.mark.parametrize("text", HOSTILE)
 def test_instructions_to_the_model_are_flagged(text: str) -> None:
     finding = screen(text)

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from lessonbank import Episode, LessonBank
-from lessonbank.config import Settings
 from lessonbank.errors import ConfigError, InputError
 from lessonbank.llm.fake import FakeLLM
+from lessonbank.settings import Settings
 
 # Concepts a test embedder knows: words on one line share an axis, so "ship" is near "deploy"
 # with no word in common — the case vector recall exists for.

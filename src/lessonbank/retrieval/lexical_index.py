@@ -2,7 +2,7 @@
 
 Every query word counts: nothing is dropped as too common, and no bound on work changes the
 answer. A recall scores every posting of the query's words with BM25 exactly as
-:mod:`lessonbank.stores.lexical` defines it (FTS5's formula, k1 = 1.2, b = 0.75, IDF floored,
+:mod:`lessonbank.stores.lexical` defines it (FTS5's formula with its ``BM25_K1`` and ``BM25_B``, IDF floored,
 field weights in the term frequencies), from the namespace's own figures at that moment: its
 lesson count, mean length and each word's document frequency. The scoring is vectorised (the
 postings of a word are two arrays, as in bm25s), so its cost is a few nanoseconds per posting:

@@ -44,8 +44,7 @@ from lessonbank.server.ui import charts, views
 from lessonbank.server.ui import proposals as proposal_views
 from lessonbank.server.ui.html import esc, page, segment
 from lessonbank.services.consolidation.decay import decay_score, tier_of
-from lessonbank.services.context import CONTEXT_CANDIDATES
-from lessonbank.services.sections import LONG_TERM_HEADER, NOTES_LINE, pack_section, render_lesson
+from lessonbank.services.context import Considered
 
 router = APIRouter(include_in_schema=False)
 
@@ -63,7 +62,6 @@ HEADERS = {
     "Cache-Control": "no-store",
 }
 LIST_LIMIT = 100
-WHY_EXTRA = 8  # recalled beyond the candidates context() reads, to show what ranked just below
 CHAIN_MAX = 20
 NOTICES = {
     "archived": "Lesson archived: it is no longer recalled or injected.",
@@ -429,34 +427,11 @@ def why(request: Request, task: str = "", budget: int = 800) -> Response:
     return _guarded(request, build)
 
 
-def explain(bank: LessonBank, task: str, budget: int) -> tuple[list[views.Considered], str, int]:
+def explain(bank: LessonBank, task: str, budget: int) -> tuple[list[Considered], str, int]:
     """What ``bank.context(task, budget_tokens=budget)`` injects in its long-term memory section and
-    why the other recalled lessons are out, computed the way context() does (the same recall of
-    lessons, the same packing) but without touching them: a preview is not a use, and must not be
-    credited with the next outcome.
-
-    Returns each recalled lesson with its rank, token cost, whether it is in, and the reason; the
-    block as it would read; and its size in tokens."""
-    count = bank.count_tokens
-    hits = bank.recall(task, k=CONTEXT_CANDIDATES + WHY_EXTRA, kind="lesson")
-    candidates = [hit.lesson for hit in hits[:CONTEXT_CANDIDATES]]
-    share = budget - count(NOTES_LINE + "\n")
-    section, chosen = pack_section(LONG_TERM_HEADER, candidates, share, count)
-    block = NOTES_LINE + "\n" + section if section else ""
-    considered: list[views.Considered] = []
-    for rank, hit in enumerate(hits, start=1):
-        tokens = count(render_lesson(hit.lesson))
-        injected = hit.lesson.id in chosen
-        if injected:
-            reason = "fits the budget"
-        elif rank > CONTEXT_CANDIDATES:
-            reason = f"ranked below the {CONTEXT_CANDIDATES} candidates context() reads"
-        else:
-            above = [item.hit.lesson for item in considered if item.injected]
-            taken = count(pack_section(LONG_TERM_HEADER, above, share, count)[0]) if above else 0
-            reason = f"needs {tokens} tokens; {max(0, share - taken)} of the budget were left after the lessons above"
-        considered.append(views.Considered(rank, hit, tokens, injected, reason))
-    return considered, block, count(block) if block else 0
+    why the other recalled lessons are out, from the context service (a preview, not a use)."""
+    shown = bank.services.context.explain(task, budget, bank.services.context.query())
+    return shown.considered, shown.block, shown.tokens
 
 
 # ---------------------------------------------------------------------- jobs

@@ -17,7 +17,7 @@ are quarantined when written, never recalled (see :mod:`lessonbank.injection`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from lessonbank.errors import InputError
 from lessonbank.models import LESSON_KINDS, LESSON_STATUSES, ContextBlock, Hit
@@ -39,10 +39,32 @@ from lessonbank.services.sections import (
     empty_block,
     learned_section,
     pack_section,
+    render_lesson,
 )
 from lessonbank.text import TokenCounter
 
 CONTEXT_CANDIDATES = 12
+
+
+@dataclass(frozen=True)
+class Considered:
+    """A recalled lesson and what the long-term memory section makes of it (see ``explain``)."""
+
+    rank: int
+    hit: Hit
+    tokens: int
+    injected: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What ``context(task, budget_tokens=budget)`` injects as long-term memory, and why the other
+    recalled lessons are out: each one considered, the block as it would read, and its tokens."""
+
+    considered: list[Considered]
+    block: str
+    tokens: int
 
 
 def default_formats(*, goal_id: str | None, agent: str | None, task_type: str | None) -> list[str]:
@@ -206,7 +228,38 @@ class ContextBuilder:
             )
         if not task or not task.strip():
             return "", []
+        hits = self._long_term_hits(task, filters, CONTEXT_CANDIDATES)
+        return pack_section(LONG_TERM_HEADER, [hit.lesson for hit in hits], budget, self.count_tokens)
+
+    def _long_term_hits(self, task: str, filters: LessonQuery, k: int) -> list[Hit]:
         if filters.kinds is None:  # the other kinds have sections of their own
             filters = replace(filters, kinds=["lesson"])
-        hits = self.recall(task, CONTEXT_CANDIDATES, filters)
-        return pack_section(LONG_TERM_HEADER, [hit.lesson for hit in hits], budget, self.count_tokens)
+        return self.recall(task, k, filters)
+
+    def explain(self, task: str, budget_tokens: int, filters: LessonQuery, *, below: int = 8) -> Explanation:
+        """The long-term memory section of ``context(task, budget_tokens=…)`` computed as it does
+        (the same recall, the same packing) but touching nothing: a preview is not a use and is
+        never credited with an outcome. ``below`` more lessons are recalled to show what ranked
+        just under the candidates."""
+        check_count(budget_tokens, "budget_tokens")
+        count = self.count_tokens
+        hits = self._long_term_hits(task, filters, CONTEXT_CANDIDATES + below)
+        share = budget_tokens - count(NOTES_LINE + "\n")
+        candidates = [hit.lesson for hit in hits[:CONTEXT_CANDIDATES]]
+        section, chosen = pack_section(LONG_TERM_HEADER, candidates, share, count)
+        block = _block([section]) if section else ""
+        considered: list[Considered] = []
+        for rank, hit in enumerate(hits, start=1):
+            tokens = count(render_lesson(hit.lesson))
+            injected = hit.lesson.id in chosen
+            if injected:
+                reason = "fits the budget"
+            elif rank > CONTEXT_CANDIDATES:
+                reason = f"ranked below the {CONTEXT_CANDIDATES} candidates context() reads"
+            else:
+                above = [item.hit.lesson for item in considered if item.injected]
+                taken = count(pack_section(LONG_TERM_HEADER, above, share, count)[0]) if above else 0
+                left = max(0, share - taken)
+                reason = f"needs {tokens} tokens; {left} of the budget were left after the lessons above"
+            considered.append(Considered(rank, hit, tokens, injected, reason))
+        return Explanation(considered, block, count(block) if block else 0)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
-from lessonbank.models import Hit, Job, Lesson
+from lessonbank.models import LESSON_KINDS, LESSON_STATUSES, Hit, Job, Lesson
 from lessonbank.retrieval.scoring import utility
 from lessonbank.server.ui.html import (
     attr,
@@ -27,10 +27,13 @@ from lessonbank.server.ui.html import (
     table,
     when,
 )
+from lessonbank.services.consolidation.decay import Tier
+from lessonbank.services.context import Considered
 
-KINDS = ("lesson", "insight", "principle", "procedure")
-STATUSES = ("active", "pending", "quarantined", "archived")
-TIERS = ("active", "fading", "dormant", "archive")
+# The records' own vocabularies, in the order the filters list them.
+KINDS = LESSON_KINDS
+STATUSES = LESSON_STATUSES
+TIERS: tuple[str, ...] = get_args(Tier)
 TIER_TONES = {"active": "good", "fading": "warn", "dormant": "muted", "archive": "bad"}
 
 
@@ -375,17 +378,6 @@ def episode_detail(ns: str, shown: Mapping[str, Any], produced: Sequence[Lesson]
 
 
 # ---------------------------------------------------------------------- why
-
-
-@dataclass
-class Considered:
-    """A recalled lesson and what ``context()`` makes of it."""
-
-    rank: int
-    hit: Hit
-    tokens: int
-    injected: bool
-    reason: str
 
 
 def why(

@@ -39,7 +39,7 @@ from lessonbank.jobs import JobResult, Worker, WorkerThread
 from lessonbank.models import Job, JobKind
 from lessonbank.proposals import CYCLE_TRIGGERS, CycleTrigger, DreamRun, Proposal
 from lessonbank.services.consolidation.cycle import Consolidator
-from lessonbank.services.consolidation.triggers import UNATTENDED, Breaker, Cap, breaker, daily_cap
+from lessonbank.services.consolidation.triggers import UNATTENDED, Breaker, DailyCap, breaker, daily_cap
 from lessonbank.services.scope import Scope, check_text_arg
 
 log = logging.getLogger("lessonbank.consolidation")
@@ -159,7 +159,7 @@ class CycleQueue:
 
     # ------------------------------------------------------------------ guards
 
-    def cap(self, namespace: str | None = None) -> Cap | None:
+    def cap(self, namespace: str | None = None) -> DailyCap | None:
         ns = namespace or self.scope.namespace
         return daily_cap(self.scope.store, ns, self.scope.settings, self.scope.now())
 
@@ -188,7 +188,7 @@ class CycleQueue:
             log.warning("namespace %s: %s", namespace, stop.reason())
         return True
 
-    def _note_cap(self, namespace: str, trigger: CycleTrigger, cap: Cap) -> None:
+    def _note_cap(self, namespace: str, trigger: CycleTrigger, cap: DailyCap) -> None:
         """A cap noted in the dream log: at each manual call (which raises), once a day otherwise."""
         if trigger == "manual":
             self._skip(namespace, trigger, cap.reason)

@@ -74,7 +74,7 @@ def _parse(value: Any) -> datetime | None:
 
 
 @dataclass(frozen=True)
-class Cap:
+class DailyCap:
     """A daily cap the namespace's cycles of today reached: ``budget`` and what was ``used``."""
 
     reason: str
@@ -94,12 +94,12 @@ def spent_today(store: Store, namespace: str, now: datetime) -> tuple[int, float
     return tokens, round(cost, 6)
 
 
-def daily_cap(store: Store, namespace: str, settings: Settings, now: datetime) -> Cap | None:
+def daily_cap(store: Store, namespace: str, settings: Settings, now: datetime) -> DailyCap | None:
     """The daily cap today's cycles reached, if any (nothing used reaches no cap)."""
     tokens, cost = spent_today(store, namespace, now)
     limit = settings.consolidation_daily_tokens
     if limit and tokens >= limit:
-        return Cap(
+        return DailyCap(
             f"daily token cap reached: today's cycles (UTC) used {tokens:,} of "
             f"{limit:,} tokens; no cycle starts before tomorrow unless "
             "LESSONBANK_CONSOLIDATION_DAILY_TOKENS is raised",
@@ -108,7 +108,7 @@ def daily_cap(store: Store, namespace: str, settings: Settings, now: datetime) -
         )
     dollars = settings.consolidation_daily_cost_usd
     if dollars is not None and cost > 0 and cost >= dollars:
-        return Cap(
+        return DailyCap(
             f"daily cost cap reached: today's cycles (UTC) cost ${cost:.4f} of ${dollars:.4f}; "
             "no cycle starts before tomorrow unless LESSONBANK_CONSOLIDATION_DAILY_COST_USD is raised",
             dollars,
