@@ -93,7 +93,7 @@ def test_markdown_and_labels_are_stripped(reply: str) -> None:
 def test_at_most_three_sentences_and_500_chars() -> None:
     reply = "One thing failed. Two things helped. Three matters. Four is too many."
     assert parse_insight(reply).fields["insight"] == "One thing failed. Two things helped. Three matters."
-    long = " ".join(["word"] * 400) + "."
+    long = " ".join(f"word{i}" for i in range(400)) + "."
     insight = parse_insight(long).fields["insight"]
     assert len(insight) <= INSIGHT_MAX_CHARS and insight.endswith("…")
 
@@ -101,6 +101,34 @@ def test_at_most_three_sentences_and_500_chars() -> None:
 @pytest.mark.parametrize("reply", ["", "   ", "```\n```", "**OK**", "ok."])
 def test_unusable_replies_are_parse_errors(reply: str) -> None:
     with pytest.raises(ParseError):
+        parse_insight(reply)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        f"Here is my insight: {INSIGHT}",
+        f"Here is my insight:\n\n{INSIGHT}",
+        f"Sure! Here's a reflection on the goal:\n{INSIGHT}",
+        f"Based on the task outputs and errors, here is the insight: {INSIGHT}",
+        f"The key insight is: {INSIGHT}",
+        f"My insight: {INSIGHT[0].lower() + INSIGHT[1:]}",
+    ],
+)
+def test_a_preamble_is_stripped(reply: str) -> None:
+    assert parse_insight(reply).fields["insight"] == INSIGHT
+
+
+@pytest.mark.parametrize(
+    ("reply", "why"),
+    [
+        ("word " * 600, "only 1 distinct"),  # 3,000 characters of one word
+        ("check the cache " * 60, "only 3 distinct"),
+        (" ".join(f"step{i}" for i in range(200)), "without a sentence"),
+    ],
+)
+def test_degenerate_replies_are_parse_errors(reply: str, why: str) -> None:
+    with pytest.raises(ParseError, match=why):
         parse_insight(reply)
 
 

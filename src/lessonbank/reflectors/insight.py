@@ -1,8 +1,9 @@
 """The goal insight reflector (seed 000): a finished goal → one 1–3 sentence insight.
 
-The parser accepts what models really send (markdown, a label such as ``Insight:``, code
-fences, bullets, extra sentences) and keeps plain text: markdown stripped, at most three
-sentences, at most 500 characters. Importance follows the seed: failed 0.8, completed 0.5,
+The parser accepts what models really send (markdown, a label such as ``Insight:``, a preamble
+such as "Here is my insight:", code fences, bullets, extra sentences) and keeps plain text: markdown
+and preamble stripped, at most three sentences, at most 500 characters. A degenerate reply (the same
+few words repeated, or more than an insight's length without a sentence) is refused, not cut. Importance follows the seed: failed 0.8, completed 0.5,
 +0.2 when an error is present, capped at 1.0.
 """
 
@@ -37,6 +38,18 @@ _LIST_MARK = re.compile(r"^\s*(?:[-*+•>]|\d+[.)])\s+", re.MULTILINE)
 _EMPHASIS = re.compile(r"(\*\*|__|\*|(?<!\w)_|_(?!\w)|`|~~)")
 _LABEL = re.compile(r"^\s*(?:insight|reflection|answer|lesson)\s*[:\-–]\s*", re.IGNORECASE)
 _STRAY = " \t>-#*_`~|"
+# A line or clause that only announces the answer ("Here is my insight:", "Sure! Here's a reflection
+# on the goal:", "Based on the outputs, the insight is:"): dropped, the answer kept.
+_PREAMBLE = re.compile(
+    r"^\s*(?:(?:sure|okay|ok|certainly|of course|absolutely)\b[!,.]?\s*)?"
+    r"(?:(?:here(?:'s|’s| is| are)|below is|based on [^:.!?]{0,120},)\s*[^:.!?\n]{0,100}"
+    r"|(?:my|the)\s+(?:(?:key|main|one)\s+)?(?:insight|reflection|lesson|takeaway)s?"
+    r"(?:\s+(?:is|are|would be))?\s*):\s*",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
+REPEAT_MIN_WORDS = 12  # below this a reply is too short to call repetitive
+REPEAT_MIN_DISTINCT = 0.3  # distinct words over all words: a looping reply is far below
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+")
 
 
@@ -95,12 +108,28 @@ def parse_insight(text: str) -> Parsed:
     """Parse an insight answer. Raises :class:`ParseError` when there is no usable sentence."""
     if not isinstance(text, str) or not text.strip():
         raise ParseError("empty reply", raw=text if isinstance(text, str) else "")
-    plain = _LABEL.sub("", strip_markdown(_unwrap_json(text))).strip(_STRAY).strip("\"'").strip(_STRAY)
+    plain = strip_markdown(_unwrap_json(text))
+    plain = _LABEL.sub("", _PREAMBLE.sub("", plain, count=1)).strip(_STRAY).strip("\"'").strip(_STRAY)
+    plain = plain[:1].upper() + plain[1:]
+    degenerate = _degenerate(plain)
+    if degenerate is not None:
+        raise ParseError(f"degenerate reply: {degenerate}", raw=text)
     parts = sentences(plain)[:INSIGHT_MAX_SENTENCES]
     insight = clip(" ".join(parts))
     if len(insight.split()) < 3:
         raise ParseError("no insight sentence found (need 1–3 sentences of plain text)", raw=text)
     return Parsed(fields={"insight": insight})
+
+
+def _degenerate(plain: str) -> str | None:
+    """Why ``plain`` is not an insight a model meant to write, or None: the same few words over and
+    over (a decoding loop), or more text than an insight holds without one sentence ending in it."""
+    words = [word.lower() for word in _WORD.findall(plain)]
+    if len(words) >= REPEAT_MIN_WORDS and len(set(words)) < REPEAT_MIN_DISTINCT * len(words):
+        return f"{len(words)} words but only {len(set(words))} distinct (the model repeated itself)"
+    if len(plain) > INSIGHT_MAX_CHARS and len(sentences(plain)) < 2 and not re.search(r"[.!?]", plain):
+        return f"{len(plain)} characters without a sentence (need 1–3 sentences)"
+    return None
 
 
 def goal_episode(
