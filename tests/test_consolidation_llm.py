@@ -248,7 +248,7 @@ def test_the_budget_is_counted_and_never_exceeded(tmp_path: Path) -> None:
 
     llm = FakeLLM(default=answer)
     with open_bank(
-        tmp_path, llm, consolidation_max_tokens_in=4_000, consolidation_max_tokens_out=1_000
+        tmp_path, llm, consolidation_max_tokens_in=5_000, consolidation_max_tokens_out=1_000
     ) as bank:
         bank.import_lessons(
             [{"content": f"lesson number {i} about {' '.join(['topic'] * 40)} {i}"} for i in range(600)]
@@ -256,8 +256,8 @@ def test_the_budget_is_counted_and_never_exceeded(tmp_path: Path) -> None:
         proposal = bank.consolidate()
         assert proposal is not None  # the core memory rewrite
         counted = sum(bank.services.count_tokens(m["content"]) for call in llm.calls for m in call.messages)
-        assert counted <= 4_000
-        assert proposal.tokens_in <= 4_000 and proposal.tokens_out <= 1_000
+        assert counted <= 5_000
+        assert proposal.tokens_in <= 5_000 and proposal.tokens_out <= 1_000
         spent = 0
         for call, phase in zip(llm.calls, proposal.metadata["phases"], strict=True):
             assert call.max_tokens == phase["allowed_out"] <= 1_000 - spent

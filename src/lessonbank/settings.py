@@ -34,6 +34,9 @@ _PREFIX = "LESSONBANK_"
 # at most 8,000): a megabyte is far past any honest reply, so more is a runaway model or a broken server.
 DEFAULT_LLM_MAX_REPLY_BYTES = 1024 * 1024
 PRIVATE_FOLDER_MODE = 0o700
+# The least input budget of a consolidation cycle: what its five phases' prompts need, cut to the
+# bone, with every phase before spending its whole share (services.consolidation.phases.least_tokens_in).
+CONSOLIDATION_MIN_TOKENS_IN = 5_000
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
 
@@ -133,6 +136,9 @@ class Settings(BaseSettings):
     )
     # LESSONBANK_HYBRID_LEXICAL_WEIGHT: BM25's share in hybrid fusion (default: the embedder's)
     hybrid_lexical_weight: OptionalFloat = None
+    # LESSONBANK_VECTOR_FLOOR: cosine below which a lesson no query word matched is not recalled
+    # (default: the embedder's, measured on bench/retrieval.py; 0 for an embedder that declares none)
+    vector_floor: OptionalFloat = None
     attribution: Switch = (
         True  # LESSONBANK_ATTRIBUTION: credit injected lessons with the next episode's outcome
     )
@@ -181,6 +187,10 @@ class Settings(BaseSettings):
                 "hybrid_lexical_weight (LESSONBANK_HYBRID_LEXICAL_WEIGHT) must be in [0, 1], "
                 f"got {self.hybrid_lexical_weight}"
             )
+        if self.vector_floor is not None and not -1.0 <= self.vector_floor <= 1.0:
+            raise ConfigError(
+                f"vector_floor (LESSONBANK_VECTOR_FLOOR) must be a cosine in [-1, 1], got {self.vector_floor}"
+            )
         if self.llm_max_reply_bytes < 1:
             raise ConfigError(
                 f"llm_max_reply_bytes (LESSONBANK_LLM_MAX_REPLY_BYTES) must be 1 or more, got {self.llm_max_reply_bytes}"
@@ -203,9 +213,12 @@ class Settings(BaseSettings):
                 raise ConfigError(
                     f"{name} ({env_variable(name)}) must be a number of dollars ≥ 0, got {cost}"
                 )
-        if self.consolidation_max_tokens_in < 1_000 or self.consolidation_max_tokens_out < 500:
+        if (
+            self.consolidation_max_tokens_in < CONSOLIDATION_MIN_TOKENS_IN
+            or self.consolidation_max_tokens_out < 500
+        ):
             raise ConfigError(
-                "a consolidation cycle needs at least 1,000 input and 500 output tokens "
+                f"a consolidation cycle needs at least {CONSOLIDATION_MIN_TOKENS_IN:,} input and 500 output tokens "
                 "(LESSONBANK_CONSOLIDATION_MAX_TOKENS_IN / _OUT), got "
                 f"{self.consolidation_max_tokens_in} and {self.consolidation_max_tokens_out}"
             )

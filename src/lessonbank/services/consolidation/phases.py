@@ -24,7 +24,9 @@ that reads as instructions marked for quarantine, such a line of the core memory
 from __future__ import annotations
 
 import difflib
+import math
 import re
+import string
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,9 +40,14 @@ from lessonbank.llm.pricing import cost_of
 from lessonbank.models import LESSON_MAX_CHARS, Episode, Lesson
 from lessonbank.proposals import LinkType, Operation, OperationKind
 from lessonbank.redact import redact
-from lessonbank.reflectors.budget import Field, fit_fields
+from lessonbank.reflectors.budget import OMITTED, Field, fit_fields
 from lessonbank.services.consolidation import prompts
-from lessonbank.services.consolidation.documents import CORE_CAP_TOKENS, CORE_SECTIONS, core_sections
+from lessonbank.services.consolidation.documents import (
+    CORE_CAP_TOKENS,
+    CORE_SECTIONS,
+    MILESTONES,
+    core_sections,
+)
 from lessonbank.services.consolidation.operations import merged_lesson
 from lessonbank.services.consolidation.prepass import Candidates
 from lessonbank.services.consolidation.screens import Withheld, screened_document, screened_operation
@@ -130,9 +137,28 @@ class Budget:
         share_out = SHARES[phase][1] / sum(SHARES[p][1] for p in later)
         return int((self.max_in - self.spent_in) * share_in), int((self.max_out - self.spent_out) * share_out)
 
-    def spend(self, phase: str, counted_in: int, usage: Usage, allowed_out: int, model: str) -> PhaseUsage:
+    def spend(
+        self,
+        phase: str,
+        counted_in: int,
+        usage: Usage,
+        allowed: tuple[int, int],
+        model: str,
+        result: PhaseResult,
+    ) -> None:
+        """Count one reply into the budget and into ``result`` (its usage and cost), then raise
+        :class:`BudgetExceededError` if it went past the phase's output or the cycle's cost cap: a
+        reply refused is still paid for, so the dream log and the daily cap count it."""
+        allowed_in, allowed_out = allowed
         tokens_in = max(counted_in, usage.input_tokens)
         tokens_out = usage.output_tokens
+        self.spent_in += tokens_in
+        self.spent_out += tokens_out
+        cost = cost_of(model, usage)
+        if cost is not None:
+            self.cost += cost
+            result.cost_usd = round(self.cost, 6)
+        result.usage.append(PhaseUsage(phase, tokens_in, tokens_out, allowed_in, allowed_out))
         if tokens_out > allowed_out:
             raise BudgetExceededError(
                 f"phase {phase}: the model replied {tokens_out} tokens where {allowed_out} were asked for; "
@@ -140,18 +166,12 @@ class Budget:
                 budget=allowed_out,
                 needed=tokens_out,
             )
-        self.spent_in += tokens_in
-        self.spent_out += tokens_out
-        cost = cost_of(model, usage)
-        if cost is not None:
-            self.cost += cost
-            if self.max_cost_usd is not None and self.cost > self.max_cost_usd:
-                raise BudgetExceededError(
-                    f"phase {phase}: the cycle cost ${self.cost:.4f}, over its cap ${self.max_cost_usd:.4f}",
-                    budget=self.max_cost_usd,
-                    needed=self.cost,
-                )
-        return PhaseUsage(phase, tokens_in, tokens_out, 0, allowed_out)
+        if cost is not None and self.max_cost_usd is not None and self.cost > self.max_cost_usd:
+            raise BudgetExceededError(
+                f"phase {phase}: the cycle cost ${self.cost:.4f}, over its cap ${self.max_cost_usd:.4f}",
+                budget=self.max_cost_usd,
+                needed=self.cost,
+            )
 
 
 class Phases:
@@ -259,14 +279,43 @@ class Phases:
             )
         messages = [Message(role="system", content=prompts.SYSTEM), Message(role="user", content=prompt)]
         completion = await self.llm.complete(messages, max_tokens=allowed_out, temperature=0.2)
-        used = self.budget.spend(phase, counted, completion.usage, allowed_out, completion.model)
-        used.allowed_in = allowed_in
-        result.usage.append(used)
+        self.budget.spend(
+            phase, counted, completion.usage, (allowed_in, allowed_out), completion.model, result
+        )
         # The model may echo a secret it read anywhere: redacted before a later prompt or a proposal holds it.
         text = redact(completion.text).strip()
         if not text:
             raise ParseError(f"phase {phase}: the model's reply is empty", raw=completion.text)
         return text
+
+
+TEMPLATES: Mapping[str, str] = {
+    "survey": prompts.SURVEY,
+    "meta": prompts.META,
+    "consolidate": prompts.CONSOLIDATE,
+    "core": prompts.REWRITE_CORE,
+    "summarize": prompts.SUMMARIZE,
+}
+
+
+def least_tokens_in(count: TokenCounter) -> int:
+    """The smallest input budget of a cycle with which every phase's prompt fits, each field cut to
+    its marker, even when every phase before it spent its whole share (then a phase is left its
+    share of the whole budget). Settings refuse less (``CONSOLIDATION_MIN_TOKENS_IN``)."""
+    frame = count(prompts.SYSTEM) + 8
+    longest = max(MILESTONES.values(), key=len)
+    values = {
+        "max_output": "99999",
+        "cap": str(CORE_CAP_TOKENS),
+        "reflection_count": "99999",
+        "milestone": f" (a milestone: {longest})",
+    }
+    need = 0
+    for phase, template in TEMPLATES.items():
+        names = {name for _, name, _, _ in string.Formatter().parse(template) if name}
+        prompt = template.format(**{name: OMITTED for name in names if name not in values}, **values)
+        need = max(need, math.ceil((count(prompt) + frame) / SHARES[phase][0]))
+    return need
 
 
 def past_deadline(deadline: float | None, what: str) -> None:
@@ -289,10 +338,23 @@ def _rows(lessons: Sequence[Lesson]) -> str:
     return "\n".join(_row(lesson, lesson.kind) for lesson in lessons)
 
 
+def episode_row(episode: Episode) -> str:
+    """One episode as the survey reads it: id, outcome, agent, task, then what went wrong (its
+    error, else its failed checks) and what it produced, redacted, each cut to :data:`ROW_CHARS`."""
+    failed = [
+        f"{check.tool} {check.status}: {check.stderr or check.exit_code}"
+        for check in episode.verification
+        if check.status in ("failed", "error")
+    ]
+    error = episode.error or "; ".join(failed)
+    parts = [episode.id, episode.status, episode.agent or "-", _cut(inline(episode.task), ROW_CHARS)]
+    parts.append("error: " + (_cut(inline(redact(error)), ROW_CHARS) if error else "-"))
+    parts.append("output: " + (_cut(inline(redact(episode.output)), ROW_CHARS) if episode.output else "-"))
+    return " | ".join(parts)
+
+
 def _survey_fields(data: CycleInput) -> list[Field]:
-    episodes = "\n".join(
-        " | ".join([e.id, e.status, e.agent or "-", _cut(inline(e.task), ROW_CHARS)]) for e in data.episodes
-    )
+    episodes = "\n".join(episode_row(e) for e in data.episodes)
     lessons = "\n".join(_row(lesson, lesson.kind, "active", lesson.access_count) for lesson in data.lessons)
     fading = "\n".join(_row(lesson, f"{score:.3f}", tier) for lesson, score, tier in data.fading)
     pending = "\n".join(_row(lesson, lesson.agent or "-") for lesson in data.pending)

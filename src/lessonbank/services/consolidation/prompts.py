@@ -23,7 +23,7 @@ produce a prioritized consolidation plan.
 CORE MEMORY:
 {core_memory}
 
-RECENT EPISODES (since the last cycle, newest first: id | outcome | agent | task):
+RECENT EPISODES (since the last cycle, newest first: id | outcome | agent | task | error | output; secrets redacted):
 {episodes}
 
 LESSON INDEX (live lessons with decay above 0.3: id | kind | tier | uses | text):
