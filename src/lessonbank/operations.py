@@ -28,7 +28,9 @@ Roles:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from lessonbank import requests as rq
 
 if TYPE_CHECKING:
     from lessonbank.models import Lesson
@@ -48,7 +50,14 @@ def at_least(held: Role, needed: Role) -> bool:
 
 @dataclass(frozen=True)
 class Operation:
-    """One bank operation and where it is exposed (None: not on that surface)."""
+    """One bank operation and where it is exposed (None: not on that surface).
+
+    ``request`` is the operation's arguments as one model (:mod:`lessonbank.requests`); its fields are
+    the bank method's parameters, so a surface calls ``bank.<name>(**arguments)``. ``envelope``: the
+    REST answer wraps the result as ``{envelope: result}`` (a bare count, flag or text is no JSON
+    object). ``mcp_title`` and ``idempotent`` describe the MCP tool (read-only comes from the role).
+    ``cli`` is the command that runs it (``"proposals show"``: a group's command).
+    """
 
     name: str
     role: Role
@@ -56,23 +65,70 @@ class Operation:
     rest: tuple[str, str] | None = None  # (method, path under /api/v1)
     mcp: str | None = None  # tool name
     dashboard: tuple[str, str] | None = None  # (method, path): a page (GET) or a form (POST)
+    request: type[rq.Request[Any]] | None = None
+    envelope: str | None = None
+    mcp_title: str | None = None
+    idempotent: bool = False
+    cli: str | None = None
+
+    @property
+    def result(self) -> Any:
+        """What the operation returns: its request model's type argument (None: no model)."""
+        return rq.result_of(self.request) if self.request is not None else None
+
+    @property
+    def path_ids(self) -> tuple[str, ...]:
+        """The ids the REST path names (``{lesson_id}``…), besides the namespace."""
+        if self.rest is None:
+            return ()
+        return tuple(
+            part[1:-1] for part in self.rest[1].split("/") if part.startswith("{") and part != _NS_ID
+        )
+
+    @property
+    def in_query(self) -> bool:
+        """Whether the REST route reads its arguments from the query string (else from a JSON body)."""
+        return self.rest is not None and self.rest[0] in ("GET", "DELETE")
 
 
 _NS = "/ns/{namespace}"
+_NS_ID = "{namespace}"
 
 _TABLE = (
     # ------------------------------------------------------------------ episodes and reflection
-    Operation("record", "write", "Record an episode", ("POST", f"{_NS}/episodes"), mcp="record_episode"),
     Operation(
-        "reflect", "write", "Reflect on an episode", ("POST", f"{_NS}/episodes/{{episode_id}}/reflect")
+        "record",
+        "write",
+        "Record an episode",
+        ("POST", f"{_NS}/episodes"),
+        mcp="record_episode",
+        request=rq.RecordRequest,
+        mcp_title="Record an episode",
+        cli="record",
     ),
-    Operation("decisions", "read", "The policy's latest decisions", ("GET", f"{_NS}/decisions")),
+    Operation(
+        "reflect",
+        "write",
+        "Reflect on an episode",
+        ("POST", f"{_NS}/episodes/{{episode_id}}/reflect"),
+        request=rq.ReflectRequest,
+        cli="reflect",
+    ),
+    Operation(
+        "decisions",
+        "read",
+        "The policy's latest decisions",
+        ("GET", f"{_NS}/decisions"),
+        request=rq.DecisionsRequest,
+    ),
     Operation(
         "show",
         "read",
         "Any record by id",
         ("GET", f"{_NS}/records/{{record_id}}"),
         dashboard=("GET", "/episodes/{episode_id}"),
+        request=rq.ShowRequest,
+        cli="show",
     ),
     Operation(
         "search_reflections",
@@ -80,13 +136,30 @@ _TABLE = (
         "Search past loop reflections",
         ("GET", f"{_NS}/reflections"),
         mcp="search_reflections",
+        request=rq.SearchReflectionsRequest,
+        mcp_title="Search past reflections",
     ),
     # ------------------------------------------------------------------ lessons
     Operation(
-        "add_lesson", "write", "Add a lesson you already know", ("POST", f"{_NS}/lessons"), mcp="add_lesson"
+        "add_lesson",
+        "write",
+        "Add a lesson you already know",
+        ("POST", f"{_NS}/lessons"),
+        mcp="add_lesson",
+        request=rq.AddLessonRequest,
+        mcp_title="Add a lesson",
+        cli="add",
     ),
     Operation("pin_lesson", "admin", "Add a lesson already pinned"),
-    Operation("lessons", "read", "List lessons", ("GET", f"{_NS}/lessons"), dashboard=("GET", "/lessons")),
+    Operation(
+        "lessons",
+        "read",
+        "List lessons",
+        ("GET", f"{_NS}/lessons"),
+        dashboard=("GET", "/lessons"),
+        request=rq.LessonsRequest,
+        cli="lessons",
+    ),
     Operation(
         "get_lesson",
         "read",
@@ -94,6 +167,8 @@ _TABLE = (
         ("GET", f"{_NS}/lessons/{{lesson_id}}"),
         mcp="show_lesson",
         dashboard=("GET", "/lessons/{lesson_id}"),
+        request=rq.GetLessonRequest,
+        mcp_title="Show a lesson",
     ),
     Operation(
         "forget",
@@ -101,6 +176,8 @@ _TABLE = (
         "Forget a lesson (admin)",
         ("DELETE", f"{_NS}/lessons/{{lesson_id}}"),
         dashboard=("POST", "/lessons/{lesson_id}/forget"),
+        request=rq.ForgetRequest,
+        cli="forget",
     ),
     Operation(
         "archive",
@@ -108,14 +185,25 @@ _TABLE = (
         "Archive a lesson",
         ("POST", f"{_NS}/lessons/{{lesson_id}}/archive"),
         dashboard=("POST", "/lessons/{lesson_id}/archive"),
+        request=rq.ArchiveRequest,
+        cli="archive",
     ),
-    Operation("propose_archive", "write", "Propose archiving a lesson", mcp="archive_lesson"),
+    Operation(
+        "propose_archive",
+        "write",
+        "Propose archiving a lesson",
+        mcp="archive_lesson",
+        mcp_title="Propose archiving a lesson",
+        idempotent=True,
+    ),
     Operation(
         "edit_lesson",
         "admin",
         "Edit a lesson (pin, tags, importance)",
         ("PATCH", f"{_NS}/lessons/{{lesson_id}}"),
         dashboard=("POST", "/lessons/{lesson_id}/edit"),
+        request=rq.EditLessonRequest,
+        cli="edit",
     ),
     Operation(
         "restore",
@@ -123,6 +211,8 @@ _TABLE = (
         "Restore a lesson",
         ("POST", f"{_NS}/lessons/{{lesson_id}}/restore"),
         dashboard=("POST", "/lessons/{lesson_id}/restore"),
+        request=rq.RestoreRequest,
+        cli="restore",
     ),
     Operation("approve_lesson", "admin", "Approve a quarantined or pending lesson (its restore)"),
     Operation(
@@ -131,6 +221,9 @@ _TABLE = (
         "Recall the lessons most relevant to a query",
         ("POST", f"{_NS}/recall"),
         mcp="recall_lessons",
+        request=rq.RecallRequest,
+        mcp_title="Recall lessons",
+        cli="recall",
     ),
     Operation(
         "context",
@@ -139,25 +232,62 @@ _TABLE = (
         ("POST", f"{_NS}/context"),
         mcp="get_context",
         dashboard=("GET", "/why"),
+        request=rq.ContextRequest,
+        mcp_title="Get prompt context",
+        cli="context",
     ),
-    Operation("audit", "read", "The audit log", ("GET", f"{_NS}/audit")),
-    Operation("import_lessons", "write", "Import lessons", ("POST", f"{_NS}/import")),
+    Operation(
+        "audit", "read", "The audit log", ("GET", f"{_NS}/audit"), request=rq.AuditRequest, cli="audit"
+    ),
+    Operation(
+        "import_lessons",
+        "write",
+        "Import lessons",
+        ("POST", f"{_NS}/import"),
+        request=rq.ImportRequest,
+        cli="import",
+    ),
     Operation("import_counters", "admin", "Import lessons with their counters and pins"),
-    Operation("export", "read", "Export every lesson", ("GET", f"{_NS}/export")),
     Operation(
-        "embed_missing", "write", "Embed lessons that have no vector", ("POST", f"{_NS}/embed-missing")
+        "export",
+        "read",
+        "Export every lesson",
+        ("GET", f"{_NS}/export"),
+        request=rq.ExportRequest,
+        cli="export",
     ),
     Operation(
-        "expand", "write", "Example tasks for lessons written by hand (LLM)", ("POST", f"{_NS}/expand")
+        "embed_missing",
+        "write",
+        "Embed lessons that have no vector",
+        ("POST", f"{_NS}/embed-missing"),
+        request=rq.EmbedMissingRequest,
+        envelope="count",
+        cli="embed",
     ),
     Operation(
-        "rescreen", "admin", "Redact and screen every lesson again (admin)", ("POST", f"{_NS}/rescreen")
+        "expand",
+        "write",
+        "Example tasks for lessons written by hand (LLM)",
+        ("POST", f"{_NS}/expand"),
+        request=rq.ExpandRequest,
+        cli="expand",
+    ),
+    Operation(
+        "rescreen",
+        "admin",
+        "Redact and screen every lesson again (admin)",
+        ("POST", f"{_NS}/rescreen"),
+        request=rq.RescreenRequest,
+        cli="rescreen",
     ),
     Operation(
         "apply_retention",
         "admin",
         "Delete old episodes, reflections, jobs (admin)",
         ("POST", f"{_NS}/retention"),
+        request=rq.RetentionRequest,
+        cli="purge",
     ),
     # ------------------------------------------------------------------ goals, rules, replay
     Operation(
@@ -166,31 +296,98 @@ _TABLE = (
         "Report a goal's end",
         ("POST", f"{_NS}/goals/{{goal_id}}/finish"),
         mcp="finish_goal",
+        request=rq.FinishGoalRequest,
+        mcp_title="Finish a goal",
+        cli="goal finish",
     ),
-    Operation("insights", "read", "Goal insights", ("GET", f"{_NS}/insights")),
-    Operation("rules", "read", "Learned rules", ("GET", f"{_NS}/rules"), mcp="list_rules"),
-    Operation("confirm_rule", "write", "Confirm a rule", ("POST", f"{_NS}/rules/{{rule_id}}/confirm")),
-    Operation("replay", "read", "Replay examples for a task", ("GET", f"{_NS}/replay")),
+    Operation(
+        "insights",
+        "read",
+        "Goal insights",
+        ("GET", f"{_NS}/insights"),
+        request=rq.InsightsRequest,
+        cli="insights",
+    ),
+    Operation(
+        "rules",
+        "read",
+        "Learned rules",
+        ("GET", f"{_NS}/rules"),
+        mcp="list_rules",
+        request=rq.RulesRequest,
+        mcp_title="List learned rules",
+        cli="rules",
+    ),
+    Operation(
+        "confirm_rule",
+        "write",
+        "Confirm a rule",
+        ("POST", f"{_NS}/rules/{{rule_id}}/confirm"),
+        request=rq.ConfirmRuleRequest,
+    ),
+    Operation(
+        "replay",
+        "read",
+        "Replay examples for a task",
+        ("GET", f"{_NS}/replay"),
+        request=rq.ReplayRequest,
+        cli="replay",
+    ),
     # ------------------------------------------------------------------ jobs and state
-    Operation("jobs", "read", "List jobs", ("GET", f"{_NS}/jobs"), dashboard=("GET", "/jobs")),
-    Operation("pending", "read", "Jobs counted by status", ("GET", f"{_NS}/jobs/pending")),
+    Operation(
+        "jobs",
+        "read",
+        "List jobs",
+        ("GET", f"{_NS}/jobs"),
+        dashboard=("GET", "/jobs"),
+        request=rq.JobsRequest,
+        cli="jobs",
+    ),
+    Operation(
+        "pending", "read", "Jobs counted by status", ("GET", f"{_NS}/jobs/pending"), request=rq.PendingRequest
+    ),
     Operation(
         "retry_jobs",
         "admin",
         "Requeue dead-lettered jobs (admin)",
         ("POST", f"{_NS}/jobs/retry"),
         dashboard=("POST", "/jobs/retry"),
+        request=rq.RetryJobsRequest,
+        envelope="count",
     ),
-    Operation("purge_jobs", "admin", "Delete finished jobs (admin)", ("POST", f"{_NS}/jobs/purge")),
-    Operation("flush", "write", "Wait for queued jobs", ("POST", f"{_NS}/flush")),
+    Operation(
+        "purge_jobs",
+        "admin",
+        "Delete finished jobs (admin)",
+        ("POST", f"{_NS}/jobs/purge"),
+        request=rq.PurgeJobsRequest,
+        envelope="count",
+    ),
+    Operation(
+        "flush",
+        "write",
+        "Wait for queued jobs",
+        ("POST", f"{_NS}/flush"),
+        request=rq.FlushRequest,
+        envelope="done",
+    ),
     Operation(
         "stats",
         "read",
         "Counts and the consolidation guards",
         ("GET", f"{_NS}/stats"),
         dashboard=("GET", "/"),
+        request=rq.StatsRequest,
+        cli="stats",
     ),
-    Operation("analytics", "read", "How Reflexion loops learn", ("GET", f"{_NS}/analytics")),
+    Operation(
+        "analytics",
+        "read",
+        "How Reflexion loops learn",
+        ("GET", f"{_NS}/analytics"),
+        request=rq.AnalyticsRequest,
+        cli="analytics",
+    ),
     # ------------------------------------------------------------------ consolidation
     Operation(
         "consolidate",
@@ -198,8 +395,13 @@ _TABLE = (
         "Run a consolidation cycle",
         ("POST", f"{_NS}/consolidate"),
         mcp="consolidate",
+        request=rq.ConsolidateRequest,
+        mcp_title="Propose a consolidation",
+        cli="consolidate",
     ),
-    Operation("end_session", "write", "End a session", ("POST", f"{_NS}/sessions/end")),
+    Operation(
+        "end_session", "write", "End a session", ("POST", f"{_NS}/sessions/end"), request=rq.EndSessionRequest
+    ),
     Operation(
         "proposals",
         "read",
@@ -207,6 +409,9 @@ _TABLE = (
         ("GET", f"{_NS}/proposals"),
         mcp="list_proposals",
         dashboard=("GET", "/proposals"),
+        request=rq.ProposalsRequest,
+        mcp_title="List proposals",
+        cli="proposals",
     ),
     Operation(
         "proposal",
@@ -214,12 +419,15 @@ _TABLE = (
         "Get a proposal",
         ("GET", f"{_NS}/proposals/{{proposal_id}}"),
         dashboard=("GET", "/proposals/{proposal_id}"),
+        request=rq.ProposalRequest,
+        cli="proposals show",
     ),
     Operation(
         "proposal_markdown",
         "read",
         "A proposal as the pending reflection (Markdown)",
         ("GET", f"{_NS}/proposals/{{proposal_id}}/markdown"),
+        request=rq.ProposalMarkdownRequest,
     ),
     Operation(
         "approve",
@@ -227,6 +435,8 @@ _TABLE = (
         "Approve a proposal (admin)",
         ("POST", f"{_NS}/proposals/{{proposal_id}}/approve"),
         dashboard=("POST", "/proposals/{proposal_id}/approve"),
+        request=rq.ApproveRequest,
+        cli="approve",
     ),
     Operation(
         "reject",
@@ -234,6 +444,8 @@ _TABLE = (
         "Reject a proposal (admin)",
         ("POST", f"{_NS}/proposals/{{proposal_id}}/reject"),
         dashboard=("POST", "/proposals/{proposal_id}/reject"),
+        request=rq.RejectRequest,
+        cli="reject",
     ),
     Operation(
         "revert",
@@ -241,13 +453,38 @@ _TABLE = (
         "Revert an applied proposal (admin)",
         ("POST", f"{_NS}/proposals/{{proposal_id}}/revert"),
         dashboard=("POST", "/proposals/{proposal_id}/revert"),
+        request=rq.RevertRequest,
+        cli="proposals revert",
     ),
-    Operation("dreams", "read", "The dream log", ("GET", f"{_NS}/dreams")),
-    Operation("core_memory", "read", "The core memory document", ("GET", f"{_NS}/core-memory")),
+    Operation(
+        "dreams", "read", "The dream log", ("GET", f"{_NS}/dreams"), request=rq.DreamsRequest, cli="dreams"
+    ),
+    Operation(
+        "core_memory",
+        "read",
+        "The core memory document",
+        ("GET", f"{_NS}/core-memory"),
+        request=rq.CoreMemoryRequest,
+        envelope="text",
+        cli="core",
+    ),
 )
 
 OPERATIONS: dict[str, Operation] = {op.name: op for op in _TABLE}
 BY_MCP_TOOL: dict[str, Operation] = {op.mcp: op for op in _TABLE if op.mcp}
+BY_REQUEST: dict[type[rq.Request[Any]], Operation] = {op.request: op for op in _TABLE if op.request}
+
+
+def mcp_hints(operation: Operation) -> dict[str, bool | None]:
+    """The MCP tool annotations of ``operation``: read-only when the read role suffices; no tool
+    deletes or overwrites (destructive changes are staged as proposals), none reaches outside."""
+    read_only = operation.role == "read"
+    return {
+        "read_only_hint": read_only,
+        "destructive_hint": None if read_only else False,
+        "idempotent_hint": True if read_only else operation.idempotent,
+        "open_world_hint": False,
+    }
 
 
 def role_of(name: str) -> Role:

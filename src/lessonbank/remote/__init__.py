@@ -2,8 +2,11 @@
 ``lessonbank serve``, with the methods, arguments and return types of LessonBank and
 AsyncLessonBank, over httpx.
 
-Each method is one request of the REST API (:mod:`.requests`); the answer is parsed back into the
-same records, and an error response raises the class the embedded bank would (:mod:`.calls`).
+Each method builds its operation's request model (:mod:`lessonbank.requests`) and sends it as the REST
+call the table of operations names (:mod:`lessonbank.operations`); the answer is parsed back into the
+operation's result type, and an error response raises the class the embedded bank would
+(:mod:`.calls`). :mod:`.sync` is :mod:`.aio` without ``async``/``await`` (:mod:`.transport` holds the
+plumbing that differs).
 
 Differences from the embedded bank, all from running elsewhere: no ``new_worker`` (the server's
 workers run the jobs) and none of the bank's parts (``store``, ``services``, ``settings``);

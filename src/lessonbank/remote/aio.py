@@ -1,31 +1,30 @@
-"""AsyncRemoteBank: AsyncLessonBank's coroutines over HTTP, against ``lessonbank serve``."""
+"""AsyncRemoteBank: AsyncLessonBank's methods over HTTP, against ``lessonbank serve``.
+
+Each method builds its operation's request model and sends it (:class:`~.transport.AsyncTransport`);
+the table of operations says where it goes. The two remote facades differ only by ``async``/``await``.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 
-from lessonbank.bank.base import GoalState
+from lessonbank import requests as rq
 from lessonbank.models import AuditEntry, ContextBlock, Decision, Episode, Hit, Job, Lesson, LessonKind
-from lessonbank.ports import LessonSort
 from lessonbank.proposals import DreamRun, Proposal
 from lessonbank.remote import calls
-from lessonbank.remote import requests as req
-from lessonbank.remote.calls import Call
+from lessonbank.remote.transport import AsyncTransport
+from lessonbank.requests import GoalState, LessonSort
 from lessonbank.services.expansion import ExpansionReport
-from lessonbank.services.transfer import ExportFormat, ExportTarget, check_format
-
-T = TypeVar("T")
+from lessonbank.services.transfer import ExportFormat, ExportTarget
 
 
-class AsyncRemoteBank:
-    """A bank served by ``lessonbank serve``, with :class:`~lessonbank.AsyncLessonBank`'s coroutines,
-    arguments and return types. See :class:`~lessonbank.remote.RemoteBank`.
+class AsyncRemoteBank(AsyncTransport):
+    """A bank served by ``lessonbank serve``, with :class:`~lessonbank.AsyncLessonBank`'s methods,
+    arguments and return types: moving an agent to a shared server is one line.
 
     >>> bank = AsyncRemoteBank("http://127.0.0.1:8765", api_key="lbk_…", namespace="team-a")  # doctest: +SKIP
 
@@ -43,35 +42,15 @@ class AsyncRemoteBank:
         timeout: float = 30.0,
         client: httpx.AsyncClient | None = None,
     ) -> None:
-        self.url = url
-        self.namespace = namespace
-        self.timeout = timeout
-        self._base = calls.base_url(url, namespace)
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._owned = client is None
-        self._client = client if client is not None else httpx.AsyncClient()
-
-    async def _run(self, call: Call[T]) -> T:
-        try:
-            response = await self._client.request(
-                call.method,
-                self._base + call.path,
-                params=call.params or None,
-                json=call.json,
-                headers=self._headers,
-                timeout=calls.timeout_of(call, self.timeout),
-            )
-        except httpx.HTTPError as exc:
-            raise calls.transport_error(self.url, exc) from exc
-        return calls.parse(call, response)
+        super().__init__(url, api_key, namespace, timeout, client)
 
     async def record(
         self, episode: Episode | dict[str, Any], *, context_ids: Sequence[str] | None = None
     ) -> Episode:
-        return await self._run(req.record(episode, context_ids))
+        return await self._call(rq.RecordRequest.model_construct(episode=episode, context_ids=context_ids))
 
     async def reflect(self, episode_id: str, *, reflector: str | None = None) -> Decision:
-        return await self._run(req.reflect(episode_id, reflector))
+        return await self._call(rq.ReflectRequest.model_construct(episode_id=episode_id, reflector=reflector))
 
     async def finish_goal(
         self,
@@ -83,36 +62,38 @@ class AsyncRemoteBank:
         errors: Sequence[str] = (),
         agent: str | None = None,
     ) -> Episode:
-        return await self._run(
-            req.finish_goal(goal_id, title=title, status=status, outputs=outputs, errors=errors, agent=agent)
+        return await self._call(
+            rq.FinishGoalRequest.model_construct(
+                goal_id=goal_id, title=title, status=status, outputs=outputs, errors=errors, agent=agent
+            )
         )
 
     async def insights(self, *, goal_id: str | None = None) -> list[Lesson]:
-        return await self._run(req.insights(goal_id))
+        return await self._call(rq.InsightsRequest.model_construct(goal_id=goal_id))
 
     async def rules(self, *, agent: str | None = None, stream: str | None = None) -> list[Lesson]:
-        return await self._run(req.rules(agent, stream))
+        return await self._call(rq.RulesRequest.model_construct(agent=agent, stream=stream))
 
     async def replay(
         self, *, task: str | None = None, task_type: str | None = None, k: int = 3
     ) -> list[Lesson]:
-        return await self._run(req.replay(task, task_type, k))
+        return await self._call(rq.ReplayRequest.model_construct(task=task, task_type=task_type, k=k))
 
     async def confirm_rule(self, rule_id: str) -> Lesson:
-        return await self._run(req.confirm_rule(rule_id))
+        return await self._call(rq.ConfirmRuleRequest.model_construct(rule_id=rule_id))
 
     async def decisions(self, *, agent: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
-        return await self._run(req.decisions(agent, limit))
+        return await self._call(rq.DecisionsRequest.model_construct(agent=agent, limit=limit))
 
     async def pending(self) -> dict[str, int]:
-        return await self._run(req.pending())
+        return await self._call(rq.PendingRequest.model_construct())
 
     async def flush(self, timeout: float = 30.0) -> bool:
         """Wait until the namespace has no queued or running jobs (the server's worker runs them)."""
         deadline = time.monotonic() + calls.seconds(timeout, "timeout")
         while True:
             left = max(0.0, deadline - time.monotonic())
-            done = await self._run(req.flush(min(left, calls.MAX_FLUSH_S)))
+            done = await self._call(rq.FlushRequest.model_construct(timeout=min(left, calls.MAX_FLUSH_S)))
             if done or left <= calls.MAX_FLUSH_S:
                 return done
 
@@ -129,9 +110,9 @@ class AsyncRemoteBank:
         pinned: bool = False,
         learned_from: str | None = None,
     ) -> Lesson:
-        return await self._run(
-            req.add_lesson(
-                text,
+        return await self._call(
+            rq.AddLessonRequest.model_construct(
+                text=text,
                 tags=tags,
                 kind=kind,
                 task_type=task_type,
@@ -156,9 +137,9 @@ class AsyncRemoteBank:
         mode: str | None = None,
         hyde: bool | None = None,
     ) -> list[Hit]:
-        return await self._run(
-            req.recall(
-                query,
+        return await self._call(
+            rq.RecallRequest.model_construct(
+                query=query,
                 k=k,
                 kind=kind,
                 tags=tags,
@@ -178,10 +159,12 @@ class AsyncRemoteBank:
         dry_run: bool = False,
         actor: str = "api",
     ) -> ExpansionReport:
-        return await self._run(req.expand(lesson_ids, limit, dry_run, actor))
+        return await self._call(
+            rq.ExpandRequest.model_construct(lesson_ids=lesson_ids, limit=limit, dry_run=dry_run, actor=actor)
+        )
 
     async def embed_missing(self) -> int:
-        return await self._run(req.embed_missing())
+        return await self._call(rq.EmbedMissingRequest.model_construct())
 
     async def context(
         self,
@@ -195,9 +178,9 @@ class AsyncRemoteBank:
         kind: str | Sequence[str] | None = None,
         tags: Sequence[str] = (),
     ) -> ContextBlock:
-        return await self._run(
-            req.context(
-                task,
+        return await self._call(
+            rq.ContextRequest.model_construct(
+                task=task,
                 goal_id=goal_id,
                 agent=agent,
                 task_type=task_type,
@@ -219,21 +202,25 @@ class AsyncRemoteBank:
         sort: LessonSort = "created",
         tier: str | None = None,
     ) -> list[Lesson]:
-        return await self._run(
-            req.lessons(kind=kind, tags=tags, status=status, limit=limit, offset=offset, sort=sort, tier=tier)
+        return await self._call(
+            rq.LessonsRequest.model_construct(
+                kind=kind, tags=tags, status=status, limit=limit, offset=offset, sort=sort, tier=tier
+            )
         )
 
     async def get_lesson(self, lesson_id: str) -> Lesson:
-        return await self._run(req.get_lesson(lesson_id))
+        return await self._call(rq.GetLessonRequest.model_construct(lesson_id=lesson_id))
 
     async def show(self, record_id: str) -> dict[str, Any]:
-        return await self._run(req.show(record_id))
+        return await self._call(rq.ShowRequest.model_construct(record_id=record_id))
 
     async def forget(self, lesson_id: str, *, actor: str = "api") -> None:
-        await self._run(req.forget(lesson_id, actor))
+        await self._call(rq.ForgetRequest.model_construct(lesson_id=lesson_id, actor=actor))
 
     async def archive(self, lesson_id: str, *, reason: str | None = None, actor: str = "api") -> Lesson:
-        return await self._run(req.archive(lesson_id, reason, actor))
+        return await self._call(
+            rq.ArchiveRequest.model_construct(lesson_id=lesson_id, reason=reason, actor=actor)
+        )
 
     async def edit_lesson(
         self,
@@ -244,13 +231,17 @@ class AsyncRemoteBank:
         importance: float | None = None,
         actor: str = "api",
     ) -> Lesson:
-        return await self._run(req.edit_lesson(lesson_id, pinned, tags, importance, actor))
+        return await self._call(
+            rq.EditLessonRequest.model_construct(
+                lesson_id=lesson_id, pinned=pinned, tags=tags, importance=importance, actor=actor
+            )
+        )
 
     async def restore(self, lesson_id: str, *, actor: str = "api") -> Lesson:
-        return await self._run(req.restore(lesson_id, actor))
+        return await self._call(rq.RestoreRequest.model_construct(lesson_id=lesson_id, actor=actor))
 
     async def audit(self, *, lesson_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
-        return await self._run(req.audit(lesson_id, limit))
+        return await self._call(rq.AuditRequest.model_construct(lesson_id=lesson_id, limit=limit))
 
     async def import_lessons(self, records: Iterable[Lesson | dict[str, Any]]) -> dict[str, int]:
         """Sent in requests of up to 1,000 records (and 2 MB), each imported as it arrives."""
@@ -258,38 +249,18 @@ class AsyncRemoteBank:
         for batch, skipped in calls.import_batches(records):
             total["skipped"] += skipped
             if batch:
-                counts: dict[str, int] = await self._run(req.import_batch(batch))
+                counts = await self._call(rq.ImportRequest.model_construct(lessons=batch))
                 calls.add_counts(total, counts)
         return total
 
     async def export(self, format: ExportFormat = "json", *, live_only: bool = False) -> str:
-        return await self._run(req.export(format, live_only))
+        return await self._call(rq.ExportRequest.model_construct(format=format, live_only=live_only))
 
     async def export_to(
         self, dest: ExportTarget, format: ExportFormat = "json", *, live_only: bool = False
     ) -> int:
-        """Streamed from the server as JSON Lines into a temporary file, then written in ``format``
-        in a thread (writing a file would block the event loop)."""
-        call = req.export("jsonl", live_only)
-        check_format(format)
-        with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
-            try:
-                async with self._client.stream(
-                    "GET",
-                    self._base + call.path,
-                    params=call.params,
-                    headers=self._headers,
-                    timeout=calls.timeout_of(call, self.timeout),
-                ) as response:
-                    if response.status_code >= 300:
-                        await response.aread()
-                        raise calls.error_of(response)
-                    async for line in response.aiter_lines():
-                        spool.write(line + "\n")
-            except httpx.HTTPError as exc:
-                raise calls.transport_error(self.url, exc) from exc
-            spool.seek(0)
-            return await asyncio.to_thread(calls.write_export, spool, dest, format, self.namespace)
+        """Streamed from the server as JSON Lines and written to ``dest`` in ``format``."""
+        return await self._export_to(dest, format, live_only)
 
     async def search_reflections(
         self,
@@ -299,8 +270,8 @@ class AsyncRemoteBank:
         keywords: Sequence[str] = (),
         limit: int = 10,
     ) -> list[dict[str, Any]]:
-        return await self._run(
-            req.search_reflections(
+        return await self._call(
+            rq.SearchReflectionsRequest.model_construct(
                 failure_category=failure_category,
                 min_confidence=min_confidence,
                 keywords=keywords,
@@ -309,28 +280,28 @@ class AsyncRemoteBank:
         )
 
     async def jobs(self, *, status: str | Sequence[str] | None = None, limit: int = 100) -> list[Job]:
-        return await self._run(req.jobs(status, limit))
+        return await self._call(rq.JobsRequest.model_construct(status=status, limit=limit))
 
     async def retry_jobs(self, job_ids: Sequence[str] | None = None) -> int:
-        return await self._run(req.retry_jobs(job_ids))
+        return await self._call(rq.RetryJobsRequest.model_construct(job_ids=job_ids))
 
     async def purge_jobs(self, *, statuses: Sequence[str] = ("done",)) -> int:
-        return await self._run(req.purge_jobs(statuses))
+        return await self._call(rq.PurgeJobsRequest.model_construct(statuses=statuses))
 
     async def consolidate(self, *, dry_run: bool = False, wait: bool = True) -> Proposal | None:
         """The server runs the cycle (``wait=True`` waits up to 15 minutes more than ``timeout``)."""
-        return await self._run(req.consolidate(dry_run, wait))
+        return await self._call(rq.ConsolidateRequest.model_construct(dry_run=dry_run, wait=wait))
 
     async def end_session(self, *, agent: str | None = None, session_id: str | None = None) -> Job | None:
-        return await self._run(req.end_session(agent, session_id))
+        return await self._call(rq.EndSessionRequest.model_construct(agent=agent, session_id=session_id))
 
     async def proposals(
         self, *, status: str | Sequence[str] | None = None, limit: int = 50
     ) -> list[Proposal]:
-        return await self._run(req.proposals(status, limit))
+        return await self._call(rq.ProposalsRequest.model_construct(status=status, limit=limit))
 
     async def proposal(self, proposal_id: str) -> Proposal:
-        return await self._run(req.proposal(proposal_id))
+        return await self._call(rq.ProposalRequest.model_construct(proposal_id=proposal_id))
 
     async def approve(
         self,
@@ -340,35 +311,36 @@ class AsyncRemoteBank:
         edits: Mapping[str, str] | None = None,
         actor: str = "api",
     ) -> Proposal:
-        return await self._run(req.approve(proposal_id, only, edits, actor))
+        return await self._call(
+            rq.ApproveRequest.model_construct(proposal_id=proposal_id, only=only, edits=edits, actor=actor)
+        )
 
     async def reject(self, proposal_id: str, *, reason: str | None = None, actor: str = "api") -> Proposal:
-        return await self._run(req.reject(proposal_id, reason, actor))
+        return await self._call(
+            rq.RejectRequest.model_construct(proposal_id=proposal_id, reason=reason, actor=actor)
+        )
 
     async def revert(self, proposal_id: str, *, actor: str = "api") -> Proposal:
-        return await self._run(req.revert(proposal_id, actor))
+        return await self._call(rq.RevertRequest.model_construct(proposal_id=proposal_id, actor=actor))
 
     async def dreams(self, *, limit: int = 50) -> list[DreamRun]:
-        return await self._run(req.dreams(limit))
+        return await self._call(rq.DreamsRequest.model_construct(limit=limit))
 
     async def core_memory(self) -> str:
-        return await self._run(req.core_memory())
+        return await self._call(rq.CoreMemoryRequest.model_construct())
 
     async def rescreen(self, *, dry_run: bool = False) -> dict[str, int]:
-        return await self._run(req.rescreen(dry_run))
+        return await self._call(rq.RescreenRequest.model_construct(dry_run=dry_run))
 
     async def apply_retention(
         self, *, older_than_days: float | None = None, dry_run: bool = False
     ) -> dict[str, int]:
-        return await self._run(req.apply_retention(older_than_days, dry_run))
+        return await self._call(
+            rq.RetentionRequest.model_construct(older_than_days=older_than_days, dry_run=dry_run)
+        )
 
     async def stats(self) -> dict[str, Any]:
-        return await self._run(req.stats())
-
-    async def close(self) -> None:
-        """Close the connections (a client passed in stays open: it is the caller's)."""
-        if self._owned:
-            await self._client.aclose()
+        return await self._call(rq.StatsRequest.model_construct())
 
     async def __aenter__(self) -> AsyncRemoteBank:
         return self

@@ -1,6 +1,6 @@
-"""What both remote facades share: each bank method as one HTTP request (:class:`Call`), the answer
-parsed back into lessonbank's records, and a server's JSON error turned back into the error class
-the embedded bank would have raised.
+"""What both remote facades share: a request model as one HTTP request (:func:`call_of`, from the table
+of operations), the answer parsed back into the operation's result type, and a server's JSON error
+turned back into the error class the embedded bank would have raised.
 
 Every message these errors carry names the server by :func:`~lessonbank.redact.redact_url`: a
 password in the URL the caller gave never reaches an error, a log or a traceback's last line.
@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
@@ -36,9 +37,11 @@ from lessonbank.errors import (
     ParseError,
     StoreError,
 )
-from lessonbank.models import AuditEntry, ContextBlock, Decision, Episode, Hit, Job, Lesson
-from lessonbank.proposals import DreamRun, Proposal
+from lessonbank.models import Lesson
+from lessonbank.operations import BY_REQUEST, Operation
 from lessonbank.redact import redact, redact_url
+from lessonbank.requests import ConsolidateRequest, ExpandRequest, FlushRequest, Request
+from lessonbank.services.expansion import ExpansionReport
 from lessonbank.services.transfer import (
     STATE_KEY,
     ExportTarget,
@@ -55,6 +58,10 @@ IMPORT_BATCH = 1_000  # records per import request; the server takes up to 10,00
 IMPORT_BATCH_BYTES = 2 * 1024 * 1024  # half the server's default body cap
 MAX_FLUSH_S = 60.0  # the server waits at most this long per flush request; a longer flush asks again
 CYCLE_TIMEOUT_S = 900.0  # a waited-for consolidation cycle calls the model several times
+EXPAND_WAIT_S = 600.0  # one LLM call per lesson, on the server
+_NS = "/ns/{namespace}"
+# Result types the request models name by their name (they live above lessonbank.requests).
+ABOVE: dict[str, Any] = {"ExpansionReport": ExpansionReport}
 
 # The server's error codes (lessonbank.server.errors) → the class the embedded bank raises. A key that
 # is missing, unknown or not allowed here is the caller's configuration; a body over the cap is input.
@@ -115,10 +122,6 @@ def timeout_of(call: Call[Any], timeout: float) -> httpx.Timeout:
 
 
 # ---------------------------------------------------------------------- answers
-
-
-def _adapter(kind: Any) -> Callable[[Any], Any]:
-    return TypeAdapter(kind).validate_python
 
 
 def parse(call: Call[T], response: httpx.Response) -> T:
@@ -183,40 +186,66 @@ def transport_error(url: str, exc: httpx.HTTPError) -> StoreError:
     return StoreError(redact(f"cannot reach the lessonbank server at {shown}: {exc}"))
 
 
-# ---------------------------------------------------------------------- request bodies
+# ---------------------------------------------------------------------- requests
 
 
-def jsonable(value: Any) -> Any:
-    return to_jsonable_python(value)
+def call_of(request: Request[T]) -> Call[T]:
+    """``request`` as the REST route of its operation answers it: the path's ids filled from the
+    model, the other fields as query parameters (GET, DELETE) or the JSON body. Nothing is validated
+    here: the server does, as the embedded bank would (a refused value is its InputError)."""
+    operation = BY_REQUEST[type(request)]
+    assert operation.rest is not None, f"operation {operation.name} has no REST route"
+    method, path = operation.rest
+    values = {name: getattr(request, name) for name in type(request).model_fields}
+    path = path.removeprefix(_NS)
+    for name in operation.path_ids:
+        path = path.replace(f"{{{name}}}", segment(values.pop(name), name))
+    sent = {name: _jsonable(name, value) for name, value in values.items()}
+    return Call(
+        method,
+        path,
+        _parser(operation),
+        params=query(**sent) if operation.in_query else {},
+        json=None if operation.in_query or not sent else sent,
+        text=operation.envelope is None and operation.result is str,
+        wait_s=_wait_of(request),
+    )
 
 
-def strings(values: str | Sequence[str] | None) -> list[str] | None:
-    """A sequence of strings as a JSON list (one string is a list of one, as the bank reads it)."""
-    if values is None:
-        return None
-    return [values] if isinstance(values, str) else list(values)
+def _jsonable(name: str, value: Any) -> Any:
+    try:
+        return to_jsonable_python(dict(value) if isinstance(value, Mapping) else value)
+    except ValueError as exc:
+        raise InputError(f"the {name} cannot be sent as JSON: {exc}"[:300], field=name) from None
 
 
-def one_or_many(value: str | Sequence[str] | None) -> str | list[str] | None:
-    return value if value is None or isinstance(value, str) else list(value)
+def _wait_of(request: Request[Any]) -> float:
+    """How long the server may take on purpose to answer ``request``."""
+    if isinstance(request, FlushRequest):
+        return float(request.timeout)
+    if isinstance(request, ConsolidateRequest):
+        return CYCLE_TIMEOUT_S if request.wait is True and request.dry_run is False else 0.0
+    if isinstance(request, ExpandRequest):
+        return EXPAND_WAIT_S
+    return 0.0
+
+
+@cache
+def _parser(operation: Operation) -> Callable[[Any], Any]:
+    """The operation's answer as its result type (out of its envelope, if the route wraps it)."""
+    result = operation.result
+    if isinstance(result, str):  # a type that lives above the request models, named by them
+        result = ABOVE[result]
+    validate = TypeAdapter(result).validate_python
+    if operation.envelope is None:
+        return validate
+    key = operation.envelope
+    return lambda data: validate(data[key])
 
 
 def query(**params: Any) -> dict[str, Any]:
     """Query parameters without the unset ones (httpx would send None as an empty value)."""
     return {key: value for key, value in params.items() if value is not None and value != []}
-
-
-def episode_body(episode: Episode | dict[str, Any], context_ids: Sequence[str] | None) -> dict[str, Any]:
-    if isinstance(episode, Episode):
-        sent: Any = episode.model_dump(mode="json")
-    elif isinstance(episode, dict):
-        try:
-            sent = jsonable(episode)
-        except ValueError as exc:
-            raise InputError(f"the episode cannot be sent as JSON: {exc}"[:300], field="episode") from None
-    else:
-        raise InputError(f"record() takes an Episode or a dict, got {type(episode).__name__}")
-    return {"episode": sent, "context_ids": strings(context_ids)}
 
 
 def import_batches(records: Iterable[Lesson | dict[str, Any]]) -> Iterator[tuple[list[Any], int]]:
@@ -226,7 +255,9 @@ def import_batches(records: Iterable[Lesson | dict[str, Any]]) -> Iterator[tuple
     size = skipped = 0
     for record in records:
         try:
-            item = record.model_dump(mode="json") if isinstance(record, Lesson) else jsonable(record)
+            item = (
+                record.model_dump(mode="json") if isinstance(record, Lesson) else to_jsonable_python(record)
+            )
             length = len(json.dumps(item))
         except (TypeError, ValueError):
             skipped += 1
@@ -266,44 +297,3 @@ def write_export(lines: Iterable[str], dest: ExportTarget, format: str, namespac
 
     write_chunks(export_chunks(marked(), format, namespace), dest)
     return written
-
-
-# ---------------------------------------------------------------------- parsers
-
-
-def nothing(_: Any) -> None:
-    return None
-
-
-episode = Episode.model_validate
-decision = Decision.model_validate
-lesson = Lesson.model_validate
-context_block = ContextBlock.model_validate
-proposal = Proposal.model_validate
-lessons = _adapter(list[Lesson])
-hits = _adapter(list[Hit])
-jobs = _adapter(list[Job])
-audit_entries = _adapter(list[AuditEntry])
-proposals = _adapter(list[Proposal])
-dream_runs = _adapter(list[DreamRun])
-maybe_proposal = _adapter(Proposal | None)
-maybe_job = _adapter(Job | None)
-counts = _adapter(dict[str, int])
-records = _adapter(list[dict[str, Any]])
-mapping = _adapter(dict[str, Any])
-
-
-def count(data: Any) -> int:
-    return int(data["count"])
-
-
-def done(data: Any) -> bool:
-    return bool(data["done"])
-
-
-def core_text(data: Any) -> str:
-    return str(data["text"])
-
-
-def text(data: Any) -> str:
-    return str(data)

@@ -1,29 +1,30 @@
-"""RemoteBank: LessonBank's methods over HTTP, against ``lessonbank serve``."""
+"""RemoteBank: LessonBank's methods over HTTP, against ``lessonbank serve``.
+
+Each method builds its operation's request model and sends it (:class:`~.transport.Transport`);
+the table of operations says where it goes. The two remote facades differ only by ``async``/``await``.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 
-from lessonbank.bank.base import GoalState
+from lessonbank import requests as rq
 from lessonbank.models import AuditEntry, ContextBlock, Decision, Episode, Hit, Job, Lesson, LessonKind
-from lessonbank.ports import LessonSort
 from lessonbank.proposals import DreamRun, Proposal
 from lessonbank.remote import calls
-from lessonbank.remote import requests as req
-from lessonbank.remote.calls import Call
+from lessonbank.remote.transport import Transport
+from lessonbank.requests import GoalState, LessonSort
 from lessonbank.services.expansion import ExpansionReport
-from lessonbank.services.transfer import ExportFormat, ExportTarget, check_format
-
-T = TypeVar("T")
+from lessonbank.services.transfer import ExportFormat, ExportTarget
 
 
-class RemoteBank:
-    """A bank served by ``lessonbank serve``, with :class:`~lessonbank.LessonBank`'s methods, arguments
-    and return types: moving an agent to a shared server is one line.
+class RemoteBank(Transport):
+    """A bank served by ``lessonbank serve``, with :class:`~lessonbank.LessonBank`'s methods,
+    arguments and return types: moving an agent to a shared server is one line.
 
     >>> bank = RemoteBank("http://127.0.0.1:8765", api_key="lbk_…", namespace="team-a")  # doctest: +SKIP
 
@@ -41,35 +42,15 @@ class RemoteBank:
         timeout: float = 30.0,
         client: httpx.Client | None = None,
     ) -> None:
-        self.url = url
-        self.namespace = namespace
-        self.timeout = timeout
-        self._base = calls.base_url(url, namespace)
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._owned = client is None
-        self._client = client if client is not None else httpx.Client()
-
-    def _run(self, call: Call[T]) -> T:
-        try:
-            response = self._client.request(
-                call.method,
-                self._base + call.path,
-                params=call.params or None,
-                json=call.json,
-                headers=self._headers,
-                timeout=calls.timeout_of(call, self.timeout),
-            )
-        except httpx.HTTPError as exc:
-            raise calls.transport_error(self.url, exc) from exc
-        return calls.parse(call, response)
+        super().__init__(url, api_key, namespace, timeout, client)
 
     def record(
         self, episode: Episode | dict[str, Any], *, context_ids: Sequence[str] | None = None
     ) -> Episode:
-        return self._run(req.record(episode, context_ids))
+        return self._call(rq.RecordRequest.model_construct(episode=episode, context_ids=context_ids))
 
     def reflect(self, episode_id: str, *, reflector: str | None = None) -> Decision:
-        return self._run(req.reflect(episode_id, reflector))
+        return self._call(rq.ReflectRequest.model_construct(episode_id=episode_id, reflector=reflector))
 
     def finish_goal(
         self,
@@ -81,34 +62,36 @@ class RemoteBank:
         errors: Sequence[str] = (),
         agent: str | None = None,
     ) -> Episode:
-        return self._run(
-            req.finish_goal(goal_id, title=title, status=status, outputs=outputs, errors=errors, agent=agent)
+        return self._call(
+            rq.FinishGoalRequest.model_construct(
+                goal_id=goal_id, title=title, status=status, outputs=outputs, errors=errors, agent=agent
+            )
         )
 
     def insights(self, *, goal_id: str | None = None) -> list[Lesson]:
-        return self._run(req.insights(goal_id))
+        return self._call(rq.InsightsRequest.model_construct(goal_id=goal_id))
 
     def rules(self, *, agent: str | None = None, stream: str | None = None) -> list[Lesson]:
-        return self._run(req.rules(agent, stream))
+        return self._call(rq.RulesRequest.model_construct(agent=agent, stream=stream))
 
     def replay(self, *, task: str | None = None, task_type: str | None = None, k: int = 3) -> list[Lesson]:
-        return self._run(req.replay(task, task_type, k))
+        return self._call(rq.ReplayRequest.model_construct(task=task, task_type=task_type, k=k))
 
     def confirm_rule(self, rule_id: str) -> Lesson:
-        return self._run(req.confirm_rule(rule_id))
+        return self._call(rq.ConfirmRuleRequest.model_construct(rule_id=rule_id))
 
     def decisions(self, *, agent: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
-        return self._run(req.decisions(agent, limit))
+        return self._call(rq.DecisionsRequest.model_construct(agent=agent, limit=limit))
 
     def pending(self) -> dict[str, int]:
-        return self._run(req.pending())
+        return self._call(rq.PendingRequest.model_construct())
 
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until the namespace has no queued or running jobs (the server's worker runs them)."""
         deadline = time.monotonic() + calls.seconds(timeout, "timeout")
         while True:
             left = max(0.0, deadline - time.monotonic())
-            done = self._run(req.flush(min(left, calls.MAX_FLUSH_S)))
+            done = self._call(rq.FlushRequest.model_construct(timeout=min(left, calls.MAX_FLUSH_S)))
             if done or left <= calls.MAX_FLUSH_S:
                 return done
 
@@ -125,9 +108,9 @@ class RemoteBank:
         pinned: bool = False,
         learned_from: str | None = None,
     ) -> Lesson:
-        return self._run(
-            req.add_lesson(
-                text,
+        return self._call(
+            rq.AddLessonRequest.model_construct(
+                text=text,
                 tags=tags,
                 kind=kind,
                 task_type=task_type,
@@ -152,9 +135,9 @@ class RemoteBank:
         mode: str | None = None,
         hyde: bool | None = None,
     ) -> list[Hit]:
-        return self._run(
-            req.recall(
-                query,
+        return self._call(
+            rq.RecallRequest.model_construct(
+                query=query,
                 k=k,
                 kind=kind,
                 tags=tags,
@@ -174,10 +157,12 @@ class RemoteBank:
         dry_run: bool = False,
         actor: str = "api",
     ) -> ExpansionReport:
-        return self._run(req.expand(lesson_ids, limit, dry_run, actor))
+        return self._call(
+            rq.ExpandRequest.model_construct(lesson_ids=lesson_ids, limit=limit, dry_run=dry_run, actor=actor)
+        )
 
     def embed_missing(self) -> int:
-        return self._run(req.embed_missing())
+        return self._call(rq.EmbedMissingRequest.model_construct())
 
     def context(
         self,
@@ -191,9 +176,9 @@ class RemoteBank:
         kind: str | Sequence[str] | None = None,
         tags: Sequence[str] = (),
     ) -> ContextBlock:
-        return self._run(
-            req.context(
-                task,
+        return self._call(
+            rq.ContextRequest.model_construct(
+                task=task,
                 goal_id=goal_id,
                 agent=agent,
                 task_type=task_type,
@@ -215,21 +200,23 @@ class RemoteBank:
         sort: LessonSort = "created",
         tier: str | None = None,
     ) -> list[Lesson]:
-        return self._run(
-            req.lessons(kind=kind, tags=tags, status=status, limit=limit, offset=offset, sort=sort, tier=tier)
+        return self._call(
+            rq.LessonsRequest.model_construct(
+                kind=kind, tags=tags, status=status, limit=limit, offset=offset, sort=sort, tier=tier
+            )
         )
 
     def get_lesson(self, lesson_id: str) -> Lesson:
-        return self._run(req.get_lesson(lesson_id))
+        return self._call(rq.GetLessonRequest.model_construct(lesson_id=lesson_id))
 
     def show(self, record_id: str) -> dict[str, Any]:
-        return self._run(req.show(record_id))
+        return self._call(rq.ShowRequest.model_construct(record_id=record_id))
 
     def forget(self, lesson_id: str, *, actor: str = "api") -> None:
-        self._run(req.forget(lesson_id, actor))
+        self._call(rq.ForgetRequest.model_construct(lesson_id=lesson_id, actor=actor))
 
     def archive(self, lesson_id: str, *, reason: str | None = None, actor: str = "api") -> Lesson:
-        return self._run(req.archive(lesson_id, reason, actor))
+        return self._call(rq.ArchiveRequest.model_construct(lesson_id=lesson_id, reason=reason, actor=actor))
 
     def edit_lesson(
         self,
@@ -240,13 +227,17 @@ class RemoteBank:
         importance: float | None = None,
         actor: str = "api",
     ) -> Lesson:
-        return self._run(req.edit_lesson(lesson_id, pinned, tags, importance, actor))
+        return self._call(
+            rq.EditLessonRequest.model_construct(
+                lesson_id=lesson_id, pinned=pinned, tags=tags, importance=importance, actor=actor
+            )
+        )
 
     def restore(self, lesson_id: str, *, actor: str = "api") -> Lesson:
-        return self._run(req.restore(lesson_id, actor))
+        return self._call(rq.RestoreRequest.model_construct(lesson_id=lesson_id, actor=actor))
 
     def audit(self, *, lesson_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
-        return self._run(req.audit(lesson_id, limit))
+        return self._call(rq.AuditRequest.model_construct(lesson_id=lesson_id, limit=limit))
 
     def import_lessons(self, records: Iterable[Lesson | dict[str, Any]]) -> dict[str, int]:
         """Sent in requests of up to 1,000 records (and 2 MB), each imported as it arrives."""
@@ -254,31 +245,16 @@ class RemoteBank:
         for batch, skipped in calls.import_batches(records):
             total["skipped"] += skipped
             if batch:
-                counts: dict[str, int] = self._run(req.import_batch(batch))
+                counts = self._call(rq.ImportRequest.model_construct(lessons=batch))
                 calls.add_counts(total, counts)
         return total
 
     def export(self, format: ExportFormat = "json", *, live_only: bool = False) -> str:
-        return self._run(req.export(format, live_only))
+        return self._call(rq.ExportRequest.model_construct(format=format, live_only=live_only))
 
     def export_to(self, dest: ExportTarget, format: ExportFormat = "json", *, live_only: bool = False) -> int:
-        """Streamed from the server as JSON Lines and written in ``format`` as it arrives."""
-        call = req.export("jsonl", live_only)
-        check_format(format)
-        try:
-            with self._client.stream(
-                "GET",
-                self._base + call.path,
-                params=call.params,
-                headers=self._headers,
-                timeout=calls.timeout_of(call, self.timeout),
-            ) as response:
-                if response.status_code >= 300:
-                    response.read()
-                    raise calls.error_of(response)
-                return calls.write_export(response.iter_lines(), dest, format, self.namespace)
-        except httpx.HTTPError as exc:
-            raise calls.transport_error(self.url, exc) from exc
+        """Streamed from the server as JSON Lines and written to ``dest`` in ``format``."""
+        return self._export_to(dest, format, live_only)
 
     def search_reflections(
         self,
@@ -288,8 +264,8 @@ class RemoteBank:
         keywords: Sequence[str] = (),
         limit: int = 10,
     ) -> list[dict[str, Any]]:
-        return self._run(
-            req.search_reflections(
+        return self._call(
+            rq.SearchReflectionsRequest.model_construct(
                 failure_category=failure_category,
                 min_confidence=min_confidence,
                 keywords=keywords,
@@ -298,26 +274,26 @@ class RemoteBank:
         )
 
     def jobs(self, *, status: str | Sequence[str] | None = None, limit: int = 100) -> list[Job]:
-        return self._run(req.jobs(status, limit))
+        return self._call(rq.JobsRequest.model_construct(status=status, limit=limit))
 
     def retry_jobs(self, job_ids: Sequence[str] | None = None) -> int:
-        return self._run(req.retry_jobs(job_ids))
+        return self._call(rq.RetryJobsRequest.model_construct(job_ids=job_ids))
 
     def purge_jobs(self, *, statuses: Sequence[str] = ("done",)) -> int:
-        return self._run(req.purge_jobs(statuses))
+        return self._call(rq.PurgeJobsRequest.model_construct(statuses=statuses))
 
     def consolidate(self, *, dry_run: bool = False, wait: bool = True) -> Proposal | None:
         """The server runs the cycle (``wait=True`` waits up to 15 minutes more than ``timeout``)."""
-        return self._run(req.consolidate(dry_run, wait))
+        return self._call(rq.ConsolidateRequest.model_construct(dry_run=dry_run, wait=wait))
 
     def end_session(self, *, agent: str | None = None, session_id: str | None = None) -> Job | None:
-        return self._run(req.end_session(agent, session_id))
+        return self._call(rq.EndSessionRequest.model_construct(agent=agent, session_id=session_id))
 
     def proposals(self, *, status: str | Sequence[str] | None = None, limit: int = 50) -> list[Proposal]:
-        return self._run(req.proposals(status, limit))
+        return self._call(rq.ProposalsRequest.model_construct(status=status, limit=limit))
 
     def proposal(self, proposal_id: str) -> Proposal:
-        return self._run(req.proposal(proposal_id))
+        return self._call(rq.ProposalRequest.model_construct(proposal_id=proposal_id))
 
     def approve(
         self,
@@ -327,35 +303,36 @@ class RemoteBank:
         edits: Mapping[str, str] | None = None,
         actor: str = "api",
     ) -> Proposal:
-        return self._run(req.approve(proposal_id, only, edits, actor))
+        return self._call(
+            rq.ApproveRequest.model_construct(proposal_id=proposal_id, only=only, edits=edits, actor=actor)
+        )
 
     def reject(self, proposal_id: str, *, reason: str | None = None, actor: str = "api") -> Proposal:
-        return self._run(req.reject(proposal_id, reason, actor))
+        return self._call(
+            rq.RejectRequest.model_construct(proposal_id=proposal_id, reason=reason, actor=actor)
+        )
 
     def revert(self, proposal_id: str, *, actor: str = "api") -> Proposal:
-        return self._run(req.revert(proposal_id, actor))
+        return self._call(rq.RevertRequest.model_construct(proposal_id=proposal_id, actor=actor))
 
     def dreams(self, *, limit: int = 50) -> list[DreamRun]:
-        return self._run(req.dreams(limit))
+        return self._call(rq.DreamsRequest.model_construct(limit=limit))
 
     def core_memory(self) -> str:
-        return self._run(req.core_memory())
+        return self._call(rq.CoreMemoryRequest.model_construct())
 
     def rescreen(self, *, dry_run: bool = False) -> dict[str, int]:
-        return self._run(req.rescreen(dry_run))
+        return self._call(rq.RescreenRequest.model_construct(dry_run=dry_run))
 
     def apply_retention(
         self, *, older_than_days: float | None = None, dry_run: bool = False
     ) -> dict[str, int]:
-        return self._run(req.apply_retention(older_than_days, dry_run))
+        return self._call(
+            rq.RetentionRequest.model_construct(older_than_days=older_than_days, dry_run=dry_run)
+        )
 
     def stats(self) -> dict[str, Any]:
-        return self._run(req.stats())
-
-    def close(self) -> None:
-        """Close the connections (a client passed in stays open: it is the caller's)."""
-        if self._owned:
-            self._client.close()
+        return self._call(rq.StatsRequest.model_construct())
 
     def __enter__(self) -> RemoteBank:
         return self
