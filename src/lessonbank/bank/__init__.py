@@ -1,6 +1,10 @@
 """LessonBank (:mod:`.sync`) and AsyncLessonBank (:mod:`.aio`): two thin facades over one bank's
 services (:mod:`lessonbank.services`), sharing one constructor (:mod:`.base`).
 
+Their operations are written once, as AsyncLessonBank's coroutines in :mod:`.aio`; :mod:`.sync` is
+generated from it by ``scripts/unasync.py`` (never edit it by hand). What really differs between the
+two (service calls, the worker, closing) is written by hand in :mod:`.flavours`.
+
 ``record()`` only validates, redacts and writes the episode with its job in one transaction;
 reflection happens in a worker (an asyncio task in a background thread for LessonBank, a
 task on the caller's loop for AsyncLessonBank, or a separate ``lessonbank worker``).

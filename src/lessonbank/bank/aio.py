@@ -1,13 +1,21 @@
-"""AsyncLessonBank: the same bank as coroutines; the worker runs on the caller's event loop."""
+"""AsyncLessonBank: the bank's operations as coroutines; the worker runs on the caller's event loop.
+
+This file is the only one written by hand: ``bank/sync.py`` (LessonBank) is generated from it by
+``scripts/unasync.py`` (``async``/``await`` stripped, ``AsyncX`` renamed ``X``). Write each method so
+that it reads right both ways: a service call is ``await self._call(service.method, *args)``, a
+coroutine is run with ``await self._run_coroutine(coro)``, and what really differs between the two
+banks lives in :mod:`.flavours`. Docstrings and comments are copied as they are: write them for both.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from lessonbank.bank.base import BankBase, GoalState, in_thread
+from lessonbank.bank.base import GoalState
+from lessonbank.bank.flavours import AsyncBankBase
 from lessonbank.jobs import Worker
 from lessonbank.loop.records import search_reflections
 from lessonbank.models import AuditEntry, ContextBlock, Decision, Episode, Hit, Job, Lesson, LessonKind
@@ -18,35 +26,28 @@ from lessonbank.services.expansion import ExpansionReport
 from lessonbank.services.recording import flush_answer
 from lessonbank.services.transfer import ExportFormat, ExportTarget
 
-if TYPE_CHECKING:
-    pass
+FLUSH_POLL_S = 0.02  # how often flush() looks at the queue
 
 
-class AsyncLessonBank(BankBase):
-    """The same bank as coroutines. The worker runs as a task on the caller's event loop."""
+class AsyncLessonBank(AsyncBankBase):
+    """A bank: record episodes (reflected on by a worker in the background), recall lessons, build
+    prompt contexts, review consolidation. ``flush()`` waits for the worker.
 
-    def _start(self) -> None:
-        self._worker: Worker | None = None
-        self._task: asyncio.Task[None] | None = None
-
-    def _kick(self) -> None:
-        if not self._runs_worker:
-            return
-        if self._task is None or self._task.done():
-            if self.reflection_llm is not None:
-                self.store.release_waiting([self.namespace])
-            self._worker = self.services.new_worker([self.namespace])
-            self._task = asyncio.get_running_loop().create_task(self._worker.run())
-        assert self._worker is not None
-        self._worker.wake()
+    >>> bank = AsyncLessonBank("sqlite:///bank.db", llm="openai:gpt-4o-mini", namespace="team-a")  # doctest: +SKIP
+    """
 
     async def record(
         self, episode: Episode | dict[str, Any], *, context_ids: Sequence[str] | None = None
     ) -> Episode:
-        return self._queued(await in_thread(self.services.recorder.record)(episode, context_ids))
+        """Store an episode and, if the policy says so, queue its reflection. Never waits for an LLM."""
+        return self._queued(await self._call(self.services.recorder.record, episode, context_ids))
 
     async def reflect(self, episode_id: str, *, reflector: str | None = None) -> Decision:
-        return self._queued(await in_thread(self.services.recorder.reflect)(episode_id, reflector))
+        """Queue a reflection on a stored episode (trigger ``manual``), whatever the policy said.
+
+        ``reflector`` defaults to the one the policy table gives the episode's situation.
+        """
+        return self._queued(await self._call(self.services.recorder.reflect, episode_id, reflector))
 
     async def finish_goal(
         self,
@@ -58,49 +59,71 @@ class AsyncLessonBank(BankBase):
         errors: Sequence[str] = (),
         agent: str | None = None,
     ) -> Episode:
-        # Copied here, on the caller's side, before the service reads them in a thread.
+        """Report a goal's terminal state; its insight is reflected in the background (never waits)."""
+        # Copied here, on the caller's side, before the service reads them (in a thread, when async).
         outputs = list(outputs) if not isinstance(outputs, str) else outputs
         errors = list(errors) if not isinstance(errors, str) else errors
         return self._queued(
-            await in_thread(self.services.recorder.finish_goal)(
-                goal_id, title=title, status=status, outputs=outputs, errors=errors, agent=agent
+            await self._call(
+                self.services.recorder.finish_goal,
+                goal_id,
+                title=title,
+                status=status,
+                outputs=outputs,
+                errors=errors,
+                agent=agent,
             )
         )
 
     async def insights(self, *, goal_id: str | None = None) -> list[Lesson]:
-        return await in_thread(self.services.pools.insights)(goal_id)
+        """Live goal insights by importance: the goal's, or (no goal) those of the 10 most recently reflected goals."""
+        return await self._call(self.services.pools.insights, goal_id)
 
     async def rules(self, *, agent: str | None = None, stream: str | None = None) -> list[Lesson]:
-        return await in_thread(self.services.pools.rules)(agent, stream)
+        """Live rules (kind ``principle``), strategic first; ``agent=None`` lists every agent's."""
+        return await self._call(self.services.pools.rules, agent, stream)
 
     async def replay(
         self, *, task: str | None = None, task_type: str | None = None, k: int = 3
     ) -> list[Lesson]:
-        return await in_thread(self.services.pools.replay)(task, task_type, k)
+        """Replay examples for a task: exact task type first, then keyword overlap, ≥ 1 failure when one matches."""
+        return await self._call(self.services.pools.replay, task, task_type, k)
 
     async def confirm_rule(self, rule_id: str) -> Lesson:
-        return await in_thread(self.services.pools.confirm_rule)(rule_id)
+        """Mark a rule helpful: a confirmation that extends it and, across 4+ weeks, promotes it."""
+        return await self._call(self.services.pools.confirm_rule, rule_id)
 
     async def decisions(self, *, agent: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
-        return await in_thread(self.services.recorder.decisions)(agent, limit)
+        """The policy's latest decisions, newest first (reflect with which trigger and reflector, or skip and why)."""
+        return await self._call(self.services.recorder.decisions, agent, limit)
 
     async def new_worker(self, namespaces: Sequence[str] | None = None) -> Worker:
-        """A worker that runs this bank's reflection jobs (``namespaces=None``: every namespace), not started."""
+        """A worker that runs this bank's reflection jobs (``namespaces=None``: every namespace).
+
+        It is not started: ``await worker.run()`` (``until_idle=True`` to drain and return).
+        """
         return self.services.new_worker(namespaces)
 
     async def pending(self) -> dict[str, int]:
-        return await in_thread(self.services.recorder.pending)()
+        """This namespace's jobs counted by status (``queued``, ``waiting``, ``leased``, ``done``, ``dead``)."""
+        return await self._call(self.services.recorder.pending)
 
     async def flush(self, timeout: float = 30.0) -> bool:
+        """Wait until this namespace has no queued or running jobs. False on timeout or when jobs wait for an LLM."""
         self._kick()
         deadline = time.monotonic() + timeout
-        while True:
-            done = flush_answer(await self.pending(), self._worker, deadline)
-            if done is not None:
-                return done
-            if self._worker is not None:
-                self._worker.wake()
-            await asyncio.sleep(0.02)
+        while (done := await self._flush_look(deadline)) is None:
+            await asyncio.sleep(FLUSH_POLL_S)
+        return done
+
+    async def _flush_look(self, deadline: float) -> bool | None:
+        """One look of :meth:`flush` (after a kick): its answer, or None while jobs are still to run
+        before ``deadline`` (monotonic). The server waits between looks on its event loop, so a
+        waiting client holds no thread."""
+        done = flush_answer(await self.pending(), self._running_worker(), deadline)
+        if done is None:
+            self._wake()
+        return done
 
     async def add_lesson(
         self,
@@ -115,7 +138,12 @@ class AsyncLessonBank(BankBase):
         pinned: bool = False,
         learned_from: str | None = None,
     ) -> Lesson:
-        return await in_thread(self.services.intake.add_lesson)(
+        """Store a lesson you already know (no LLM). Tags ``reflexion``, ``trigger:manual``, ``user-supplied``.
+
+        ``learned_from``: the task it was learned on, indexed with it so a similar task finds it.
+        """
+        return await self._call(
+            self.services.intake.add_lesson,
             text,
             tags=tags,
             kind=kind,
@@ -140,9 +168,14 @@ class AsyncLessonBank(BankBase):
         mode: str | None = None,
         hyde: bool | None = None,
     ) -> list[Hit]:
+        """The ``k`` lessons most relevant to ``query``, best first.
+
+        ``mode``: ``lexical``, ``vector``, ``hybrid``, or ``auto`` (the default: hybrid when an
+        embedder is configured, else lexical). ``hyde`` overrides the bank's HyDE setting.
+        """
         context = self.services.context
         filters = context.query(kind=kind, tags=tags, task_type=task_type, agent=agent, goal_id=goal_id)
-        return await in_thread(context.recall)(query, k, filters, mode, hyde)
+        return await self._call(context.recall, query, k, filters, mode, hyde)
 
     async def expand(
         self,
@@ -152,12 +185,25 @@ class AsyncLessonBank(BankBase):
         dry_run: bool = False,
         actor: str = "api",
     ) -> ExpansionReport:
+        """Ask the LLM for 2-3 example tasks that need each lesson and index them with it (its
+        provenance), so a task that looks like one of them finds the lesson: for lessons added by
+        hand or imported, which have no task they were learned on. One call per lesson.
+
+        ``lesson_ids``: those lessons (their examples are replaced); default: the live lessons without
+        example tasks, newest first, at most ``limit`` (100). ``dry_run``: only the plan (lessons,
+        tokens, cost at most), nothing sent. The report's ``plan`` is that plan in both cases.
+        """
         expander = self.services.expansion
-        lessons, report = await in_thread(expander.prepare)(lesson_ids, limit)
-        return report if dry_run else await expander.expand(lessons, report, actor=actor)
+        lessons, report = await self._call(expander.prepare, lesson_ids, limit)
+        return report if dry_run else await self._run_coroutine(expander.expand(lessons, report, actor=actor))
 
     async def embed_missing(self) -> int:
-        return await in_thread(self.services.intake.embed_missing)()
+        """Embed every lesson that has no vector for the configured embedder; returns how many.
+
+        Writes through the bank embed as they go; this catches up after an embedder is first
+        configured, changed, or was unavailable. Content already embedded is never embedded twice.
+        """
+        return await self._call(self.services.intake.embed_missing)
 
     async def context(
         self,
@@ -171,10 +217,23 @@ class AsyncLessonBank(BankBase):
         kind: str | Sequence[str] | None = None,
         tags: Sequence[str] = (),
     ) -> ContextBlock:
+        """A prompt block for ``task``, never over ``budget_tokens``; injection counts as use.
+
+        ``formats``: any of ``long_term_memory``, ``past_reflections`` (insights of ``goal_id``),
+        ``learned_rules`` (rules of ``agent``), ``replay`` (examples of ``task_type``); by default
+        ``long_term_memory`` plus the section of each of ``goal_id`` / ``agent`` / ``task_type`` given.
+        """
         context = self.services.context
         filters = context.query(kind=kind, tags=tags)
-        return await in_thread(context.context)(
-            task, budget_tokens, formats, filters, goal_id=goal_id, agent=agent, task_type=task_type
+        return await self._call(
+            context.context,
+            task,
+            budget_tokens,
+            formats,
+            filters,
+            goal_id=goal_id,
+            agent=agent,
+            task_type=task_type,
         )
 
     async def lessons(
@@ -191,21 +250,24 @@ class AsyncLessonBank(BankBase):
         """Stored lessons of this namespace; with ``tier`` (active, fading, dormant, archive) only
         those whose decay score is in that tier now, ``limit`` and ``offset`` counted within it."""
         query = self.services.context.query(kind=kind, tags=tags, status=status)
-        return await in_thread(self.services.catalog.lessons)(
-            query, limit=limit, offset=offset, sort=sort, tier=tier
+        return await self._call(
+            self.services.catalog.lessons, query, limit=limit, offset=offset, sort=sort, tier=tier
         )
 
     async def get_lesson(self, lesson_id: str) -> Lesson:
-        return await in_thread(self.services.catalog.get_lesson)(lesson_id)
+        return await self._call(self.services.catalog.get_lesson, lesson_id)
 
     async def show(self, record_id: str) -> dict[str, Any]:
-        return await in_thread(self.services.catalog.show)(record_id)
+        return await self._call(self.services.catalog.show, record_id)
 
     async def forget(self, lesson_id: str, *, actor: str = "api") -> None:
-        await in_thread(self.services.catalog.forget)(lesson_id, actor=actor)
+        """Delete a lesson from this namespace (audited as ``actor``). NotFoundError if there is none."""
+        await self._call(self.services.catalog.forget, lesson_id, actor=actor)
 
     async def archive(self, lesson_id: str, *, reason: str | None = None, actor: str = "api") -> Lesson:
-        return await in_thread(self.services.lifecycle.archive)(lesson_id, reason=reason, actor=actor)
+        """Archive a lesson of this namespace (soft: kept, no longer recalled or injected), with an audit
+        row naming ``actor`` and ``reason``; a no-op on an archived lesson. NotFoundError if absent."""
+        return await self._call(self.services.lifecycle.archive, lesson_id, reason=reason, actor=actor)
 
     async def edit_lesson(
         self,
@@ -216,26 +278,37 @@ class AsyncLessonBank(BankBase):
         importance: float | None = None,
         actor: str = "api",
     ) -> Lesson:
-        return await in_thread(self.services.lifecycle.edit)(
-            lesson_id, pinned=pinned, tags=tags, importance=importance, actor=actor
+        """Pin or unpin a lesson, set its tags or importance; audited (its text is not edited in place)."""
+        return await self._call(
+            self.services.lifecycle.edit,
+            lesson_id,
+            pinned=pinned,
+            tags=tags,
+            importance=importance,
+            actor=actor,
         )
 
     async def restore(self, lesson_id: str, *, actor: str = "api") -> Lesson:
-        return await in_thread(self.services.lifecycle.restore)(lesson_id, actor=actor)
+        """Make an archived lesson active again; for a quarantined or pending one this is the approval
+        (audit action ``approve``). A no-op on an active lesson. NotFoundError if absent."""
+        return await self._call(self.services.lifecycle.restore, lesson_id, actor=actor)
 
     async def audit(self, *, lesson_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
-        return await in_thread(self.services.lifecycle.audit)(lesson_id=lesson_id, limit=limit)
+        """The audit log of this namespace (of one lesson when given), newest first: who changed what, when."""
+        return await self._call(self.services.lifecycle.audit, lesson_id=lesson_id, limit=limit)
 
     async def import_lessons(self, records: Iterable[Lesson | dict[str, Any]]) -> dict[str, int]:
-        return await in_thread(self.services.intake.import_lessons)(records)  # read in the thread, lazily
+        """Bulk-add lessons, read and written 1,000 at a time (same content reinforces); invalid ones skipped."""
+        return await self._call(self.services.intake.import_lessons, records)  # read by the service, lazily
 
     async def export(self, format: ExportFormat = "json", *, live_only: bool = False) -> str:
-        return await in_thread(self.services.catalog.export)(format, live_only=live_only)
+        return await self._call(self.services.catalog.export, format, live_only=live_only)
 
     async def export_to(
         self, dest: ExportTarget, format: ExportFormat = "json", *, live_only: bool = False
     ) -> int:
-        return await in_thread(self.services.catalog.export_to)(dest, format, live_only=live_only)
+        """Stream :meth:`export` to a path (replaced once whole) or a text stream; returns the lesson count."""
+        return await self._call(self.services.catalog.export_to, dest, format, live_only=live_only)
 
     async def search_reflections(
         self,
@@ -245,7 +318,9 @@ class AsyncLessonBank(BankBase):
         keywords: Sequence[str] = (),
         limit: int = 10,
     ) -> list[dict[str, Any]]:
-        return await in_thread(search_reflections)(
+        """Past loop reflections (AIWG records, newest first) by failure category, confidence, keywords."""
+        return await self._call(
+            search_reflections,
             self,
             failure_category=failure_category,
             min_confidence=min_confidence,
@@ -254,29 +329,42 @@ class AsyncLessonBank(BankBase):
         )
 
     async def jobs(self, *, status: str | Sequence[str] | None = None, limit: int = 100) -> list[Job]:
-        return await in_thread(self.services.recorder.jobs)(status, limit)
+        return await self._call(self.services.recorder.jobs, status, limit)
 
     async def retry_jobs(self, job_ids: Sequence[str] | None = None) -> int:
-        count = await in_thread(self.services.recorder.retry_jobs)(job_ids)
+        """Requeue dead-lettered jobs (all, or the given ids). Returns how many."""
+        count = await self._call(self.services.recorder.retry_jobs, job_ids)
         self._kick()
         return count
 
     async def purge_jobs(self, *, statuses: Sequence[str] = ("done",)) -> int:
-        return await in_thread(self.services.recorder.purge_jobs)(statuses)
+        return await self._call(self.services.recorder.purge_jobs, statuses)
 
     async def consolidate(self, *, dry_run: bool = False, wait: bool = True) -> Proposal | None:
+        """Run one consolidation cycle: a pending proposal for a person to decide (None when there is
+        nothing to propose). Nothing is ever applied here.
+
+        The cycle is a ``consolidate`` job, one per namespace at a time (a cycle already queued or
+        running is the one this call gets). ``wait=True`` returns its proposal once the job is done,
+        running it in this process when the bank has no worker of its own (another worker may take
+        it first); ``wait=False`` queues it for a worker and returns None. ``dry_run`` computes the
+        proposal here and stores nothing. Over a daily cap: BudgetExceededError; a cycle that
+        failed for good: CycleFailedError."""
         if dry_run is not False:
-            return (await in_thread(self.services.consolidation.run)(dry_run=dry_run))[1]
+            return (await self._call(self.services.consolidation.run, dry_run=dry_run))[1]
         check_wait(wait)
-        job = await in_thread(self.services.cycles.manual)()
+        job = await self._call(self.services.cycles.manual)
         self._kick()
         if not wait:
             return None
-        # Waited for in a thread: this loop stays free for the bank's own worker task meanwhile.
-        return await in_thread(self.services.cycles.wait)(job, worker=self._helper_worker(job))
+        # Waited for off the event loop when async: the loop stays free for the bank's own worker task.
+        return await self._call(self.services.cycles.wait, job, worker=self._helper_worker(job))
 
     async def end_session(self, *, agent: str | None = None, session_id: str | None = None) -> Job | None:
-        job = await in_thread(self.services.cycles.end_session)(agent=agent, session_id=session_id)
+        """A session ended: queue a consolidation cycle (trigger ``session_end``) and return its job
+        (the one already queued or running, if any). Never waits. None when the circuit breaker or
+        a daily cap refused it; the dream log says why."""
+        job = await self._call(self.services.cycles.end_session, agent=agent, session_id=session_id)
         if job is not None:
             self._kick()
         return job
@@ -284,10 +372,10 @@ class AsyncLessonBank(BankBase):
     async def proposals(
         self, *, status: str | Sequence[str] | None = None, limit: int = 50
     ) -> list[Proposal]:
-        return await in_thread(self.services.consolidation.proposals)(status=status, limit=limit)
+        return await self._call(self.services.consolidation.proposals, status=status, limit=limit)
 
     async def proposal(self, proposal_id: str) -> Proposal:
-        return await in_thread(self.services.consolidation.proposal)(proposal_id)
+        return await self._call(self.services.consolidation.proposal, proposal_id)
 
     async def approve(
         self,
@@ -297,43 +385,50 @@ class AsyncLessonBank(BankBase):
         edits: Mapping[str, str] | None = None,
         actor: str = "api",
     ) -> Proposal:
-        return await in_thread(self.services.consolidation.approve)(
-            proposal_id, only=only, edits=edits, actor=actor
+        """Apply a pending proposal (or ``only`` some of its operations, ``"core"`` naming its core
+        memory rewrite), all or nothing, audited. ``edits``: operation id (or ``"core"``) → the text
+        to write instead of the cycle's (approve with changes)."""
+        return await self._call(
+            self.services.consolidation.approve, proposal_id, only=only, edits=edits, actor=actor
         )
 
     async def reject(self, proposal_id: str, *, reason: str | None = None, actor: str = "api") -> Proposal:
-        return await in_thread(self.services.consolidation.reject)(proposal_id, reason=reason, actor=actor)
+        return await self._call(self.services.consolidation.reject, proposal_id, reason=reason, actor=actor)
 
     async def revert(self, proposal_id: str, *, actor: str = "api") -> Proposal:
-        return await in_thread(self.services.consolidation.revert)(proposal_id, actor=actor)
+        """Undo an applied proposal (its audit rows say what each lesson was)."""
+        return await self._call(self.services.consolidation.revert, proposal_id, actor=actor)
 
     async def dreams(self, *, limit: int = 50) -> list[DreamRun]:
-        return await in_thread(self.services.consolidation.dreams)(limit=limit)
+        """The dream log: every consolidation cycle of this namespace, newest first."""
+        return await self._call(self.services.consolidation.dreams, limit=limit)
 
     async def core_memory(self) -> str:
-        return await in_thread(self.services.consolidation.core_memory)()
+        """The namespace's core memory document (seed 002: Identity, Active Context, Persona,
+        Critical Facts), as the last approved cycle wrote it; '' before that."""
+        return await self._call(self.services.consolidation.core_memory)
 
     async def rescreen(self, *, dry_run: bool = False) -> dict[str, int]:
-        return await in_thread(self.services.intake.rescreen)(
-            (lesson for lesson, _ in self.services.catalog.marked_lessons()), dry_run=dry_run
+        """Redact and screen every stored lesson again with today's rules (run after an upgrade):
+        secrets redacted, instruction-like lessons quarantined. Returns ``checked``, ``redacted``,
+        ``quarantined``; ``dry_run`` only counts."""
+        return await self._call(
+            self.services.intake.rescreen,
+            (lesson for lesson, _ in self.services.catalog.marked_lessons()),
+            dry_run=dry_run,
         )
 
     async def apply_retention(
         self, *, older_than_days: float | None = None, dry_run: bool = False
     ) -> dict[str, int]:
-        return await in_thread(self.services.retention.apply)(
-            older_than_days=older_than_days, dry_run=dry_run
+        """Delete the episodes, reflections and done jobs past the retention settings (or older than
+        ``older_than_days``); lessons are never deleted here. Returns how many of each went."""
+        return await self._call(
+            self.services.retention.apply, older_than_days=older_than_days, dry_run=dry_run
         )
 
     async def stats(self) -> dict[str, Any]:
-        return await in_thread(self.services.catalog.stats)()
-
-    async def close(self) -> None:
-        if self._worker is not None and self._task is not None:
-            self._worker.stop()
-            await asyncio.gather(self._task, return_exceptions=True)
-        self._worker = self._task = None
-        await in_thread(self.store.close)()
+        return await self._call(self.services.catalog.stats)
 
     async def __aenter__(self) -> AsyncLessonBank:
         return self

@@ -1,10 +1,11 @@
-"""What both facades share: the constructor that builds a bank's services, and its parts."""
+"""What both facades share: the constructor that builds a bank's services, and its parts.
+
+What differs between them is in :mod:`.flavours`; their operations are written once, in :mod:`.aio`."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Literal, ParamSpec, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from lessonbank.jobs import Worker
 from lessonbank.llm import LLM
@@ -20,18 +21,7 @@ if TYPE_CHECKING:
     from lessonbank.retrieval.embedders import Embedder
 
 GoalState = Literal["completed", "failed"]
-P = ParamSpec("P")
 R = TypeVar("R")
-
-
-def in_thread(call: Callable[P, R]) -> Callable[P, Awaitable[R]]:
-    """``call`` as a coroutine that runs it in a thread (the services block on the store), so an
-    AsyncLessonBank method makes the same service call as its LessonBank twin, only awaited."""
-
-    async def run(*args: P.args, **kwargs: P.kwargs) -> R:
-        return await asyncio.to_thread(call, *args, **kwargs)
-
-    return run
 
 
 class BankBase:

@@ -1,15 +1,16 @@
+# Generated from src/lessonbank/bank/aio.py by scripts/unasync.py: do not edit.
+# Edit the source, then run `python scripts/unasync.py` (tests/test_generated.py checks this file is current).
 """LessonBank: the synchronous facade; reflections run on a background thread."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from lessonbank.bank.base import BankBase, GoalState
-from lessonbank.jobs import Worker, WorkerThread
-from lessonbank.llm.base import run_sync
+from lessonbank.bank.base import GoalState
+from lessonbank.bank.flavours import SyncBankBase
+from lessonbank.jobs import Worker
 from lessonbank.loop.records import search_reflections
 from lessonbank.models import AuditEntry, ContextBlock, Decision, Episode, Hit, Job, Lesson, LessonKind
 from lessonbank.ports import LessonSort
@@ -19,46 +20,28 @@ from lessonbank.services.expansion import ExpansionReport
 from lessonbank.services.recording import flush_answer
 from lessonbank.services.transfer import ExportFormat, ExportTarget
 
-if TYPE_CHECKING:
-    pass
+FLUSH_POLL_S = 0.02  # how often flush() looks at the queue
 
 
-class LessonBank(BankBase):
-    """The synchronous bank. Reflections run on a background thread; ``flush()`` waits for them.
+class LessonBank(SyncBankBase):
+    """A bank: record episodes (reflected on by a worker in the background), recall lessons, build
+    prompt contexts, review consolidation. ``flush()`` waits for the worker.
 
     >>> bank = LessonBank("sqlite:///bank.db", llm="openai:gpt-4o-mini", namespace="team-a")  # doctest: +SKIP
     """
-
-    def _start(self) -> None:
-        self._thread: WorkerThread | None = None
-        self._thread_lock = threading.Lock()
-        pending = self.pending()
-        if pending.get("queued") or (pending.get("waiting") and self.reflection_llm is not None):
-            self._kick()
-
-    def _kick(self) -> None:
-        if not self._runs_worker:
-            return
-        with self._thread_lock:
-            if self._thread is None or not self._thread.thread.is_alive():
-                # Jobs recorded while no LLM was configured become runnable now, before flush() looks.
-                if self.reflection_llm is not None:
-                    self.store.release_waiting([self.namespace])
-                self._thread = WorkerThread(self.new_worker([self.namespace]))
-        self._thread.wake()
 
     def record(
         self, episode: Episode | dict[str, Any], *, context_ids: Sequence[str] | None = None
     ) -> Episode:
         """Store an episode and, if the policy says so, queue its reflection. Never waits for an LLM."""
-        return self._queued(self.services.recorder.record(episode, context_ids))
+        return self._queued(self._call(self.services.recorder.record, episode, context_ids))
 
     def reflect(self, episode_id: str, *, reflector: str | None = None) -> Decision:
         """Queue a reflection on a stored episode (trigger ``manual``), whatever the policy said.
 
         ``reflector`` defaults to the one the policy table gives the episode's situation.
         """
-        return self._queued(self.services.recorder.reflect(episode_id, reflector))
+        return self._queued(self._call(self.services.recorder.reflect, episode_id, reflector))
 
     def finish_goal(
         self,
@@ -71,31 +54,40 @@ class LessonBank(BankBase):
         agent: str | None = None,
     ) -> Episode:
         """Report a goal's terminal state; its insight is reflected in the background (never waits)."""
+        # Copied here, on the caller's side, before the service reads them (in a thread, when async).
+        outputs = list(outputs) if not isinstance(outputs, str) else outputs
+        errors = list(errors) if not isinstance(errors, str) else errors
         return self._queued(
-            self.services.recorder.finish_goal(
-                goal_id, title=title, status=status, outputs=outputs, errors=errors, agent=agent
+            self._call(
+                self.services.recorder.finish_goal,
+                goal_id,
+                title=title,
+                status=status,
+                outputs=outputs,
+                errors=errors,
+                agent=agent,
             )
         )
 
     def insights(self, *, goal_id: str | None = None) -> list[Lesson]:
         """Live goal insights by importance: the goal's, or (no goal) those of the 10 most recently reflected goals."""
-        return self.services.pools.insights(goal_id)
+        return self._call(self.services.pools.insights, goal_id)
 
     def rules(self, *, agent: str | None = None, stream: str | None = None) -> list[Lesson]:
         """Live rules (kind ``principle``), strategic first; ``agent=None`` lists every agent's."""
-        return self.services.pools.rules(agent, stream)
+        return self._call(self.services.pools.rules, agent, stream)
 
     def replay(self, *, task: str | None = None, task_type: str | None = None, k: int = 3) -> list[Lesson]:
         """Replay examples for a task: exact task type first, then keyword overlap, ≥ 1 failure when one matches."""
-        return self.services.pools.replay(task, task_type, k)
+        return self._call(self.services.pools.replay, task, task_type, k)
 
     def confirm_rule(self, rule_id: str) -> Lesson:
         """Mark a rule helpful: a confirmation that extends it and, across 4+ weeks, promotes it."""
-        return self.services.pools.confirm_rule(rule_id)
+        return self._call(self.services.pools.confirm_rule, rule_id)
 
     def decisions(self, *, agent: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
         """The policy's latest decisions, newest first (reflect with which trigger and reflector, or skip and why)."""
-        return self.services.recorder.decisions(agent, limit)
+        return self._call(self.services.recorder.decisions, agent, limit)
 
     def new_worker(self, namespaces: Sequence[str] | None = None) -> Worker:
         """A worker that runs this bank's reflection jobs (``namespaces=None``: every namespace).
@@ -106,23 +98,23 @@ class LessonBank(BankBase):
 
     def pending(self) -> dict[str, int]:
         """This namespace's jobs counted by status (``queued``, ``waiting``, ``leased``, ``done``, ``dead``)."""
-        return self.services.recorder.pending()
+        return self._call(self.services.recorder.pending)
 
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until this namespace has no queued or running jobs. False on timeout or when jobs wait for an LLM."""
         self._kick()
         deadline = time.monotonic() + timeout
         while (done := self._flush_look(deadline)) is None:
-            time.sleep(0.02)
+            time.sleep(FLUSH_POLL_S)
         return done
 
     def _flush_look(self, deadline: float) -> bool | None:
         """One look of :meth:`flush` (after a kick): its answer, or None while jobs are still to run
         before ``deadline`` (monotonic). The server waits between looks on its event loop, so a
         waiting client holds no thread."""
-        done = flush_answer(self.pending(), self._thread.worker if self._thread else None, deadline)
-        if done is None and self._thread is not None:
-            self._thread.wake()
+        done = flush_answer(self.pending(), self._running_worker(), deadline)
+        if done is None:
+            self._wake()
         return done
 
     def add_lesson(
@@ -142,7 +134,8 @@ class LessonBank(BankBase):
 
         ``learned_from``: the task it was learned on, indexed with it so a similar task finds it.
         """
-        return self.services.intake.add_lesson(
+        return self._call(
+            self.services.intake.add_lesson,
             text,
             tags=tags,
             kind=kind,
@@ -174,7 +167,7 @@ class LessonBank(BankBase):
         """
         context = self.services.context
         filters = context.query(kind=kind, tags=tags, task_type=task_type, agent=agent, goal_id=goal_id)
-        return context.recall(query, k, filters, mode, hyde)
+        return self._call(context.recall, query, k, filters, mode, hyde)
 
     def expand(
         self,
@@ -193,8 +186,8 @@ class LessonBank(BankBase):
         tokens, cost at most), nothing sent. The report's ``plan`` is that plan in both cases.
         """
         expander = self.services.expansion
-        lessons, report = expander.prepare(lesson_ids, limit)
-        return report if dry_run else run_sync(expander.expand(lessons, report, actor=actor))
+        lessons, report = self._call(expander.prepare, lesson_ids, limit)
+        return report if dry_run else self._run_coroutine(expander.expand(lessons, report, actor=actor))
 
     def embed_missing(self) -> int:
         """Embed every lesson that has no vector for the configured embedder; returns how many.
@@ -202,7 +195,7 @@ class LessonBank(BankBase):
         Writes through the bank embed as they go; this catches up after an embedder is first
         configured, changed, or was unavailable. Content already embedded is never embedded twice.
         """
-        return self.services.intake.embed_missing()
+        return self._call(self.services.intake.embed_missing)
 
     def context(
         self,
@@ -224,8 +217,15 @@ class LessonBank(BankBase):
         """
         context = self.services.context
         filters = context.query(kind=kind, tags=tags)
-        return context.context(
-            task, budget_tokens, formats, filters, goal_id=goal_id, agent=agent, task_type=task_type
+        return self._call(
+            context.context,
+            task,
+            budget_tokens,
+            formats,
+            filters,
+            goal_id=goal_id,
+            agent=agent,
+            task_type=task_type,
         )
 
     def lessons(
@@ -242,22 +242,24 @@ class LessonBank(BankBase):
         """Stored lessons of this namespace; with ``tier`` (active, fading, dormant, archive) only
         those whose decay score is in that tier now, ``limit`` and ``offset`` counted within it."""
         query = self.services.context.query(kind=kind, tags=tags, status=status)
-        return self.services.catalog.lessons(query, limit=limit, offset=offset, sort=sort, tier=tier)
+        return self._call(
+            self.services.catalog.lessons, query, limit=limit, offset=offset, sort=sort, tier=tier
+        )
 
     def get_lesson(self, lesson_id: str) -> Lesson:
-        return self.services.catalog.get_lesson(lesson_id)
+        return self._call(self.services.catalog.get_lesson, lesson_id)
 
     def show(self, record_id: str) -> dict[str, Any]:
-        return self.services.catalog.show(record_id)
+        return self._call(self.services.catalog.show, record_id)
 
     def forget(self, lesson_id: str, *, actor: str = "api") -> None:
         """Delete a lesson from this namespace (audited as ``actor``). NotFoundError if there is none."""
-        self.services.catalog.forget(lesson_id, actor=actor)
+        self._call(self.services.catalog.forget, lesson_id, actor=actor)
 
     def archive(self, lesson_id: str, *, reason: str | None = None, actor: str = "api") -> Lesson:
         """Archive a lesson of this namespace (soft: kept, no longer recalled or injected), with an audit
         row naming ``actor`` and ``reason``; a no-op on an archived lesson. NotFoundError if absent."""
-        return self.services.lifecycle.archive(lesson_id, reason=reason, actor=actor)
+        return self._call(self.services.lifecycle.archive, lesson_id, reason=reason, actor=actor)
 
     def edit_lesson(
         self,
@@ -269,29 +271,34 @@ class LessonBank(BankBase):
         actor: str = "api",
     ) -> Lesson:
         """Pin or unpin a lesson, set its tags or importance; audited (its text is not edited in place)."""
-        return self.services.lifecycle.edit(
-            lesson_id, pinned=pinned, tags=tags, importance=importance, actor=actor
+        return self._call(
+            self.services.lifecycle.edit,
+            lesson_id,
+            pinned=pinned,
+            tags=tags,
+            importance=importance,
+            actor=actor,
         )
 
     def restore(self, lesson_id: str, *, actor: str = "api") -> Lesson:
         """Make an archived lesson active again; for a quarantined or pending one this is the approval
         (audit action ``approve``). A no-op on an active lesson. NotFoundError if absent."""
-        return self.services.lifecycle.restore(lesson_id, actor=actor)
+        return self._call(self.services.lifecycle.restore, lesson_id, actor=actor)
 
     def audit(self, *, lesson_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
         """The audit log of this namespace (of one lesson when given), newest first: who changed what, when."""
-        return self.services.lifecycle.audit(lesson_id=lesson_id, limit=limit)
+        return self._call(self.services.lifecycle.audit, lesson_id=lesson_id, limit=limit)
 
     def import_lessons(self, records: Iterable[Lesson | dict[str, Any]]) -> dict[str, int]:
         """Bulk-add lessons, read and written 1,000 at a time (same content reinforces); invalid ones skipped."""
-        return self.services.intake.import_lessons(records)
+        return self._call(self.services.intake.import_lessons, records)  # read by the service, lazily
 
     def export(self, format: ExportFormat = "json", *, live_only: bool = False) -> str:
-        return self.services.catalog.export(format, live_only=live_only)
+        return self._call(self.services.catalog.export, format, live_only=live_only)
 
     def export_to(self, dest: ExportTarget, format: ExportFormat = "json", *, live_only: bool = False) -> int:
         """Stream :meth:`export` to a path (replaced once whole) or a text stream; returns the lesson count."""
-        return self.services.catalog.export_to(dest, format, live_only=live_only)
+        return self._call(self.services.catalog.export_to, dest, format, live_only=live_only)
 
     def search_reflections(
         self,
@@ -302,7 +309,8 @@ class LessonBank(BankBase):
         limit: int = 10,
     ) -> list[dict[str, Any]]:
         """Past loop reflections (AIWG records, newest first) by failure category, confidence, keywords."""
-        return search_reflections(
+        return self._call(
+            search_reflections,
             self,
             failure_category=failure_category,
             min_confidence=min_confidence,
@@ -311,16 +319,16 @@ class LessonBank(BankBase):
         )
 
     def jobs(self, *, status: str | Sequence[str] | None = None, limit: int = 100) -> list[Job]:
-        return self.services.recorder.jobs(status, limit)
+        return self._call(self.services.recorder.jobs, status, limit)
 
     def retry_jobs(self, job_ids: Sequence[str] | None = None) -> int:
         """Requeue dead-lettered jobs (all, or the given ids). Returns how many."""
-        count = self.services.recorder.retry_jobs(job_ids)
+        count = self._call(self.services.recorder.retry_jobs, job_ids)
         self._kick()
         return count
 
     def purge_jobs(self, *, statuses: Sequence[str] = ("done",)) -> int:
-        return self.services.recorder.purge_jobs(statuses)
+        return self._call(self.services.recorder.purge_jobs, statuses)
 
     def consolidate(self, *, dry_run: bool = False, wait: bool = True) -> Proposal | None:
         """Run one consolidation cycle: a pending proposal for a person to decide (None when there is
@@ -333,28 +341,29 @@ class LessonBank(BankBase):
         proposal here and stores nothing. Over a daily cap: BudgetExceededError; a cycle that
         failed for good: CycleFailedError."""
         if dry_run is not False:
-            return self.services.consolidation.run(dry_run=dry_run)[1]
+            return (self._call(self.services.consolidation.run, dry_run=dry_run))[1]
         check_wait(wait)
-        job = self.services.cycles.manual()
+        job = self._call(self.services.cycles.manual)
         self._kick()
         if not wait:
             return None
-        return self.services.cycles.wait(job, worker=self._helper_worker(job))
+        # Waited for off the event loop when async: the loop stays free for the bank's own worker task.
+        return self._call(self.services.cycles.wait, job, worker=self._helper_worker(job))
 
     def end_session(self, *, agent: str | None = None, session_id: str | None = None) -> Job | None:
         """A session ended: queue a consolidation cycle (trigger ``session_end``) and return its job
         (the one already queued or running, if any). Never waits. None when the circuit breaker or
         a daily cap refused it; the dream log says why."""
-        job = self.services.cycles.end_session(agent=agent, session_id=session_id)
+        job = self._call(self.services.cycles.end_session, agent=agent, session_id=session_id)
         if job is not None:
             self._kick()
         return job
 
     def proposals(self, *, status: str | Sequence[str] | None = None, limit: int = 50) -> list[Proposal]:
-        return self.services.consolidation.proposals(status=status, limit=limit)
+        return self._call(self.services.consolidation.proposals, status=status, limit=limit)
 
     def proposal(self, proposal_id: str) -> Proposal:
-        return self.services.consolidation.proposal(proposal_id)
+        return self._call(self.services.consolidation.proposal, proposal_id)
 
     def approve(
         self,
@@ -367,30 +376,34 @@ class LessonBank(BankBase):
         """Apply a pending proposal (or ``only`` some of its operations, ``"core"`` naming its core
         memory rewrite), all or nothing, audited. ``edits``: operation id (or ``"core"``) → the text
         to write instead of the cycle's (approve with changes)."""
-        return self.services.consolidation.approve(proposal_id, only=only, edits=edits, actor=actor)
+        return self._call(
+            self.services.consolidation.approve, proposal_id, only=only, edits=edits, actor=actor
+        )
 
     def reject(self, proposal_id: str, *, reason: str | None = None, actor: str = "api") -> Proposal:
-        return self.services.consolidation.reject(proposal_id, reason=reason, actor=actor)
+        return self._call(self.services.consolidation.reject, proposal_id, reason=reason, actor=actor)
 
     def revert(self, proposal_id: str, *, actor: str = "api") -> Proposal:
         """Undo an applied proposal (its audit rows say what each lesson was)."""
-        return self.services.consolidation.revert(proposal_id, actor=actor)
+        return self._call(self.services.consolidation.revert, proposal_id, actor=actor)
 
     def dreams(self, *, limit: int = 50) -> list[DreamRun]:
         """The dream log: every consolidation cycle of this namespace, newest first."""
-        return self.services.consolidation.dreams(limit=limit)
+        return self._call(self.services.consolidation.dreams, limit=limit)
 
     def core_memory(self) -> str:
         """The namespace's core memory document (seed 002: Identity, Active Context, Persona,
         Critical Facts), as the last approved cycle wrote it; '' before that."""
-        return self.services.consolidation.core_memory()
+        return self._call(self.services.consolidation.core_memory)
 
     def rescreen(self, *, dry_run: bool = False) -> dict[str, int]:
         """Redact and screen every stored lesson again with today's rules (run after an upgrade):
         secrets redacted, instruction-like lessons quarantined. Returns ``checked``, ``redacted``,
         ``quarantined``; ``dry_run`` only counts."""
-        return self.services.intake.rescreen(
-            (lesson for lesson, _ in self.services.catalog.marked_lessons()), dry_run=dry_run
+        return self._call(
+            self.services.intake.rescreen,
+            (lesson for lesson, _ in self.services.catalog.marked_lessons()),
+            dry_run=dry_run,
         )
 
     def apply_retention(
@@ -398,18 +411,10 @@ class LessonBank(BankBase):
     ) -> dict[str, int]:
         """Delete the episodes, reflections and done jobs past the retention settings (or older than
         ``older_than_days``); lessons are never deleted here. Returns how many of each went."""
-        return self.services.retention.apply(older_than_days=older_than_days, dry_run=dry_run)
+        return self._call(self.services.retention.apply, older_than_days=older_than_days, dry_run=dry_run)
 
     def stats(self) -> dict[str, Any]:
-        return self.services.catalog.stats()
-
-    def close(self) -> None:
-        """Stop the worker (jobs in flight go back to the queue) and close the store."""
-        with self._thread_lock:
-            thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.stop()
-        self.store.close()
+        return self._call(self.services.catalog.stats)
 
     def __enter__(self) -> LessonBank:
         return self

@@ -1,0 +1,114 @@
+"""Where LessonBank and AsyncLessonBank really differ, written by hand: how a service call is made,
+where the worker runs, and closing.
+
+The bank's operations are written once, as coroutines, in :mod:`.aio` on :class:`AsyncBankBase`;
+:mod:`.sync` is generated from them (``scripts/unasync.py``) on :class:`SyncBankBase`. A generated
+method calls ``self._call(service_method, *args)`` (``await``-ed in the source) and runs a coroutine
+with ``self._run_coroutine(coro)``; each base below gives those their flavour's meaning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar
+
+from lessonbank.bank.base import BankBase
+from lessonbank.jobs import Worker, WorkerThread
+from lessonbank.llm.base import run_sync
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class AsyncBankBase(BankBase):
+    """AsyncLessonBank's flavour: a service call runs in a thread (the services block on the store),
+    so the caller's event loop stays free; the worker runs as a task on that loop."""
+
+    _worker: Worker | None
+    _task: asyncio.Task[None] | None
+
+    def _start(self) -> None:
+        self._worker = None
+        self._task = None
+
+    async def _call(self, call: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await asyncio.to_thread(call, *args, **kwargs)
+
+    async def _run_coroutine(self, coro: Coroutine[Any, Any, R]) -> R:
+        return await coro
+
+    def _kick(self) -> None:
+        if not self._runs_worker:
+            return
+        if self._task is None or self._task.done():
+            if self.reflection_llm is not None:
+                self.store.release_waiting([self.namespace])
+            self._worker = self.services.new_worker([self.namespace])
+            self._task = asyncio.get_running_loop().create_task(self._worker.run())
+        assert self._worker is not None
+        self._worker.wake()
+
+    def _running_worker(self) -> Worker | None:
+        return self._worker
+
+    def _wake(self) -> None:
+        if self._worker is not None:
+            self._worker.wake()
+
+    async def close(self) -> None:
+        """Stop the worker (jobs in flight go back to the queue) and close the store."""
+        if self._worker is not None and self._task is not None:
+            self._worker.stop()
+            await asyncio.gather(self._task, return_exceptions=True)
+        self._worker = self._task = None
+        await asyncio.to_thread(self.store.close)
+
+
+class SyncBankBase(BankBase):
+    """LessonBank's flavour: a service call is a plain call; the worker runs on a background thread
+    (its own event loop), started at once when the namespace has jobs to run."""
+
+    _thread: WorkerThread | None
+
+    def _start(self) -> None:
+        self._thread = None
+        self._thread_lock = threading.Lock()
+        pending = self.services.recorder.pending()
+        if pending.get("queued") or (pending.get("waiting") and self.reflection_llm is not None):
+            self._kick()
+
+    def _call(self, call: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return call(*args, **kwargs)
+
+    def _run_coroutine(self, coro: Coroutine[Any, Any, R]) -> R:
+        return run_sync(coro)
+
+    def _kick(self) -> None:
+        if not self._runs_worker:
+            return
+        with self._thread_lock:
+            if self._thread is None or not self._thread.thread.is_alive():
+                # Jobs recorded while no LLM was configured become runnable now, before flush() looks.
+                if self.reflection_llm is not None:
+                    self.store.release_waiting([self.namespace])
+                self._thread = WorkerThread(self.services.new_worker([self.namespace]))
+        self._thread.wake()
+
+    def _running_worker(self) -> Worker | None:
+        thread = self._thread
+        return thread.worker if thread is not None else None
+
+    def _wake(self) -> None:
+        thread = self._thread
+        if thread is not None:
+            thread.wake()
+
+    def close(self) -> None:
+        """Stop the worker (jobs in flight go back to the queue) and close the store."""
+        with self._thread_lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.stop()
+        self.store.close()
