@@ -355,6 +355,7 @@ class ReflexionLoop:
         started: float,
     ) -> Episode:
         return Episode(
+            namespace=self.services.scope.namespace,  # its lessons are the bank's namespace's too
             task=task,
             task_type=task_type,
             agent=self.agent,
