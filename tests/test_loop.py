@@ -146,7 +146,7 @@ def test_loop_fixes_planted_bugs_with_real_tools(project: Path, db_url: str, tmp
         assert len(llm.calls) == 2
 
         paths = export_aiwg(bank, result.loop_id, tmp_path / "out")
-        assert [p.name for p in paths] == ["000.json", "001.json", "002.json"]
+        assert [p.name for p in paths] == ["001.json", "002.json", "003.json"]
         for path in paths:
             jsonschema.validate(json.loads(path.read_text()), SCHEMA)
 

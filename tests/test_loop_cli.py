@@ -77,7 +77,7 @@ def test_loop_run_export_analytics(tmp_path: Path) -> None:
 
     cli("loop", "export", result["loop_id"], "--format", "aiwg", "out")
     files = sorted((tmp_path / "out" / result["loop_id"]).iterdir())
-    assert [f.name for f in files] == ["000.json", "001.json"]
+    assert [f.name for f in files] == ["001.json", "002.json"]
     for file in files:
         jsonschema.validate(json.loads(file.read_text()), SCHEMA)
 

@@ -112,7 +112,7 @@ def run(
 def export(
     ctx: typer.Context,
     loop_id: Annotated[str, typer.Argument(help="The loop id (ralph-…)")],
-    directory: Annotated[Path, typer.Argument(help="Where DIR/<loop-id>/000.json … are written")],
+    directory: Annotated[Path, typer.Argument(help="Where DIR/<loop-id>/001.json … are written")],
     format: Annotated[_Format, typer.Option("--format", help="Record format")] = _Format.aiwg,
 ) -> None:
     """Write a loop's iteration records, one JSON file per iteration."""

@@ -9,11 +9,12 @@ Reading is a scan of the namespace's episodes (the Store protocol has no loop in
 memory: fine for thousands of iterations; loops are ordered by their first iteration's time
 and iterations by the integer ``iteration``, never by text.
 
-Export writes ``DIR/<loop-id>/NNN.json`` (zero-padded, so a plain directory listing sorts),
-``NNN`` the iteration. A loop given ``records_dir`` also writes each record as it runs, in seed
-001's layout (``.aiwg/ralph/reflections/<loop-id>/001.json`` for iteration 0, numbered from 001):
-see :func:`write_live_record`. Every file is written whole (a temporary file renamed into place),
-so a reader never sees half a record.
+Files: ``DIR/<loop-id>/NNN.json``, zero-padded so a plain directory listing sorts, numbered from
+001 as seed 001 lays them out (``.aiwg/ralph/reflections/<loop-id>/001.json`` is iteration 0).
+One numbering for both writers: a loop given ``records_dir`` writes each record as it runs
+(:func:`write_live_record`) and :func:`export_aiwg` writes them afterwards, so exporting into the
+live folder rewrites the same files. Every file is written whole (a temporary file renamed into
+place), so a reader never sees half a record.
 """
 
 from __future__ import annotations
@@ -153,19 +154,22 @@ def loop_records(bank: Scoped, loop_id: str) -> list[dict[str, Any]]:
 
 
 def export_aiwg(bank: Scoped, loop_id: str, directory: str | Path) -> list[Path]:
-    """Write ``directory/<loop-id>/000.json`` … one record per iteration; returns the paths."""
-    records = loop_records(bank, loop_id)
-    target = Path(directory) / loop_id
-    target.mkdir(parents=True, exist_ok=True)
-    return [_write_json(target / f"{int(record['iteration']):03d}.json", record) for record in records]
+    """Write ``directory/<loop-id>/001.json`` … one record per iteration (iteration 0 → ``001.json``,
+    as a running loop writes them); returns the paths."""
+    return [write_live_record(directory, record) for record in loop_records(bank, loop_id)]
+
+
+def record_file_name(iteration: int) -> str:
+    """The file an iteration's record is written to: ``001.json`` for iteration 0."""
+    return f"{int(iteration) + 1:03d}.json"
 
 
 def write_live_record(directory: str | os.PathLike[str], record: dict[str, Any]) -> Path:
-    """Write one iteration's record as seed 001 lays them out while a loop runs:
-    ``directory/<loop-id>/NNN.json``, numbered from 001 (iteration 0 → ``001.json``)."""
+    """Write one iteration's record as seed 001 lays them out: ``directory/<loop-id>/NNN.json``,
+    numbered from 001 (iteration 0 → ``001.json``)."""
     target = Path(directory) / check_loop_id(str(record["loop_id"]))
     target.mkdir(parents=True, exist_ok=True)
-    return _write_json(target / f"{int(record['iteration']) + 1:03d}.json", record)
+    return _write_json(target / record_file_name(int(record["iteration"])), record)
 
 
 def _write_json(path: Path, record: dict[str, Any]) -> Path:
