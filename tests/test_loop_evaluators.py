@@ -51,7 +51,8 @@ def test_tool_detection() -> None:
     assert tool_of([sys.executable, "-m", "pytest"]) == "pytest"
     assert tool_of(["npx", "tsc", "--noEmit"]) == "tsc"
     assert tool_of(["/usr/bin/ruff", "check", "."]) == "ruff"
-    assert tool_of(["npm", "test"]) == "other"
+    assert tool_of(["npm", "test"]) == "npm-test"
+    assert tool_of(["npm", "run", "lint"]) == "other"
 
 
 def test_tsc_and_eslint_parsers() -> None:

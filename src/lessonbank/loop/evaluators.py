@@ -3,16 +3,20 @@
 :class:`CommandEvaluator` runs shell-free commands as subprocesses, each with a timeout (the
 whole process group is killed when it expires), and recognises the tools it knows by their
 first words: pytest (read through a JUnit XML report it asks for), mypy and tsc (their
-``file:line`` diagnostics), ruff and eslint (their JSON output). Any other command passes on
-exit code 0. :class:`FunctionEvaluator` wraps a Python callable for everything else.
+``file:line`` diagnostics), ruff and eslint (their JSON output), the JavaScript test runners
+(jest and vitest through a JSON report they are asked for, ``node --test`` through TAP, and
+``npm test`` / ``npm run test…`` through whichever of those its script runs) and markdownlint
+(its ``file:line rule`` lines or ``--json``): see :mod:`lessonbank.loop.jsreports`. Any other
+command passes on exit code 0. :class:`FunctionEvaluator` wraps a Python callable for everything
+else.
 
 Reward (seed 001): 0.5 × tests passed / tests total + 0.3 if no type errors + 0.2 if no lint
 errors. A kind of check that is absent counts as clean; a check that failed without parsable
 diagnostics counts as one error, so a failed verification never earns the full 1.0.
 
 A check that ran and failed is a failed verification; a check that could not run at all (the
-program is missing, the directory does not exist) raises :class:`EvaluatorError`, which the
-loop treats as a critical error.
+program is missing, the directory does not exist, ``python -m tool`` whose Python has no such
+module) raises :class:`EvaluatorError`, which the loop treats as a critical error.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from lessonbank.errors import EvaluatorError, InputError
+from lessonbank.loop import jsreports
 from lessonbank.models import VerificationResult
 from lessonbank.text import truncate
 
@@ -173,16 +178,65 @@ def _error_count(result: CheckResult) -> int:
 # --------------------------------------------------------------------------- running commands
 
 
+_PACKAGE_MANAGERS = ("npm", "pnpm", "yarn", "bun")
+_TOOLS = ("pytest", "mypy", "ruff", "tsc", "eslint", "jest", "vitest")
+_MARKDOWNLINT = ("markdownlint", "markdownlint-cli", "markdownlint-cli2")
+
+
 def tool_of(argv: Sequence[str]) -> str:
-    """The known tool a command runs (``pytest``, ``mypy``, ``ruff``, ``tsc``, ``eslint``) or ``other``."""
+    """The known tool a command runs: ``pytest``, ``mypy``, ``ruff``, ``tsc``, ``eslint``, ``jest``,
+    ``vitest``, ``node-test`` (``node --test``), ``npm-test`` (a package manager's test script:
+    ``npm test``, ``npm run test:coverage``, ``yarn test``…), ``markdownlint``, or ``other``."""
     names = [Path(token).name for token in argv[:4]]
+    if names and names[0] == "node" and "--test" in argv:
+        return "node-test"
+    if names and names[0] in _PACKAGE_MANAGERS and _test_script(names[0], list(argv[1:3])) is not None:
+        return "npm-test"
     for index, name in enumerate(names):
         if name == "-m" and index + 1 < len(names):
             name = names[index + 1]
-        for tool in ("pytest", "mypy", "ruff", "tsc", "eslint"):
+        for tool in _TOOLS:
             if name == tool or name.startswith(f"{tool}."):
                 return tool
+        if name in _MARKDOWNLINT:
+            return "markdownlint"
     return "other"
+
+
+def _test_script(manager: str, args: list[str]) -> str | None:
+    """The package.json script a package manager's command runs when it is a test script."""
+    if not args:
+        return None
+    if args[0] in ("run", "run-script") and len(args) > 1:
+        script = args[1]
+    elif manager == "npm" and args[0] in ("t", "tst", "test"):
+        script = "test"
+    else:
+        script = args[0]
+    return script if script == "test" or script.startswith(("test:", "test-")) else None
+
+
+def module_of(argv: Sequence[str]) -> str | None:
+    """The module ``python -m MODULE`` runs (``python``, ``python3.12``, a venv's python…), else None."""
+    for index in range(min(len(argv), 4) - 1):
+        if (
+            argv[index] == "-m"
+            and index > 0
+            and re.fullmatch(r"(?:python|pypy)[\d.]*", Path(argv[index - 1]).name)
+        ):
+            return argv[index + 1]
+    return None
+
+
+def _missing_module(argv: Sequence[str], code: int | None, err: str) -> str | None:
+    """The module of a ``python -m MODULE`` command that failed because its Python lacks it."""
+    module = module_of(argv)
+    if module is None or code in (0, None):
+        return None
+    # Python's own message (no quotes, unlike an import error inside the tool), e.g.
+    # "/usr/bin/python3: No module named pytest" or "… No module named mypy.__main__; 'mypy' is a package…"
+    pattern = rf"^[^\n]*: No module named {re.escape(module)}(?:\.__main__)?(?:;[^\n]*)?\s*$"
+    return module if re.search(pattern, err, re.MULTILINE) else None
 
 
 def run_command(
@@ -261,12 +315,22 @@ class CommandEvaluator:
         argv = shlex.split(command)
         tool = tool_of(argv)
         with tempfile.TemporaryDirectory(prefix="lessonbank-eval-") as scratch:
-            extra = _extra_args(tool, Path(scratch))
+            extra, env = _extra_args(tool, Path(scratch), argv=argv, cwd=self.cwd, env=self.env)
             code, out, err, duration = run_command(
-                [*argv, *extra], cwd=self.cwd, timeout_s=self.timeout_s, env=self.env
+                [*argv, *extra], cwd=self.cwd, timeout_s=self.timeout_s, env=env
             )
-            junit = Path(scratch) / "junit.xml"
-            report = junit.read_text("utf-8", "replace") if junit.exists() else ""
+            report = "".join(
+                path.read_text("utf-8", "replace")
+                for path in (Path(scratch) / "junit.xml", Path(scratch) / "report.json")
+                if path.exists()
+            )
+        module = _missing_module(argv, code, err)
+        if module is not None:
+            raise EvaluatorError(
+                f"cannot run {command!r} in {self.cwd}: {argv[0]} has no module {module!r}; "
+                f"install it into that Python (e.g. {argv[0]} -m pip install {module}) or fix the command",
+                command=command,
+            )
         result = CheckResult(
             tool=command,
             kind=_KIND[tool],
@@ -298,6 +362,11 @@ class CommandEvaluator:
 
 _KIND: dict[str, CheckKind] = {
     "pytest": "tests",
+    "jest": "tests",
+    "vitest": "tests",
+    "node-test": "tests",
+    "npm-test": "tests",
+    "markdownlint": "lint",
     "mypy": "types",
     "tsc": "types",
     "ruff": "lint",
@@ -306,18 +375,66 @@ _KIND: dict[str, CheckKind] = {
 }
 
 
-def _extra_args(tool: str, scratch: Path) -> list[str]:
+def _extra_args(
+    tool: str, scratch: Path, *, argv: Sequence[str], cwd: Path, env: dict[str, str] | None
+) -> tuple[list[str], dict[str, str] | None]:
+    """The arguments (and environment) that make ``tool`` print what its parser reads."""
+    report = scratch / "report.json"
     if tool == "pytest":
-        return [f"--junitxml={scratch / 'junit.xml'}", "-p", "no:cacheprovider"]
+        return [f"--junitxml={scratch / 'junit.xml'}", "-p", "no:cacheprovider"], env
     if tool == "ruff":
-        return ["--output-format", "json"]
+        return ["--output-format", "json"], env
     if tool == "eslint":
-        return ["-f", "json"]
+        return ["-f", "json"], env
     if tool == "mypy":
-        return ["--show-column-numbers", "--no-pretty", "--no-error-summary"]
+        return ["--show-column-numbers", "--no-pretty", "--no-error-summary"], env
     if tool == "tsc":
-        return ["--pretty", "false"]
-    return []
+        return ["--pretty", "false"], env
+    if tool in ("jest", "vitest"):
+        return _js_report_args(tool, argv, report), env
+    if tool == "node-test":
+        return [], _tap_env(argv, env)
+    if tool == "npm-test" and Path(argv[0]).name == "npm":
+        # npm passes what follows "--" to the script: ask its runner for its machine output.
+        script = _package_script(cwd, _test_script("npm", list(argv[1:3])) or "test")
+        runner = tool_of(shlex.split(script)) if script and not re.search(r"&&|\|\||[;|<>`$]", script) else ""
+        if runner in ("jest", "vitest"):
+            more = _js_report_args(runner, [*argv, *shlex.split(script)], report)
+            return (["--", *more] if more and "--" not in argv else []), env
+        if runner == "node-test":
+            return [], _tap_env([*argv, *shlex.split(script)], env)
+    return [], env
+
+
+def _js_report_args(tool: str, argv: Sequence[str], report: Path) -> list[str]:
+    """jest's ``--json`` / vitest's json reporter written to ``report``, unless the command chose
+    its own output (then its stdout is read)."""
+    if any(arg.startswith(("--json", "--outputFile", "--reporter")) for arg in argv):
+        return []
+    if tool == "jest":
+        return ["--json", f"--outputFile={report}"]
+    return ["--reporter=json", f"--outputFile={report}"]
+
+
+def _tap_env(argv: Sequence[str], env: dict[str, str] | None) -> dict[str, str] | None:
+    """The environment with node's TAP reporter asked for (node ≥ 23 prints spec by default)."""
+    base = dict(os.environ if env is None else env)
+    if any(arg.startswith("--test-reporter") for arg in argv) or "--test-reporter" in base.get(
+        "NODE_OPTIONS", ""
+    ):
+        return env
+    base["NODE_OPTIONS"] = f"{base.get('NODE_OPTIONS', '')} --test-reporter=tap".strip()
+    return base
+
+
+def _package_script(cwd: Path, name: str) -> str:
+    """``scripts[name]`` of ``cwd/package.json``, or '' when there is none."""
+    try:
+        scripts = json.loads((cwd / "package.json").read_text("utf-8")).get("scripts") or {}
+    except (OSError, ValueError, AttributeError):
+        return ""
+    script = scripts.get(name) if isinstance(scripts, dict) else None
+    return script if isinstance(script, str) else ""
 
 
 # --------------------------------------------------------------------------- parsers
@@ -492,7 +609,37 @@ def _parse_other(result: CheckResult, out: str, err: str, report: str) -> None:
         result.tests_failed = 1
 
 
+def _parse_js_tests(result: CheckResult, out: str, err: str, report: str) -> None:
+    """jest / vitest JSON (the report file, else stdout), node's TAP or spec output, else the
+    runners' human summary; with none of them, the exit code decides (as for any command)."""
+    limit = MAX_ERRORS_PER_CHECK
+    found = (
+        jsreports.jest_report(report, limit=limit)
+        or jsreports.jest_report(out, limit=limit)
+        or jsreports.tap_report(out, limit=limit)
+        or jsreports.summary_report(err + "\n" + out)
+    )
+    if found is None:
+        _parse_other(result, out, err, report)
+        return
+    result.tests_passed, result.tests_failed = found.passed, found.failed
+    result.errors = found.errors
+    if result.tests_failed == 0 and result.exit_code not in (0, None):  # failed without a failing test
+        result.tests_failed = 1
+
+
+def _parse_markdownlint(result: CheckResult, out: str, err: str, report: str) -> None:
+    found = jsreports.markdownlint_errors(err + "\n" + out, limit=MAX_ERRORS_PER_CHECK) or []
+    result.errors = found
+    result.warnings = sum(1 for error in found if error["severity"] == "warning")
+
+
 PARSERS: dict[str, Callable[[CheckResult, str, str, str], None]] = {
+    "jest": _parse_js_tests,
+    "vitest": _parse_js_tests,
+    "node-test": _parse_js_tests,
+    "npm-test": _parse_js_tests,
+    "markdownlint": _parse_markdownlint,
     "pytest": _parse_pytest,
     "mypy": _parse_mypy,
     "tsc": _parse_tsc,
