@@ -43,19 +43,23 @@ from lessonbank.ports import LessonQuery
 from lessonbank.proposals import PROPOSAL_STATUSES, CycleTrigger, DreamRun, Operation, Proposal
 from lessonbank.redact import redact
 from lessonbank.retrieval import Retriever
-from lessonbank.services.consolidation.documents import EMPTY_CORE, Documents, core_fingerprint, with_pinned
-from lessonbank.services.consolidation.edits import CORE_ID, apply_edits
+from lessonbank.services.consolidation.applying import changes
+from lessonbank.services.consolidation.documents import EMPTY_CORE, Documents, with_pinned
+from lessonbank.services.consolidation.edits import CORE_ID, apply_edits, keep_pinned
 from lessonbank.services.consolidation.inputs import gather, pending_review
 from lessonbank.services.consolidation.mirror import mirror_decision
 from lessonbank.services.consolidation.operations import admissions, deterministic_operations, validate
 from lessonbank.services.consolidation.phases import Budget, PhaseResult, Phases, past_deadline
 from lessonbank.services.consolidation.prepass import find_candidates, is_live
 from lessonbank.services.consolidation.render import render_pending
+from lessonbank.services.consolidation.repeats import PENDING_SCAN, fresh, fresh_core, remember
+from lessonbank.services.consolidation.repeats import remembered as decided_on
 from lessonbank.services.consolidation.screens import screened
+from lessonbank.services.consolidation.triggers import next_due
 from lessonbank.services.lifecycle import check_actor, clean_reason
 from lessonbank.services.pools import every_lesson
 from lessonbank.services.scope import Scope, check_count
-from lessonbank.text import TokenCounter, estimate_tokens, normalize
+from lessonbank.text import TokenCounter, estimate_tokens
 
 log = logging.getLogger("lessonbank.consolidation")
 
@@ -178,10 +182,9 @@ class Consolidator:
         if self.retriever.embedder is not None:
             vectors = self.retriever.index(self.scope.namespace).vectors()
         candidates = find_candidates(lessons, now, vectors=vectors, cosine=self.scope.settings.dedup_cosine)
-        state = self.scope.store.cycle_state(self.scope.namespace)
-        remembered = {str(f) for f in state.get("rejected", [])} | {
-            str(f) for f in state.get("flags_seen", [])
-        }
+        store, namespace = self.scope.store, self.scope.namespace
+        state = store.cycle_state(namespace)
+        remembered = decided_on(state)
         operations = deterministic_operations(candidates, by_id, now, rejected=remembered)
         operations += [op for op in admissions(pending_review(lessons)) if op.fingerprint not in remembered]
         documents = Documents.from_state(state)
@@ -200,11 +203,12 @@ class Consolidator:
             seen = remembered | {op.fingerprint for op in operations}
             operations += [op for op in spent.operations if op.fingerprint not in seen]
             core = with_pinned(spent.core_memory or core, pinned, self.count_tokens)
+        pending = store.list_proposals(namespace, statuses=["pending"], limit=PENDING_SCAN)
+        operations = fresh(operations, by_id, documents, pending)
         kept, dropped = validate(operations, by_id, now=now)
         dropped += spent.dropped
         new_core = core if core.strip() != documents.core_memory.strip() else None
-        if new_core is not None and core_fingerprint(new_core) in remembered:
-            new_core = None
+        new_core = fresh_core(new_core, state, pending)
         touched = {lesson_id for op in kept for lesson_id in op.lesson_ids}
         counts = {kind: sum(op.kind == kind for op in kept) for kind in ("merge", "archive", "flag")}
         others = len(kept) - sum(counts.values())
@@ -221,6 +225,7 @@ class Consolidator:
             "reflection_number": data.reflection_number,
             "episodes": len(data.episodes),
             "core_before": documents.core_memory,
+            "pinned": [lesson.id for lesson in pinned],  # kept in the core memory whatever an edit says
         }
         if data.episodes:
             metadata["newest_episode"] = max(e.created_at for e in data.episodes).isoformat()
@@ -268,8 +273,12 @@ class Consolidator:
         return self.scope.store.get_proposal(proposal_id, namespace=self.scope.namespace)
 
     def render(self, proposal_id: str, *, next_cycle: str | None = None) -> str:
-        """The proposal as seed 002's pending reflection (Markdown)."""
+        """The proposal as seed 002's pending reflection (Markdown); the next scheduled cycle is the
+        schedule's next time unless ``next_cycle`` says otherwise."""
         proposal = self.proposal(proposal_id)
+        schedule = self.scope.settings.consolidation_schedule
+        if next_cycle is None and schedule:
+            next_cycle = f"{next_due(schedule, self.scope.now()):%Y-%m-%d %H:%M %Z} (schedule {schedule!r})"
         ids = {i for op in proposal.operations for i in op.lesson_ids}
         lessons = {
             lesson.id: lesson
@@ -318,7 +327,12 @@ class Consolidator:
                 )
         chosen = offered_ids if only is None else set(only)
         # Screened again: a person's edits (and a proposal stored before a screen's rule) pass it too.
-        proposal = screened(apply_edits(proposal, edits or {}, chosen, actor, self.count_tokens))
+        proposal = apply_edits(proposal, edits or {}, chosen, actor, self.count_tokens)
+        pinned_ids = [str(i) for i in proposal.metadata.get("pinned", [])]
+        pinned = [
+            p for p in self.scope.store.get_lessons(pinned_ids, namespace=self.scope.namespace) if p.pinned
+        ]
+        proposal = screened(keep_pinned(proposal, pinned, self.count_tokens))
         now = self.scope.now()
         current = self._current(proposal)
         writes: dict[str, Lesson] = {}
@@ -328,7 +342,15 @@ class Consolidator:
             if op.status == "dropped":
                 operations.append(op)
             elif op.id in chosen:
-                written = self._changes(op, current, writes, audit, proposal, actor, now)
+                written = changes(
+                    op,
+                    current,
+                    writes,
+                    audit,
+                    proposal=proposal,
+                    now=now,
+                    entry=lambda action, why: self._entry(action, actor, why, proposal, now),
+                )
                 operations.append(op.model_copy(update={"status": "applied", "lesson": written or op.lesson}))
             else:
                 operations.append(op.model_copy(update={"status": "rejected"}))
@@ -351,7 +373,7 @@ class Consolidator:
         evolved = [op.text or "" for op in operations if op.kind == "evolve" and op.status == "applied"]
         documents = documents.with_evolution(evolved, number, now, self.count_tokens)
         documents = documents.with_status(proposal.id, decided.status)
-        state = self._remembered_in(decided, documents.into(state))
+        state = remember(decided, documents.into(state))
         store.apply_proposal(decided, list(writes.values()), audit, state=state)
         mirror_decision(self.scope.settings, store, decided, actor)
         self._embed(
@@ -384,7 +406,7 @@ class Consolidator:
         self.scope.store.save_proposal(decided)
         state = store.cycle_state(namespace)
         documents = Documents.from_state(state).with_status(proposal.id, "rejected")
-        store.set_cycle_state(namespace, self._remembered_in(decided, documents.into(state)))
+        store.set_cycle_state(namespace, remember(decided, documents.into(state)))
         return decided
 
     def revert(self, proposal_id: str, *, actor: str = "api") -> Proposal:
@@ -488,104 +510,6 @@ class Consolidator:
             proposal_id=proposal.id,
             summary=summary[:1_000],
         )
-
-    def _changes(
-        self,
-        op: Operation,
-        current: dict[str, Lesson],
-        writes: dict[str, Lesson],
-        audit: list[AuditEntry],
-        proposal: Proposal,
-        actor: str,
-        now: datetime,
-    ) -> Lesson | None:
-        """The lesson writes and audit rows of one approved operation; the lesson it adds (or the
-        source a merge was written onto), if any. A lesson two operations change (a connection and
-        a merge) carries both changes."""
-        missing = [i for i in op.lesson_ids if i not in current]
-        if missing:
-            raise ConflictError(
-                f"lesson {missing[0]} of operation {op.id} is gone since proposal {proposal.id} was made",
-                record_id=missing[0],
-            )
-
-        def latest(lesson_id: str) -> Lesson:
-            return writes.get(lesson_id) or current[lesson_id]
-
-        def write(action: AuditAction, summary: str, before: Lesson | None, after: Lesson) -> None:
-            writes[after.id] = after
-            audit.append(self._entry(action, actor, summary, proposal, now).of(before, after))
-
-        if op.kind in ("merge", "extract", "pattern") and op.lesson is not None:
-            update: dict[str, Any] = {
-                "namespace": self.scope.namespace,
-                "created_at": now,
-                "updated_at": now,
-                "source": "consolidation",
-            }
-            # A merge that keeps one source's text is written onto that source (a content is one
-            # lesson's in a namespace): it becomes the merged lesson, the others superseded by it.
-            survivor = next(
-                (
-                    latest(i)
-                    for i in op.lesson_ids
-                    if op.kind == "merge" and normalize(current[i].content) == normalize(op.lesson.content)
-                ),
-                None,
-            )
-            if survivor is not None:
-                update.update(id=survivor.id, created_at=survivor.created_at)
-            added = op.lesson.model_copy(update=update)
-            summary = f"{op.reason}; {op.note}" if op.note else op.reason
-            write("merge" if op.kind == "merge" else "extract", summary, survivor, added)
-            # A quarantined lesson is recalled by no one: its sources stay live until a person admits it.
-            if op.kind == "merge" and added.status != "quarantined":
-                for source_id in (i for i in op.lesson_ids if i != added.id):
-                    source = latest(source_id)
-                    marked = source.model_copy(update={"superseded_by": added.id, "updated_at": now})
-                    write("supersede", f"merged into {added.id}", source, marked)
-            return added
-        if op.kind == "archive":
-            source = latest(op.lesson_ids[0])
-            write(
-                "archive",
-                op.reason,
-                source,
-                source.model_copy(update={"status": "archived", "updated_at": now}),
-            )
-        elif op.kind == "admit":
-            source = latest(op.lesson_ids[0])
-            metadata = {k: v for k, v in source.metadata.items() if k != "quarantine"}
-            metadata["admitted"] = source.metadata.get("quarantine")
-            admitted = source.model_copy(update={"status": "active", "metadata": metadata, "updated_at": now})
-            write("admit", op.reason or "admitted by review", source, admitted)
-        elif op.kind == "connect" and op.link is not None:
-            a, b = op.lesson_ids
-            for this, other, direction in ((a, b, "out"), (b, a, "in")):
-                source = latest(this)
-                links = [link for link in source.metadata.get("links", []) if link.get("to") != other]
-                links.append({"to": other, "type": op.link, "direction": direction})
-                linked = source.model_copy(
-                    update={"metadata": {**source.metadata, "links": links}, "updated_at": now}
-                )
-                write("connect", f"{op.link} link with {other}", source, linked)
-        # flag and evolve write no lesson: a flag is for the person to read, an evolution goes to the log.
-        return None
-
-    @staticmethod
-    def _remembered_in(decided: Proposal, state: dict[str, Any]) -> dict[str, Any]:
-        """``state`` with the rejected operations and shown flags of ``decided`` (and its core memory,
-        if turned down) remembered, so no later cycle proposes them again."""
-        rejected = set(state.get("rejected", []))
-        flags = set(state.get("flags_seen", []))
-        for op in decided.operations:
-            if op.status == "rejected":
-                rejected.add(op.fingerprint)
-            if op.kind == "flag" and op.status in ("applied", "rejected"):
-                flags.add(op.fingerprint)
-        if decided.core_memory is not None and not decided.metadata.get("core_applied"):
-            rejected.add(core_fingerprint(decided.core_memory))
-        return {**state, "rejected": sorted(rejected), "flags_seen": sorted(flags)}
 
     def _embed(self, lessons: Sequence[Lesson]) -> None:
         if self.retriever.embedder is None or not lessons:

@@ -233,11 +233,7 @@ def with_pinned(core: str, pinned: Iterable[Lesson], count: TokenCounter = estim
     pinned facts are kept whole as long as they alone fit."""
     sections = core_sections(core)
     facts = sections.get("Critical Facts", "")
-    missing = [
-        f"- {_line(lesson.content, 400)} [{lesson.id}]"
-        for lesson in pinned
-        if lesson.id not in facts and _line(lesson.content, 400) not in facts
-    ]
+    missing = missing_pinned(core, pinned)
     if missing:
         sections["Critical Facts"] = "\n".join([facts, *missing]).strip()
     text = build_core(sections)
@@ -249,6 +245,17 @@ def with_pinned(core: str, pinned: Iterable[Lesson], count: TokenCounter = estim
         sections[name] = _fit(sections.get(name, ""), keep, count)
         text = build_core(sections)
     return text
+
+
+def missing_pinned(core: str, pinned: Iterable[Lesson]) -> list[str]:
+    """The Critical Facts bullets (``- <fact> [<lesson id>]``) of the pinned lessons ``core`` lacks:
+    a fact is there when its id or its text is in Critical Facts."""
+    facts = core_sections(core).get("Critical Facts", "")
+    return [
+        f"- {_line(lesson.content, 400)} [{lesson.id}]"
+        for lesson in pinned
+        if lesson.id not in facts and _line(lesson.content, 400) not in facts
+    ]
 
 
 def core_for_context(core: str, budget_tokens: int, count: TokenCounter = estimate_tokens) -> str:

@@ -13,12 +13,17 @@ who changed it.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from lessonbank.errors import InputError, ParseError
-from lessonbank.models import LESSON_MAX_CHARS
+from lessonbank.models import LESSON_MAX_CHARS, Lesson
 from lessonbank.proposals import Proposal
-from lessonbank.services.consolidation.documents import CORE_CAP_TOKENS
+from lessonbank.services.consolidation.documents import (
+    CORE_CAP_TOKENS,
+    build_core,
+    core_sections,
+    missing_pinned,
+)
 from lessonbank.services.consolidation.phases import check_core
 from lessonbank.text import TokenCounter, estimate_tokens
 
@@ -169,3 +174,30 @@ def apply_edits(
             "metadata": {**proposal.metadata, "edits": changed, "edited_by": actor},
         }
     )
+
+
+def keep_pinned(
+    proposal: Proposal, pinned: Sequence[Lesson], count: TokenCounter = estimate_tokens
+) -> Proposal:
+    """``proposal`` whose core memory rewrite (as the cycle wrote it or a person edited it) holds
+    every ``pinned`` lesson in Critical Facts: one missing (the model wrote it without its marker and
+    an edit dropped the line, or it was pinned since) is added back. InputError, saying which, when
+    the core memory is over its cap with them."""
+    core = proposal.core_memory
+    missing = missing_pinned(core, pinned) if core is not None else []
+    if core is None or not missing:
+        return proposal
+    sections = core_sections(core)
+    sections["Critical Facts"] = "\n".join([sections.get("Critical Facts", ""), *missing]).strip()
+    kept = build_core(sections)
+    if count(kept) > CORE_CAP_TOKENS:
+        raise InputError(
+            f"the core memory must keep the pinned fact(s) {', '.join(_ids(missing))} "
+            f"and is then over its cap of {CORE_CAP_TOKENS} tokens; shorten another section",
+            field="edits",
+        )
+    return proposal.model_copy(update={"core_memory": kept})
+
+
+def _ids(lines: Sequence[str]) -> list[str]:
+    return [line.rsplit("[", 1)[-1].rstrip("]") for line in lines]

@@ -47,6 +47,8 @@ def render_pending(
     proposed = [op for op in proposal.operations if op.status != "dropped"]
     title = f"# Reflection Summary — {proposal.created_at:%Y-%m-%d} ({_text(proposal.namespace)})"
     parts = [title]
+    if proposal.status != "pending":
+        parts.append(_decision(proposal))
     if proposal.summary.strip():
         parts.append(_text(proposal.summary))
     parts += [
@@ -103,7 +105,21 @@ def _section(heading: str, items: Sequence[str]) -> str:
 
 
 def _head(op: Operation) -> str:
-    return f"- [{_text(op.id)}] {op.kind}"
+    """An operation's id and kind; once decided, whether it was applied or rejected."""
+    decided = f" ({op.status})" if op.status in ("applied", "rejected") else ""
+    return f"- [{_text(op.id)}] {op.kind}{decided}"
+
+
+def _decision(proposal: Proposal) -> str:
+    """A decided proposal's status line: who decided, when, why."""
+    status = proposal.status.replace("_", " ")
+    by = f" by {_text(proposal.decided_by)}" if proposal.decided_by else ""
+    when = f" on {proposal.decided_at:%Y-%m-%d %H:%M}" if proposal.decided_at is not None else ""
+    why = f": {_text(proposal.decision_reason)}" if proposal.decision_reason else ""
+    core = ""
+    if proposal.core_memory is not None and proposal.status in ("applied", "partially_applied"):
+        core = "; core memory rewrite " + ("applied" if proposal.metadata.get("core_applied") else "rejected")
+    return f"**Status**: {status}{by}{when}{why}{core}. Nothing here is open for approval."
 
 
 def _named(lesson_id: str, lessons_by_id: Mapping[str, Lesson], label: str = "") -> str:
@@ -194,7 +210,6 @@ def _footer(proposal: Proposal, operations: int, next_cycle: str | None) -> str:
         + (f" ({episodes} new episodes)" if episodes is not None else ""),
         *(["**Reflections reviewed**: last 5 entries"] if "phases" in proposal.metadata else []),
         f"**Next scheduled cycle**: {_text(next_cycle) if next_cycle else 'none scheduled'}",
-        "",
-        FOOTER_HINT,
+        *(["", FOOTER_HINT] if proposal.status == "pending" else []),
     ]
     return "\n".join(lines)
