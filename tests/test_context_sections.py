@@ -133,3 +133,42 @@ def test_bad_input(bank: LessonBank) -> None:
         bank.context(goal_id=5, formats=["past_reflections"])  # type: ignore[arg-type]
     assert bank.context(formats=["past_reflections"], budget_tokens=0).text == ""
     assert bank.context(formats=["replay"]).text == ""  # no task and no task type: nothing to match
+
+
+def test_a_lesson_added_by_hand_is_injected_as_its_text(tmp_path: Path) -> None:
+    """A manual lesson has no situation, mistake or trigger of its own: nothing is made up around it,
+    so four of six short lessons fit a 120-token budget (each once cost about 72 tokens: one fitted)."""
+    texts = [
+        "when editing large Go files use Edit, not rewrite",
+        "large Go files compile faster once split by package",
+        "run gofmt on large Go files before the review",
+        "large Go files hide dead code: run staticcheck first",
+        "keep generated code out of large Go files entirely",
+        "split large Go files along their exported types first",
+    ]
+    with LessonBank(f"sqlite:///{tmp_path / 'm.db'}") as b:
+        ids = [b.add_lesson(text).id for text in texts]
+        block = b.context("editing large Go files", budget_tokens=120)
+        assert len(block.lesson_ids) == 4  # each lesson costs about 25 tokens with its separator
+        assert sorted(b.context("editing large Go files", budget_tokens=160).lesson_ids) == sorted(ids)
+        assert "MISTAKE" not in block.text and "TRIGGER" not in block.text
+        assert f"\nLESSON: {texts[0]}\n" in block.text + "\n"
+
+
+def test_a_reflected_lesson_renders_what_it_has_once() -> None:
+    from lessonbank.services.sections import render_lesson
+
+    full = Lesson(
+        content="x",
+        situation="Large Go files",
+        mistake="full rewrite",
+        correction="use patch",
+        trigger="error",
+    )
+    assert render_lesson(full) == (
+        "LESSON: Large Go files\nMISTAKE: full rewrite\nCORRECTION: use patch\nTRIGGER: error"
+    )
+    unstated = full.model_copy(update={"mistake": "(not stated)"})
+    assert render_lesson(unstated) == "LESSON: Large Go files\nCORRECTION: use patch\nTRIGGER: error"
+    repeated = full.model_copy(update={"correction": "Large Go files", "mistake": None})
+    assert render_lesson(repeated) == "LESSON: Large Go files\nTRIGGER: error"

@@ -85,16 +85,34 @@ def render_procedure(lesson: Lesson) -> str:
 
 
 def render_lesson(lesson: Lesson) -> str:
-    """Seed 004's four lines: ``LESSON: / MISTAKE: / CORRECTION: / TRIGGER:``."""
+    """A seed 004 lesson as what it has, each thing once.
+
+    Reflected (situation and correction): ``LESSON: <situation>`` then ``MISTAKE:`` (when one was
+    stated), ``CORRECTION:`` (unless it repeats the situation) and ``TRIGGER:``, seed 004's four lines.
+    Written by hand or imported (its text alone): ``LESSON: <text>``, nothing made up around it.
+    Another kind asked for here: its text on one line."""
     if lesson.situation and lesson.correction:
-        situation, mistake, correction = lesson.situation, lesson.mistake or "(not stated)", lesson.correction
-    elif lesson.kind == "lesson":  # written by hand or imported: the text is both situation and correction
-        situation = correction = lesson.content
-        mistake = MANUAL_MISTAKE if lesson.source == "manual" else "(not recorded)"
-    else:
-        return lines_of(inline(lesson.content))  # another kind asked for here: its text, on one line
-    fields = (situation, mistake, correction, lesson.trigger or lesson.source)
-    return "LESSON: {}\nMISTAKE: {}\nCORRECTION: {}\nTRIGGER: {}".format(*map(inline, fields))
+        lines = [("LESSON", lesson.situation)]
+        if lesson.mistake and lesson.mistake not in _NO_MISTAKE:
+            lines.append(("MISTAKE", lesson.mistake))
+        lines.append(("CORRECTION", lesson.correction))
+        lines.append(("TRIGGER", lesson.trigger or lesson.source))
+        shown: set[str] = set()
+        kept = []
+        for label, value in lines:
+            text = inline(value)
+            if label != "TRIGGER" and text.casefold() in shown:
+                continue  # the same words under two labels cost tokens and say nothing more
+            shown.add(text.casefold())
+            kept.append(f"{label}: {text}")
+        return "\n".join(kept)
+    if lesson.kind == "lesson":
+        return f"LESSON: {inline(lesson.content)}"
+    return lines_of(inline(lesson.content))
+
+
+# What a reflector writes when the model named no mistake: nothing to inject.
+_NO_MISTAKE = frozenset({"(not stated)", "(not recorded)", MANUAL_MISTAKE})
 
 
 def pack_section(
