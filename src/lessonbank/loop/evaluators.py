@@ -38,10 +38,10 @@ from typing import Any, Literal, Protocol
 
 from lessonbank.errors import EvaluatorError, InputError
 from lessonbank.loop import jsreports
+from lessonbank.loop.tools import KIND, CheckKind, extra_args, missing_module, tool_of
 from lessonbank.models import VerificationResult
 from lessonbank.text import truncate
 
-CheckKind = Literal["tests", "types", "lint", "other"]
 CheckStatus = Literal["pass", "fail", "error", "skip"]
 OUTPUT_MAX_CHARS = 4000
 MESSAGE_MAX_CHARS = 500
@@ -163,7 +163,7 @@ def verification_type_of(evaluator: object) -> str | None:
         return declared
     if isinstance(evaluator, CommandEvaluator):
         try:
-            kinds: set[str] = {_KIND[tool_of(shlex.split(command))] for command in evaluator.commands}
+            kinds: set[str] = {KIND[tool_of(shlex.split(command))] for command in evaluator.commands}
         except ValueError:  # a command shlex cannot split fails when run, not here
             return None
         return _verification_of(kinds)
@@ -176,67 +176,6 @@ def _error_count(result: CheckResult) -> int:
 
 
 # --------------------------------------------------------------------------- running commands
-
-
-_PACKAGE_MANAGERS = ("npm", "pnpm", "yarn", "bun")
-_TOOLS = ("pytest", "mypy", "ruff", "tsc", "eslint", "jest", "vitest")
-_MARKDOWNLINT = ("markdownlint", "markdownlint-cli", "markdownlint-cli2")
-
-
-def tool_of(argv: Sequence[str]) -> str:
-    """The known tool a command runs: ``pytest``, ``mypy``, ``ruff``, ``tsc``, ``eslint``, ``jest``,
-    ``vitest``, ``node-test`` (``node --test``), ``npm-test`` (a package manager's test script:
-    ``npm test``, ``npm run test:coverage``, ``yarn test``…), ``markdownlint``, or ``other``."""
-    names = [Path(token).name for token in argv[:4]]
-    if names and names[0] == "node" and "--test" in argv:
-        return "node-test"
-    if names and names[0] in _PACKAGE_MANAGERS and _test_script(names[0], list(argv[1:3])) is not None:
-        return "npm-test"
-    for index, name in enumerate(names):
-        if name == "-m" and index + 1 < len(names):
-            name = names[index + 1]
-        for tool in _TOOLS:
-            if name == tool or name.startswith(f"{tool}."):
-                return tool
-        if name in _MARKDOWNLINT:
-            return "markdownlint"
-    return "other"
-
-
-def _test_script(manager: str, args: list[str]) -> str | None:
-    """The package.json script a package manager's command runs when it is a test script."""
-    if not args:
-        return None
-    if args[0] in ("run", "run-script") and len(args) > 1:
-        script = args[1]
-    elif manager == "npm" and args[0] in ("t", "tst", "test"):
-        script = "test"
-    else:
-        script = args[0]
-    return script if script == "test" or script.startswith(("test:", "test-")) else None
-
-
-def module_of(argv: Sequence[str]) -> str | None:
-    """The module ``python -m MODULE`` runs (``python``, ``python3.12``, a venv's python…), else None."""
-    for index in range(min(len(argv), 4) - 1):
-        if (
-            argv[index] == "-m"
-            and index > 0
-            and re.fullmatch(r"(?:python|pypy)[\d.]*", Path(argv[index - 1]).name)
-        ):
-            return argv[index + 1]
-    return None
-
-
-def _missing_module(argv: Sequence[str], code: int | None, err: str) -> str | None:
-    """The module of a ``python -m MODULE`` command that failed because its Python lacks it."""
-    module = module_of(argv)
-    if module is None or code in (0, None):
-        return None
-    # Python's own message (no quotes, unlike an import error inside the tool), e.g.
-    # "/usr/bin/python3: No module named pytest" or "… No module named mypy.__main__; 'mypy' is a package…"
-    pattern = rf"^[^\n]*: No module named {re.escape(module)}(?:\.__main__)?(?:;[^\n]*)?\s*$"
-    return module if re.search(pattern, err, re.MULTILINE) else None
 
 
 def run_command(
@@ -315,7 +254,7 @@ class CommandEvaluator:
         argv = shlex.split(command)
         tool = tool_of(argv)
         with tempfile.TemporaryDirectory(prefix="lessonbank-eval-") as scratch:
-            extra, env = _extra_args(tool, Path(scratch), argv=argv, cwd=self.cwd, env=self.env)
+            extra, env = extra_args(tool, Path(scratch), argv=argv, cwd=self.cwd, env=self.env)
             code, out, err, duration = run_command(
                 [*argv, *extra], cwd=self.cwd, timeout_s=self.timeout_s, env=env
             )
@@ -324,7 +263,7 @@ class CommandEvaluator:
                 for path in (Path(scratch) / "junit.xml", Path(scratch) / "report.json")
                 if path.exists()
             )
-        module = _missing_module(argv, code, err)
+        module = missing_module(argv, code, err)
         if module is not None:
             raise EvaluatorError(
                 f"cannot run {command!r} in {self.cwd}: {argv[0]} has no module {module!r}; "
@@ -333,7 +272,7 @@ class CommandEvaluator:
             )
         result = CheckResult(
             tool=command,
-            kind=_KIND[tool],
+            kind=KIND[tool],
             status="pass" if code == 0 else "fail",
             exit_code=code,
             stdout=truncate(out, OUTPUT_MAX_CHARS),
@@ -358,83 +297,6 @@ class CommandEvaluator:
             tail = truncate((err or out).strip()[-MESSAGE_MAX_CHARS:], MESSAGE_MAX_CHARS)
             result.errors = [{"type": "other", "message": tail or f"exit code {code}", "severity": "error"}]
         return result
-
-
-_KIND: dict[str, CheckKind] = {
-    "pytest": "tests",
-    "jest": "tests",
-    "vitest": "tests",
-    "node-test": "tests",
-    "npm-test": "tests",
-    "markdownlint": "lint",
-    "mypy": "types",
-    "tsc": "types",
-    "ruff": "lint",
-    "eslint": "lint",
-    "other": "other",
-}
-
-
-def _extra_args(
-    tool: str, scratch: Path, *, argv: Sequence[str], cwd: Path, env: dict[str, str] | None
-) -> tuple[list[str], dict[str, str] | None]:
-    """The arguments (and environment) that make ``tool`` print what its parser reads."""
-    report = scratch / "report.json"
-    if tool == "pytest":
-        return [f"--junitxml={scratch / 'junit.xml'}", "-p", "no:cacheprovider"], env
-    if tool == "ruff":
-        return ["--output-format", "json"], env
-    if tool == "eslint":
-        return ["-f", "json"], env
-    if tool == "mypy":
-        return ["--show-column-numbers", "--no-pretty", "--no-error-summary"], env
-    if tool == "tsc":
-        return ["--pretty", "false"], env
-    if tool in ("jest", "vitest"):
-        return _js_report_args(tool, argv, report), env
-    if tool == "node-test":
-        return [], _tap_env(argv, env)
-    if tool == "npm-test" and Path(argv[0]).name == "npm":
-        # npm passes what follows "--" to the script: ask its runner for its machine output.
-        script = _package_script(cwd, _test_script("npm", list(argv[1:3])) or "test")
-        runner = tool_of(shlex.split(script)) if script and not re.search(r"&&|\|\||[;|<>`$]", script) else ""
-        if runner in ("jest", "vitest"):
-            more = _js_report_args(runner, [*argv, *shlex.split(script)], report)
-            return (["--", *more] if more and "--" not in argv else []), env
-        if runner == "node-test":
-            return [], _tap_env([*argv, *shlex.split(script)], env)
-    return [], env
-
-
-def _js_report_args(tool: str, argv: Sequence[str], report: Path) -> list[str]:
-    """jest's ``--json`` / vitest's json reporter written to ``report``, unless the command chose
-    its own output (then its stdout is read)."""
-    if any(arg.startswith(("--json", "--outputFile", "--reporter")) for arg in argv):
-        return []
-    if tool == "jest":
-        return ["--json", f"--outputFile={report}"]
-    return ["--reporter=json", f"--outputFile={report}"]
-
-
-def _tap_env(argv: Sequence[str], env: dict[str, str] | None) -> dict[str, str] | None:
-    """The environment with node's TAP reporter asked for (node ≥ 23 prints spec by default)."""
-    base = dict(os.environ if env is None else env)
-    if any(arg.startswith("--test-reporter") for arg in argv) or "--test-reporter" in base.get(
-        "NODE_OPTIONS", ""
-    ):
-        return env
-    base["NODE_OPTIONS"] = f"{base.get('NODE_OPTIONS', '')} --test-reporter=tap".strip()
-    return base
-
-
-def _package_script(cwd: Path, name: str) -> str:
-    """``scripts[name]`` of ``cwd/package.json``, or '' when there is none."""
-    try:
-        scripts = json.loads((cwd / "package.json").read_text("utf-8")).get("scripts") or {}
-    except (OSError, ValueError, AttributeError):
-        return ""
-    script = scripts.get(name) if isinstance(scripts, dict) else None
-    return script if isinstance(script, str) else ""
 
 
 # --------------------------------------------------------------------------- parsers
