@@ -40,6 +40,7 @@ from lessonbank.services.sections import (
     learned_section,
     pack_section,
     render_lesson,
+    similar_insights,
 )
 from lessonbank.text import TokenCounter
 
@@ -152,6 +153,12 @@ class ContextBuilder:
         ``formats=None``: the sections follow the arguments (:func:`default_formats`)."""
         if formats is None:
             chosen = default_formats(goal_id=goal_id, agent=agent, task_type=task_type)
+            if (
+                goal_id is None
+                and isinstance(task, str)
+                and similar_insights(self.scope.store, self.scope.namespace, task)
+            ):
+                chosen.insert(1, PAST_REFLECTIONS)  # seed 000: insights about similar tasks
         else:
             chosen = list(formats)
         if isinstance(formats, str):
