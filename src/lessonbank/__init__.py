@@ -27,43 +27,54 @@ from lessonbank.errors import (
     ParseError,
     StoreError,
 )
-from lessonbank.models import (
-    AuditEntry,
-    ContextBlock,
-    Decision,
-    Episode,
-    Hit,
-    Job,
-    Lesson,
-    Reflection,
-    VerificationResult,
-)
-from lessonbank.settings import Settings
 
 if TYPE_CHECKING:
     from lessonbank.bank import AsyncLessonBank, LessonBank
+    from lessonbank.models import (
+        AuditEntry,
+        ContextBlock,
+        Decision,
+        Episode,
+        Hit,
+        Job,
+        Lesson,
+        Reflection,
+        VerificationResult,
+    )
     from lessonbank.remote import AsyncRemoteBank, RemoteBank
+    from lessonbank.settings import Settings
 
-# The facades load on first use, so importing a bottom module (``lessonbank.errors``,
-# ``lessonbank.models``) does not open the whole stack, and the package root imports no layer above it.
-_FACADES = {
+# Everything but the errors loads on first use: importing the package (or a bottom module such as
+# ``lessonbank.errors``) builds no pydantic model and opens no layer above it, and ``lessonbank --help``
+# pays for none of it. ``from lessonbank import Episode`` works as before.
+_LAZY = {
     "AsyncLessonBank": "lessonbank.bank",
     "AsyncRemoteBank": "lessonbank.remote",
+    "AuditEntry": "lessonbank.models",
+    "ContextBlock": "lessonbank.models",
+    "Decision": "lessonbank.models",
+    "Episode": "lessonbank.models",
+    "Hit": "lessonbank.models",
+    "Job": "lessonbank.models",
+    "Lesson": "lessonbank.models",
     "LessonBank": "lessonbank.bank",
+    "Reflection": "lessonbank.models",
     "RemoteBank": "lessonbank.remote",
+    "Settings": "lessonbank.settings",
+    "VerificationResult": "lessonbank.models",
 }
 
 
 def __getattr__(name: str) -> Any:
-    if name in _FACADES:
-        value = getattr(importlib.import_module(_FACADES[name]), name)
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'lessonbank' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_FACADES})
+    return sorted({*globals(), *_LAZY})
 
 
 __all__ = [

@@ -9,16 +9,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from lessonbank.bank import LessonBank
-from lessonbank.models import Hit, Lesson
-from lessonbank.redact import redact
-from lessonbank.retrieval.scoring import utility
+if TYPE_CHECKING:
+    from lessonbank.bank import LessonBank
+    from lessonbank.models import Hit, Lesson
 
 # Wide enough that ids never wrap when output is piped (rich assumes 80 columns then).
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
@@ -32,12 +30,16 @@ class Options:
         self.db, self.namespace, self.llm, self.embedder = db, namespace, llm, embedder
 
     def bank(self, *, worker: bool = False, hyde: bool | None = None) -> LessonBank:
+        from lessonbank.bank import LessonBank  # the stack loads when a command opens a bank, not at start-up
+
         return LessonBank(
             self.db, namespace=self.namespace, llm=self.llm, worker=worker, embedder=self.embedder, hyde=hyde
         )
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
+    from lessonbank.redact import redact
+
     sys.stderr.write(f"error: {redact(message)}\n")
     raise typer.Exit(code)
 
@@ -47,11 +49,17 @@ def emit_json(value: Any) -> None:
 
 
 def lesson_row(lesson: Lesson) -> dict[str, Any]:
+    from lessonbank.retrieval.scoring import utility
+
     # utility: the share of helpful outcomes that recall weighs (0.5 before any outcome).
     return {**lesson.model_dump(mode="json"), "utility": round(utility(lesson.helpful, lesson.harmful), 4)}
 
 
 def print_lessons(lessons: list[Lesson], hits: list[Hit] | None = None) -> None:
+    from rich.table import Table
+
+    from lessonbank.retrieval.scoring import utility
+
     table = Table(show_lines=False)
     if hits is not None:
         table.add_column("score", justify="right")

@@ -1,14 +1,19 @@
 """Retrieval: a query in, ranked lessons out — lexical (BM25), vector (embeddings), hybrid fusion, HyDE.
 
 Embedders (``lessonbank.retrieval.embedders``) need the ``embeddings`` extra to compute vectors;
-without one, recall stays lexical. Importing this package never imports numpy.
+without one, recall stays lexical. Importing this package never imports numpy or the openai SDK.
 """
 
-from lessonbank.retrieval.embedders import Embedder, HashEmbedder, OpenAIEmbedder, make_embedder
+from typing import TYPE_CHECKING, Any
+
+from lessonbank.retrieval.embedders import Embedder, HashEmbedder, make_embedder
 from lessonbank.retrieval.hybrid import RECALL_MODES, Retriever, vector_text
 from lessonbank.retrieval.hyde import HyDE
 from lessonbank.retrieval.lexical import recall_lexical
 from lessonbank.retrieval.scoring import blend, temporal_score, utility
+
+if TYPE_CHECKING:
+    from lessonbank.retrieval.embedders.openai import OpenAIEmbedder
 
 __all__ = [
     "RECALL_MODES",
@@ -24,3 +29,12 @@ __all__ = [
     "utility",
     "vector_text",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # OpenAIEmbedder needs the openai SDK: it loads when first asked for, not with the package
+    if name == "OpenAIEmbedder":
+        from lessonbank.retrieval.embedders.openai import OpenAIEmbedder
+
+        return OpenAIEmbedder
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,17 +8,21 @@
 - ``minilm``: :class:`MiniLMEmbedder`, all-MiniLM-L6-v2 on onnxruntime (``bert_onnx``) or NumPy (``bert``)
 - ``static``: :class:`StaticEmbedder`, a static model distilled locally from MiniLM
 
-Importing this package imports neither NumPy nor a model: they load on first use.
+Importing this package imports neither NumPy, a model nor the openai SDK: they load on first use.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from lessonbank.errors import ConfigError
 from lessonbank.retrieval.embedders.base import Embedder, cosine
 from lessonbank.retrieval.embedders.hash import HashEmbedder
 from lessonbank.retrieval.embedders.minilm import MiniLMEmbedder, minilm_available
-from lessonbank.retrieval.embedders.openai import OpenAIEmbedder
 from lessonbank.retrieval.embedders.static import StaticEmbedder
+
+if TYPE_CHECKING:
+    from lessonbank.retrieval.embedders.openai import OpenAIEmbedder
 
 __all__ = [
     "Embedder",
@@ -30,6 +34,15 @@ __all__ = [
     "make_embedder",
     "minilm_available",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # OpenAIEmbedder needs the openai SDK: it loads when first asked for, not with the package
+    if name == "OpenAIEmbedder":
+        from lessonbank.retrieval.embedders.openai import OpenAIEmbedder
+
+        return OpenAIEmbedder
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def make_embedder(spec: str | Embedder | None) -> Embedder | None:
@@ -70,6 +83,8 @@ def make_embedder(spec: str | Embedder | None) -> Embedder | None:
             raise ConfigError(
                 f"bad embedder spec {spec!r}: use 'openai:MODEL' or 'openai:MODEL@http://host:port/v1'"
             )
+        from lessonbank.retrieval.embedders.openai import OpenAIEmbedder
+
         return OpenAIEmbedder(model, base_url=base_url)
     raise ConfigError(
         f"unknown embedder {spec!r}: use 'none', 'auto', 'hash', 'hash:DIM', 'minilm', 'static', "
