@@ -205,7 +205,7 @@ def test_openapi_documents_every_route(client: TestClient) -> None:
     assert len(operations) >= 40
     for method, path, operation in operations:
         assert operation.get("summary"), (method, path)
-    assert "RecallBody" in spec["components"]["schemas"] and "Lesson" in spec["components"]["schemas"]
+    assert "RecallRequest" in spec["components"]["schemas"] and "Lesson" in spec["components"]["schemas"]
     docs = client.get("/docs")
     assert docs.status_code == 200 and "swagger" in docs.text.lower()
 

@@ -1,72 +1,47 @@
 """The REST API: every operation of :class:`~lessonbank.LessonBank` under
-``/api/v1/ns/{namespace}/…``, one route per method, answering the method's records as JSON.
+``/api/v1/ns/{namespace}/…``, one route per operation of the table in :mod:`lessonbank.operations`,
+answering the operation's result as JSON.
 
-Each route takes the bank of its path's namespace from :mod:`.deps` in the role it needs (read,
-write, admin: see :mod:`.auth`), so no route can reach another namespace, and ids are looked up in
-that namespace only (another namespace's id is 404). Request bodies are the models of
-:mod:`.rest_models`, with their limits; the bank's own errors become JSON with a stable code in
-:mod:`.app`. The bank is synchronous, so the routes are plain functions that FastAPI runs in its
-thread pool, never on the event loop.
+A route is declared from its operation's record (:func:`_serve`): its method, path and summary, its
+arguments read as the operation's request model (:mod:`lessonbank.requests`: the path's ids, then
+the query string for GET and DELETE or else the JSON body, see :mod:`.rest_models`), and the bank
+method of the same name called with them. Each route takes the bank of its path's namespace from
+:mod:`.deps` in the role the table gives (read, write, admin: see :mod:`.auth`), so no route can
+reach another namespace, and ids are looked up in that namespace only (another namespace's id is
+404). The bank's own errors become JSON with a stable code in :mod:`.app`. The bank is synchronous,
+so the routes are plain functions that FastAPI runs in its thread pool, never on the event loop.
 
-Two rules are the server's, not the bank's: an audited decision names the key that made it (the
-``actor`` a client sends is kept, followed by the key), and restoring a quarantined or pending
-lesson is its approval, so it needs an admin key even though restoring an archived one needs write.
+Hand-written code is what a route adds to its operation: an audited decision names the key that made
+it (the ``actor`` a client sends is kept, followed by the key); restoring a quarantined or pending
+lesson is its approval, so it needs an admin key even though restoring an archived one needs write;
+adding a lesson pinned or importing counters needs admin; flush waits on the event loop; an export
+is streamed; analytics and a proposal's Markdown are read beside the bank's methods.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any
 
 import anyio
 import anyio.to_thread
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
+from pydantic import BaseModel
 
+from lessonbank.bank import LessonBank
 from lessonbank.loop.analytics import analyze
-from lessonbank.models import AuditEntry, ContextBlock, Decision, Episode, Hit, Job, Lesson
-from lessonbank.operations import ADMIN_LESSON_FIELDS, OPERATIONS, restore_operation, role_of
-from lessonbank.ports import LessonSort
-from lessonbank.proposals import DreamRun, Proposal
+from lessonbank.operations import ADMIN_LESSON_FIELDS, OPERATIONS, Operation, restore_operation, role_of
+from lessonbank.requests import NAME_CHARS, ExportRequest, FlushRequest, ImportRequest, Request
 from lessonbank.server.auth import Principal
 from lessonbank.server.deps import Bank, Who, authorize
-from lessonbank.server.rest_models import (
-    MAX_K,
-    MAX_LIMIT,
-    MAX_QUERY_CHARS,
-    NAME_CHARS,
-    ActorBody,
-    AddLessonBody,
-    ApproveBody,
-    ArchiveBody,
-    ConsolidateBody,
-    ContextBody,
-    CoreMemory,
-    Count,
-    Done,
-    DryRunBody,
-    EditBody,
-    EndSessionBody,
-    ExpandBody,
-    FinishGoalBody,
-    FlushBody,
-    ImportBody,
-    JobStatuses,
-    Offset,
-    PurgeJobsBody,
-    RecallBody,
-    RecordBody,
-    ReflectBody,
-    RejectBody,
-    RetentionBody,
-    RetryJobsBody,
-)
+from lessonbank.server.rest_models import ENVELOPES, Done, body_of, query_of
 from lessonbank.services.expansion import ExpansionReport
-from lessonbank.services.transfer import ExportFormat
 
 router = APIRouter()
 FLUSH_POLL_S = 0.05
@@ -77,20 +52,106 @@ _FLUSH_LIMITERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.Capa
 log = logging.getLogger("lessonbank.server")
 
 Id = Annotated[str, Path(min_length=1, max_length=NAME_CHARS)]
-Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT)]
-Text = Annotated[str | None, Query(min_length=1, max_length=NAME_CHARS)]
-Many = Annotated[list[str] | None, Query(max_length=100)]
-F = TypeVar("F", bound=Callable[..., Any])
 EXPORT_TYPES = {"json": "application/json", "jsonl": "application/x-ndjson", "markdown": "text/markdown"}
+# Result types the request models name by their name (they live above lessonbank.requests).
+ABOVE: dict[str, Any] = {"ExpansionReport": ExpansionReport}
+# What a route adds to its operation: (bank, request, principal, namespace) → the answer.
+Handler = Callable[[LessonBank, Any, Principal, str], Any]
+_KW = inspect.Parameter.KEYWORD_ONLY
 
 
-def _route(name: str, **options: Any) -> Callable[[F], F]:
-    """Declare operation ``name``'s route from the table: its method, path and summary; the route is
-    named after the operation, which is how :data:`~lessonbank.server.deps.Bank` finds its role."""
+def _route(name: str, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Declare operation ``name``'s route from the table (method, path, summary) for a function
+    written by hand; the route is named after the operation, which is how
+    :data:`~lessonbank.server.deps.Bank` finds its role."""
     operation = OPERATIONS[name]
     assert operation.rest is not None, f"operation {name} has no REST route"
     method, path = operation.rest
     return router.api_route(path, methods=[method], name=name, summary=operation.summary, **options)
+
+
+def _serve(name: str, description: str | None = None, handler: Handler | None = None, **options: Any) -> None:
+    """Declare operation ``name``'s route from its record: the path's ids, its request model as the
+    query string (GET, DELETE) or the JSON body, and the bank method ``name`` called with the model's
+    fields (or ``handler``, for a route that adds something)."""
+    operation = OPERATIONS[name]
+    assert operation.rest is not None and operation.request is not None, f"{name} has no REST route"
+    method, path = operation.rest
+    parameters = [inspect.Parameter("namespace", _KW, annotation=str)]
+    parameters += [inspect.Parameter(id_, _KW, annotation=Id) for id_ in operation.path_ids]
+    part = query_of(operation) if operation.in_query else body_of(operation)
+    if part is not None:
+        annotation = Annotated[part, Query()] if operation.in_query else part
+        parameters.append(inspect.Parameter("arguments", _KW, annotation=annotation))
+    parameters += [
+        inspect.Parameter("bank", _KW, annotation=Bank),
+        inspect.Parameter("who", _KW, annotation=Who),
+    ]
+    act = handler or _call_bank(operation)
+
+    def endpoint(**given: Any) -> Any:
+        request = _request_of(operation, given)
+        return act(given["bank"], request, given["who"], given["namespace"])
+
+    endpoint.__signature__ = inspect.Signature(parameters, return_annotation=_answer(operation, options))  # type: ignore[attr-defined]
+    endpoint.__name__ = name
+    router.add_api_route(
+        path,
+        endpoint,
+        methods=[method],
+        name=name,
+        summary=operation.summary,
+        description=description or "",
+        status_code=options.pop("status_code", 204 if operation.result is None else None),
+        **options,
+    )
+
+
+def _answer(operation: Operation, options: dict[str, Any]) -> Any:
+    """The route's answer type: the operation's result (or its envelope), none for a 204."""
+    if "returns" in options:
+        return options.pop("returns")
+    if operation.envelope is not None:
+        return ENVELOPES[operation.envelope]
+    result = operation.result
+    if result is None:
+        return Response
+    return ABOVE.get(result, result) if isinstance(result, str) else result
+
+
+def _request_of(operation: Operation, given: dict[str, Any]) -> Request[Any]:
+    """The operation's request model from a route's path ids and query or body, the ``actor`` it
+    names naming the key too."""
+    model = operation.request
+    assert model is not None
+    part: BaseModel | None = given.get("arguments")
+    ids = {id_: given[id_] for id_ in operation.path_ids}
+    if isinstance(part, model) and not ids:
+        request = part
+    else:
+        values = {name: getattr(part, name) for name in type(part).model_fields} if part is not None else {}
+        request = model.model_construct(**values, **ids)
+    if "actor" in type(request).model_fields:
+        request = request.model_copy(update={"actor": _actor(given["who"], request.actor)})  # type: ignore[attr-defined]
+    return request
+
+
+def _call_bank(operation: Operation) -> Handler:
+    """Call the bank method of the operation's name with the request's fields; wrap the result in
+    its envelope; answer 204 for an operation that returns nothing."""
+
+    def call(bank: LessonBank, request: Request[Any], who: Principal, namespace: str) -> Any:
+        result = getattr(bank, operation.name)(**arguments(request))
+        if operation.envelope is not None:
+            return ENVELOPES[operation.envelope](**{operation.envelope: result})
+        return Response(status_code=204) if operation.result is None else result
+
+    return call
+
+
+def arguments(request: Request[Any]) -> dict[str, Any]:
+    """A request model's fields as the keyword arguments of its bank method."""
+    return {name: getattr(request, name) for name in type(request).model_fields}
 
 
 def _actor(who: Principal, actor: str) -> str:
@@ -100,186 +161,24 @@ def _actor(who: Principal, actor: str) -> str:
     return f"{actor} (key {who.name})"[:NAME_CHARS]
 
 
-def _many(values: list[str] | None) -> str | list[str] | None:
-    """A repeated query parameter as the bank takes it: one value is a string, none is None."""
-    if not values:
-        return None
-    return values[0] if len(values) == 1 else values
+# ---------------------------------------------------------------------- hand-written parts
 
 
-# ---------------------------------------------------------------------- episodes and reflection
-
-
-@_route("record", status_code=201, tags=["episodes"])
-def record(namespace: str, body: RecordBody, bank: Bank) -> Episode:
-    """Store one attempt at a task; its reflection (if the policy wants one) is queued, never awaited."""
-    return bank.record(body.episode, context_ids=body.context_ids)
-
-
-@_route("reflect", tags=["episodes"])
-def reflect(namespace: str, episode_id: Id, body: ReflectBody, bank: Bank) -> Decision:
-    """Queue a reflection on a stored episode (trigger ``manual``), whatever the policy said."""
-    return bank.reflect(episode_id, reflector=body.reflector)
-
-
-@_route("decisions", tags=["episodes"])
-def decisions(namespace: str, bank: Bank, agent: Text = None, limit: Limit = 50) -> list[dict[str, Any]]:
-    return bank.decisions(agent=agent, limit=limit)
-
-
-@_route("show", tags=["episodes"])
-def show(namespace: str, record_id: Id, bank: Bank) -> dict[str, Any]:
-    """A lesson, episode (with its decision and reflections), job or reflection of this namespace."""
-    return bank.show(record_id)
-
-
-@_route("search_reflections", tags=["episodes"])
-def search_reflections(
-    namespace: str,
-    bank: Bank,
-    failure_category: Many = None,
-    min_confidence: Annotated[float, Query(ge=0.0, le=1.0)] = 0.0,
-    keywords: Many = None,
-    limit: Limit = 10,
-) -> list[dict[str, Any]]:
-    """AIWG reflection records, newest first, by failure category, confidence and keywords."""
-    return bank.search_reflections(
-        failure_category=_many(failure_category),
-        min_confidence=min_confidence,
-        keywords=keywords or (),
-        limit=limit,
-    )
-
-
-# ---------------------------------------------------------------------- lessons
-
-
-@_route("add_lesson", status_code=201, tags=["lessons"])
-def add_lesson(namespace: str, body: AddLessonBody, bank: Bank, who: Who) -> Lesson:
-    """Store a lesson without an LLM (tags ``reflexion``, ``trigger:manual``, ``user-supplied``).
-    Adding it pinned is what editing reserves for admin."""
-    if body.pinned:
+def _add_lesson(bank: LessonBank, request: Any, who: Principal, namespace: str) -> Any:
+    if request.pinned:
         authorize(who, namespace, "pin_lesson")
-    return bank.add_lesson(
-        body.text,
-        tags=body.tags,
-        kind=body.kind,
-        task_type=body.task_type,
-        agent=body.agent,
-        goal_id=body.goal_id,
-        importance=body.importance,
-        pinned=body.pinned,
-        learned_from=body.learned_from,
-    )
+    return bank.add_lesson(**arguments(request))
 
 
-@_route("lessons", tags=["lessons"])
-def lessons(
-    namespace: str,
-    bank: Bank,
-    kind: Many = None,
-    tags: Many = None,
-    status: Annotated[list[str], Query(max_length=10)] = ["active"],  # noqa: B006 (FastAPI copies it)
-    limit: Limit = 100,
-    offset: Offset = 0,
-    sort: LessonSort = "created",
-    tier: Literal["active", "fading", "dormant", "archive"] | None = None,
-) -> list[Lesson]:
-    """Stored lessons, filtered (repeat ``kind``, ``tags``, ``status`` for several) and sorted; with
-    ``tier`` only those whose decay score is in that tier now."""
-    return bank.lessons(
-        kind=_many(kind), tags=tags or (), status=status, limit=limit, offset=offset, sort=sort, tier=tier
-    )
+def _restore(bank: LessonBank, request: Any, who: Principal, namespace: str) -> Any:
+    authorize(who, namespace, restore_operation(bank.get_lesson(request.lesson_id)))
+    return bank.restore(**arguments(request))
 
 
-@_route("get_lesson", tags=["lessons"])
-def get_lesson(namespace: str, lesson_id: Id, bank: Bank) -> Lesson:
-    return bank.get_lesson(lesson_id)
-
-
-@_route("forget", status_code=204, tags=["lessons"])
-def forget(
-    namespace: str,
-    lesson_id: Id,
-    bank: Bank,
-    who: Who,
-    actor: Annotated[str, Query(min_length=1, max_length=NAME_CHARS)] = "api",
-) -> Response:
-    """Delete a lesson for good (audited); archive it instead to keep it."""
-    bank.forget(lesson_id, actor=_actor(who, actor))
-    return Response(status_code=204)
-
-
-@_route("archive", tags=["lessons"])
-def archive(namespace: str, lesson_id: Id, body: ArchiveBody, bank: Bank, who: Who) -> Lesson:
-    """Soft-delete: kept and audited, no longer recalled or injected."""
-    return bank.archive(lesson_id, reason=body.reason, actor=_actor(who, body.actor))
-
-
-@_route("edit_lesson", tags=["lessons"])
-def edit_lesson(namespace: str, lesson_id: Id, body: EditBody, bank: Bank, who: Who) -> Lesson:
-    """Pin or unpin a lesson, set its tags or importance (audited). A person's word: admin, since a
-    pinned lesson never decays and no cycle merges or archives it."""
-    return bank.edit_lesson(
-        lesson_id,
-        pinned=body.pinned,
-        tags=body.tags,
-        importance=body.importance,
-        actor=_actor(who, body.actor),
-    )
-
-
-@_route("restore", tags=["lessons"])
-def restore(namespace: str, lesson_id: Id, body: ActorBody, bank: Bank, who: Who) -> Lesson:
-    """Make an archived lesson active again. For a quarantined or pending lesson this is its
-    approval, which needs an admin key."""
-    authorize(who, namespace, restore_operation(bank.get_lesson(lesson_id)))
-    return bank.restore(lesson_id, actor=_actor(who, body.actor))
-
-
-@_route("recall", tags=["lessons"])
-def recall(namespace: str, body: RecallBody, bank: Bank) -> list[Hit]:
-    """The ``k`` best lessons with their score parts (lexical, vector, temporal, utility)."""
-    return bank.recall(
-        body.query,
-        k=body.k,
-        kind=body.kind,
-        tags=body.tags,
-        task_type=body.task_type,
-        agent=body.agent,
-        goal_id=body.goal_id,
-        mode=body.mode,
-        hyde=body.hyde,
-    )
-
-
-@_route("context", tags=["lessons"])
-def context(namespace: str, body: ContextBody, bank: Bank) -> ContextBlock:
-    """The lessons to inject for ``task``, rendered, never over ``budget_tokens``; counts as use."""
-    return bank.context(
-        body.task,
-        goal_id=body.goal_id,
-        agent=body.agent,
-        task_type=body.task_type,
-        budget_tokens=body.budget_tokens,
-        formats=body.formats,
-        kind=body.kind,
-        tags=body.tags,
-    )
-
-
-@_route("audit", tags=["lessons"])
-def audit(namespace: str, bank: Bank, lesson_id: Text = None, limit: Limit = 100) -> list[AuditEntry]:
-    """Who changed what and when, newest first (of one lesson when given)."""
-    return bank.audit(lesson_id=lesson_id, limit=limit)
-
-
-@_route("import_lessons", tags=["lessons"])
-def import_lessons(namespace: str, body: ImportBody, bank: Bank, who: Who) -> dict[str, int]:
-    """Bulk-add lessons (same content reinforces; invalid records are counted and skipped). Counters
-    and pins (``helpful``, ``harmful``, ``access_count``, ``last_accessed``, ``pinned``) are kept for
-    an admin key only: for any other they are dropped, counted in ``counters_ignored`` and logged."""
-    records, ignored = body.lessons, 0
+def _import_lessons(
+    bank: LessonBank, request: ImportRequest, who: Principal, namespace: str
+) -> dict[str, int]:
+    records, ignored = request.lessons, 0
     if not who.may(namespace, role_of("import_counters")):
         records, ignored = _without_admin_fields(records)
         if ignored:
@@ -302,109 +201,132 @@ def _without_admin_fields(records: list[dict[str, Any]]) -> tuple[list[dict[str,
     return kept, touched
 
 
-@_route("export", tags=["lessons"])
-def export(
-    namespace: str, bank: Bank, format: ExportFormat = "json", live_only: bool = False
-) -> StreamingResponse:
-    """The namespace's lessons as json, jsonl or markdown, streamed a page at a time."""
-    chunks: Iterator[str] = bank.services.catalog.iter_export(format, live_only=live_only)
-    return StreamingResponse(chunks, media_type=EXPORT_TYPES[format])
+def _export(bank: LessonBank, request: ExportRequest, who: Principal, namespace: str) -> StreamingResponse:
+    chunks: Iterator[str] = bank.services.catalog.iter_export(request.format, live_only=request.live_only)
+    return StreamingResponse(chunks, media_type=EXPORT_TYPES[request.format])
 
 
-@_route("embed_missing", tags=["lessons"])
-def embed_missing(namespace: str, bank: Bank) -> Count:
-    return Count(count=bank.embed_missing())
+def _analytics(bank: LessonBank, request: Any, who: Principal, namespace: str) -> dict[str, Any]:
+    return analyze(bank).as_dict()
 
 
-@_route("expand", tags=["lessons"])
-def expand(namespace: str, body: ExpandBody, bank: Bank, who: Who) -> ExpansionReport:
-    """Ask the LLM for example tasks that need each lesson and index them with it; ``dry_run``: only
-    the plan (lessons, tokens, cost at most), nothing sent."""
-    return bank.expand(body.lesson_ids, limit=body.limit, dry_run=body.dry_run, actor=_actor(who, body.actor))
+def _proposal_markdown(bank: LessonBank, request: Any, who: Principal, namespace: str) -> PlainTextResponse:
+    text = bank.services.consolidation.render(request.proposal_id)
+    return PlainTextResponse(text, media_type="text/markdown; charset=utf-8")
 
 
-@_route("rescreen", tags=["lessons"])
-def rescreen(namespace: str, body: DryRunBody, bank: Bank) -> dict[str, int]:
-    return bank.rescreen(dry_run=body.dry_run)
+# ---------------------------------------------------------------------- the routes, in the table's order
 
+_EPISODES, _LESSONS, _GOALS, _JOBS, _CYCLES = (
+    ["episodes"],
+    ["lessons"],
+    ["goals and rules"],
+    ["jobs"],
+    ["consolidation"],
+)
 
-@_route("apply_retention", tags=["lessons"])
-def apply_retention(namespace: str, body: RetentionBody, bank: Bank) -> dict[str, int]:
-    """Lessons are never deleted here."""
-    return bank.apply_retention(older_than_days=body.older_than_days, dry_run=body.dry_run)
-
-
-# ---------------------------------------------------------------------- goals, rules, replay
-
-
-@_route("finish_goal", tags=["goals and rules"])
-def finish_goal(namespace: str, goal_id: Id, body: FinishGoalBody, bank: Bank) -> Episode:
-    """The goal's insight is reflected in the background."""
-    return bank.finish_goal(
-        goal_id,
-        title=body.title,
-        status=body.status,
-        outputs=body.outputs,
-        errors=body.errors,
-        agent=body.agent,
-    )
-
-
-@_route("insights", tags=["goals and rules"])
-def insights(namespace: str, bank: Bank, goal_id: Text = None) -> list[Lesson]:
-    return bank.insights(goal_id=goal_id)
-
-
-@_route("rules", tags=["goals and rules"])
-def rules(
-    namespace: str, bank: Bank, agent: Text = None, stream: Literal["tactical", "strategic"] | None = None
-) -> list[Lesson]:
-    """Live rules (kind ``principle``), strategic first."""
-    return bank.rules(agent=agent, stream=stream)
-
-
-@_route("confirm_rule", tags=["goals and rules"])
-def confirm_rule(namespace: str, rule_id: Id, bank: Bank) -> Lesson:
-    """Extends the rule and, confirmed across 4+ weeks, promotes it to strategic."""
-    return bank.confirm_rule(rule_id)
-
-
-@_route("replay", tags=["goals and rules"])
-def replay(
-    namespace: str,
-    bank: Bank,
-    task: Annotated[str | None, Query(min_length=1, max_length=MAX_QUERY_CHARS)] = None,
-    task_type: Text = None,
-    k: Annotated[int, Query(ge=1, le=MAX_K)] = 3,
-) -> list[Lesson]:
-    return bank.replay(task=task, task_type=task_type, k=k)
-
-
-# ---------------------------------------------------------------------- jobs and state
-
-
-@_route("jobs", tags=["jobs"])
-def jobs(namespace: str, bank: Bank, status: JobStatuses = None, limit: Limit = 100) -> list[Job]:
-    return bank.jobs(status=status or None, limit=limit)
-
-
-@_route("pending", tags=["jobs"])
-def pending(namespace: str, bank: Bank) -> dict[str, int]:
-    return bank.pending()
-
-
-@_route("retry_jobs", tags=["jobs"])
-def retry_jobs(namespace: str, body: RetryJobsBody, bank: Bank) -> Count:
-    return Count(count=bank.retry_jobs(body.job_ids))
-
-
-@_route("purge_jobs", tags=["jobs"])
-def purge_jobs(namespace: str, body: PurgeJobsBody, bank: Bank) -> Count:
-    return Count(count=bank.purge_jobs(statuses=body.statuses))
+_serve(
+    "record",
+    "Store one attempt at a task; its reflection (if the policy wants one) is queued, never awaited.",
+    status_code=201,
+    tags=_EPISODES,
+)
+_serve(
+    "reflect",
+    "Queue a reflection on a stored episode (trigger ``manual``), whatever the policy said.",
+    tags=_EPISODES,
+)
+_serve("decisions", tags=_EPISODES)
+_serve(
+    "show",
+    "A lesson, episode (with its decision and reflections), job or reflection of this namespace.",
+    tags=_EPISODES,
+)
+_serve(
+    "search_reflections",
+    "AIWG reflection records, newest first, by failure category, confidence and keywords.",
+    tags=_EPISODES,
+)
+_serve(
+    "add_lesson",
+    "Store a lesson without an LLM (tags ``reflexion``, ``trigger:manual``, ``user-supplied``). "
+    "Adding it pinned is what editing reserves for admin.",
+    _add_lesson,
+    status_code=201,
+    tags=_LESSONS,
+)
+_serve(
+    "lessons",
+    "Stored lessons, filtered (repeat ``kind``, ``tags``, ``status`` for several) and sorted; with "
+    "``tier`` only those whose decay score is in that tier now.",
+    tags=_LESSONS,
+)
+_serve("get_lesson", tags=_LESSONS)
+_serve("forget", "Delete a lesson for good (audited); archive it instead to keep it.", tags=_LESSONS)
+_serve("archive", "Soft-delete: kept and audited, no longer recalled or injected.", tags=_LESSONS)
+_serve(
+    "edit_lesson",
+    "Pin or unpin a lesson, set its tags or importance (audited). A person's word: admin, since a "
+    "pinned lesson never decays and no cycle merges or archives it.",
+    tags=_LESSONS,
+)
+_serve(
+    "restore",
+    "Make an archived lesson active again. For a quarantined or pending lesson this is its "
+    "approval, which needs an admin key.",
+    _restore,
+    tags=_LESSONS,
+)
+_serve(
+    "recall",
+    "The ``k`` best lessons with their score parts (lexical, vector, temporal, utility).",
+    tags=_LESSONS,
+)
+_serve(
+    "context",
+    "The lessons to inject for ``task``, rendered, never over ``budget_tokens``; counts as use.",
+    tags=_LESSONS,
+)
+_serve("audit", "Who changed what and when, newest first (of one lesson when given).", tags=_LESSONS)
+_serve(
+    "import_lessons",
+    "Bulk-add lessons (same content reinforces; invalid records are counted and skipped). Counters "
+    "and pins (``helpful``, ``harmful``, ``access_count``, ``last_accessed``, ``pinned``) are kept for "
+    "an admin key only: for any other they are dropped, counted in ``counters_ignored`` and logged.",
+    _import_lessons,
+    tags=_LESSONS,
+)
+_serve(
+    "export",
+    "The namespace's lessons as json, jsonl or markdown, streamed a page at a time.",
+    _export,
+    returns=StreamingResponse,
+    tags=_LESSONS,
+)
+_serve("embed_missing", tags=_LESSONS)
+_serve(
+    "expand",
+    "Ask the LLM for example tasks that need each lesson and index them with it; ``dry_run``: only "
+    "the plan (lessons, tokens, cost at most), nothing sent.",
+    tags=_LESSONS,
+)
+_serve("rescreen", tags=_LESSONS)
+_serve("apply_retention", "Lessons are never deleted here.", tags=_LESSONS)
+_serve("finish_goal", "The goal's insight is reflected in the background.", tags=_GOALS)
+_serve("insights", tags=_GOALS)
+_serve("rules", "Live rules (kind ``principle``), strategic first.", tags=_GOALS)
+_serve(
+    "confirm_rule", "Extends the rule and, confirmed across 4+ weeks, promotes it to strategic.", tags=_GOALS
+)
+_serve("replay", tags=_GOALS)
+_serve("jobs", tags=_JOBS)
+_serve("pending", tags=_JOBS)
+_serve("retry_jobs", tags=_JOBS)
+_serve("purge_jobs", tags=_JOBS)
 
 
 @_route("flush", tags=["jobs"])
-async def flush(namespace: str, body: FlushBody, bank: Bank) -> Done:
+async def flush(namespace: str, body: FlushRequest, bank: Bank) -> Done:
     """Wait until no job is queued or running (at most ``timeout`` seconds).
 
     The wait is on the event loop, not in a thread: each look at the queue takes a thread of a small
@@ -428,71 +350,40 @@ def _flush_looks() -> anyio.CapacityLimiter:
     return limiter
 
 
-@_route("stats", tags=["jobs"])
-def stats(namespace: str, bank: Bank) -> dict[str, Any]:
-    return bank.stats()
-
-
-@_route("analytics", tags=["jobs"])
-def analytics(namespace: str, bank: Bank) -> dict[str, Any]:
-    """Success rate, iterations, learning rate, failure categories and lesson reuse of the loops."""
-    return analyze(bank).as_dict()
-
-
-# ---------------------------------------------------------------------- consolidation
-
-
-@_route("consolidate", tags=["consolidation"])
-def consolidate(namespace: str, body: ConsolidateBody, bank: Bank) -> Proposal | None:
-    """A pending proposal (null when there is nothing to propose, or with ``wait: false``); never applied."""
-    return bank.consolidate(dry_run=body.dry_run, wait=body.wait)
-
-
-@_route("end_session", tags=["consolidation"])
-def end_session(namespace: str, body: EndSessionBody, bank: Bank) -> Job | None:
-    """Queue a session-end cycle; null when a daily cap or the circuit breaker refused it."""
-    return bank.end_session(agent=body.agent, session_id=body.session_id)
-
-
-@_route("proposals", tags=["consolidation"])
-def proposals(namespace: str, bank: Bank, status: Many = None, limit: Limit = 50) -> list[Proposal]:
-    return bank.proposals(status=_many(status), limit=limit)
-
-
-@_route("proposal", tags=["consolidation"])
-def proposal(namespace: str, proposal_id: Id, bank: Bank) -> Proposal:
-    return bank.proposal(proposal_id)
-
-
-@_route("proposal_markdown", tags=["consolidation"], response_class=PlainTextResponse)
-def proposal_markdown(namespace: str, proposal_id: Id, bank: Bank) -> PlainTextResponse:
-    text = bank.services.consolidation.render(proposal_id)
-    return PlainTextResponse(text, media_type="text/markdown; charset=utf-8")
-
-
-@_route("approve", tags=["consolidation"])
-def approve(namespace: str, proposal_id: Id, body: ApproveBody, bank: Bank, who: Who) -> Proposal:
-    """Apply it, all or nothing: ``only`` some operation ids (``core``: the core memory rewrite),
-    ``edits`` the text to write instead of the cycle's. 409 if a lesson it touches changed since."""
-    return bank.approve(proposal_id, only=body.only, edits=body.edits, actor=_actor(who, body.actor))
-
-
-@_route("reject", tags=["consolidation"])
-def reject(namespace: str, proposal_id: Id, body: RejectBody, bank: Bank, who: Who) -> Proposal:
-    return bank.reject(proposal_id, reason=body.reason, actor=_actor(who, body.actor))
-
-
-@_route("revert", tags=["consolidation"])
-def revert(namespace: str, proposal_id: Id, body: ActorBody, bank: Bank, who: Who) -> Proposal:
-    return bank.revert(proposal_id, actor=_actor(who, body.actor))
-
-
-@_route("dreams", tags=["consolidation"])
-def dreams(namespace: str, bank: Bank, limit: Limit = 50) -> list[DreamRun]:
-    """Every consolidation cycle of this namespace, newest first."""
-    return bank.dreams(limit=limit)
-
-
-@_route("core_memory", tags=["consolidation"])
-def core_memory(namespace: str, bank: Bank) -> CoreMemory:
-    return CoreMemory(text=bank.core_memory())
+_serve("stats", tags=_JOBS)
+_serve(
+    "analytics",
+    "Success rate, iterations, learning rate, failure categories and lesson reuse of the loops.",
+    _analytics,
+    tags=_JOBS,
+)
+_serve(
+    "consolidate",
+    "A pending proposal (null when there is nothing to propose, or with ``wait: false``); never applied.",
+    tags=_CYCLES,
+)
+_serve(
+    "end_session",
+    "Queue a session-end cycle; null when a daily cap or the circuit breaker refused it.",
+    tags=_CYCLES,
+)
+_serve("proposals", tags=_CYCLES)
+_serve("proposal", tags=_CYCLES)
+_serve(
+    "proposal_markdown",
+    None,
+    _proposal_markdown,
+    returns=PlainTextResponse,
+    response_class=PlainTextResponse,
+    tags=_CYCLES,
+)
+_serve(
+    "approve",
+    "Apply it, all or nothing: ``only`` some operation ids (``core``: the core memory rewrite), "
+    "``edits`` the text to write instead of the cycle's. 409 if a lesson it touches changed since.",
+    tags=_CYCLES,
+)
+_serve("reject", tags=_CYCLES)
+_serve("revert", tags=_CYCLES)
+_serve("dreams", "Every consolidation cycle of this namespace, newest first.", tags=_CYCLES)
+_serve("core_memory", tags=_CYCLES)
