@@ -2,8 +2,8 @@
 local user, no key) and Streamable HTTP (``/mcp`` in ``lessonbank serve``, one API key per request).
 
 Every tool is ``verb_noun``, has a title, an output schema (structured content, with the same JSON as
-text for older clients) and annotations; the role a tool needs is its operation's, from the table
-in :mod:`lessonbank.operations` (read-only tools: ``read``). Every tool takes an optional
+text for older clients) and annotations; its name, title, annotations and the role it needs are its
+operation's, from the table in :mod:`lessonbank.operations` (read-only tools: ``read``). Every tool takes an optional
 ``namespace`` (default: the server's). Nothing an agent calls here deletes or archives anything:
 ``archive_lesson`` stages a pending proposal a person approves
 (``lessonbank approve``, the dashboard), and ``consolidate`` only ever proposes.
@@ -33,7 +33,8 @@ from pydantic import Field, ValidationError
 from lessonbank.bank import LessonBank
 from lessonbank.errors import LessonbankError, NotFoundError
 from lessonbank.models import Importance, LessonKind, Signal, Status, VerificationResult
-from lessonbank.operations import BY_MCP_TOOL, OPERATIONS
+from lessonbank.operations import BY_MCP_TOOL, OPERATIONS, mcp_hints
+from lessonbank.operations import Operation as BankOperation
 from lessonbank.proposals import Operation, Proposal
 from lessonbank.redact import redact
 from lessonbank.retrieval.scoring import utility
@@ -125,29 +126,17 @@ def _guarded(fn: F) -> F:
     return call  # type: ignore[return-value]
 
 
-def _add(
-    server: MCPServer,
-    fn: Callable[..., Any],
-    title: str,
-    *,
-    idempotent: bool = False,
-) -> None:
-    """Register ``fn`` under its own name; its docstring is the description the model reads. It is
-    read-only when its operation needs only the read role."""
-    read_only = BY_MCP_TOOL[fn.__name__].role == "read"
+def _add(server: MCPServer, fn: Callable[..., Any], operation: BankOperation) -> None:
+    """Register ``fn`` as ``operation``'s tool: its name, title and annotations from the table (read-only
+    when the operation needs only the read role); its docstring is the description the model reads."""
+    assert fn.__name__ == operation.mcp, f"tool {fn.__name__} is not {operation.name}'s ({operation.mcp})"
+    title = operation.mcp_title or operation.summary
     server.add_tool(
         _guarded(fn),
         name=fn.__name__,
         title=title,
         description=inspect.getdoc(fn),
-        annotations=ToolAnnotations(
-            title=title,
-            read_only_hint=read_only,
-            # No tool here deletes or overwrites: destructive changes are staged as proposals.
-            destructive_hint=None if read_only else False,
-            idempotent_hint=True if read_only else idempotent,
-            open_world_hint=False,
-        ),
+        annotations=ToolAnnotations(title=title, **mcp_hints(operation)),
         structured_output=True,
     )
 
@@ -451,17 +440,26 @@ def build_server(access: Access) -> MCPServer:
             message=f"proposal {proposal.id} is pending; the lesson stays active until a person approves it",
         )
 
-    _add(server, get_context, "Get prompt context")
-    _add(server, recall_lessons, "Recall lessons")
-    _add(server, record_episode, "Record an episode")
-    _add(server, finish_goal, "Finish a goal")
-    _add(server, add_lesson, "Add a lesson")
-    _add(server, show_lesson, "Show a lesson")
-    _add(server, list_rules, "List learned rules")
-    _add(server, search_reflections, "Search past reflections")
-    _add(server, list_proposals, "List proposals")
-    _add(server, consolidate, "Propose a consolidation")
-    _add(server, archive_lesson, "Propose archiving a lesson", idempotent=True)
+    tools = {
+        fn.__name__: fn
+        for fn in (
+            get_context,
+            recall_lessons,
+            record_episode,
+            finish_goal,
+            add_lesson,
+            show_lesson,
+            list_rules,
+            search_reflections,
+            list_proposals,
+            consolidate,
+            archive_lesson,
+        )
+    }
+    # Every tool the table names, in the order written here (the model reads get_context first).
+    assert sorted(tools) == sorted(BY_MCP_TOOL), "the MCP tools and the table's disagree"
+    for name, fn in tools.items():
+        _add(server, fn, BY_MCP_TOOL[name])
     _resources(server, access)
     return server
 
