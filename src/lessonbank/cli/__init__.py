@@ -8,6 +8,7 @@ One module per command group, each a set of plain functions that register nothin
 :mod:`lessonbank.cli.app` registers them all in one place:
 
 - ``app``: the Typer app, global options, the command table, ``main`` and error translation
+- ``lazy``: the group that imports a command's module only when that command runs or shows its help
 - ``common``: the options object, consoles, JSON output and input helpers every group uses
 - ``lessons``: add, lessons, show, forget, rescreen, import, export, stats
 - ``retrieval``: recall, context, embed

@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from lessonbank.cli.common import emit_json, fail, lesson_row, out, print_lessons
-from lessonbank.services.expansion import ExpansionReport
 
 
 def recall(
@@ -125,6 +124,8 @@ def expand(
         )
         if dry_run or not plan.calls:
             if as_json:
+                from lessonbank.services.expansion import ExpansionReport
+
                 emit_json({"dry_run": True, **ExpansionReport(plan=plan).model_dump(mode="json")})
             else:
                 out.print(f"would expand {summary}" if plan.calls else "nothing to expand")
