@@ -9,10 +9,12 @@ import os
 import socket
 import subprocess
 import sys
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from lessonbank import LessonBank
 from lessonbank.llm import FakeLLM
@@ -84,6 +86,54 @@ def cli(tmp_path: Path):  # type: ignore[no-untyped-def]
         proc = subprocess.run(
             argv, input=stdin, capture_output=True, env={**env, **(extra_env or {})}, timeout=60
         )
+        if ok:
+            assert proc.returncode == 0, proc.stderr.decode()
+        return proc
+
+    return run
+
+
+@pytest.fixture
+def cli_in_process(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Runs the ``lessonbank`` command in this process, as the ``cli`` fixture runs it in a subprocess.
+
+    Same call and result (a ``CompletedProcess`` with bytes ``stdout`` / ``stderr``), same environment
+    (no ``LESSONBANK_*`` but its own ``LESSONBANK_HOME``, plus ``extra_env``), same entry point
+    (:func:`lessonbank.cli.main`: global options hoisted, library errors turned into exit codes). For
+    tests of what a command does; crashes, signals, the console script and byte-level stdio keep ``cli``.
+    """
+    from lessonbank.cli import main
+
+    home = str(tmp_path / "home")
+
+    def run(
+        *args: str | bytes,
+        stdin: bytes | None = None,
+        extra_env: dict[str, str] | None = None,
+        ok: bool = True,
+    ) -> subprocess.CompletedProcess[bytes]:
+        argv = [os.fsdecode(arg) for arg in args]  # as the interpreter decodes a command line
+        env: dict[str, str | None] = {name: None for name in os.environ if name.startswith("LESSONBANK_")}
+        env.update({"LESSONBANK_HOME": home, **(extra_env or {})})
+        code: int | str | None = 0
+        with CliRunner().isolation(input=stdin, env=env) as (stdout, stderr, _):
+            try:
+                main(argv)
+            except SystemExit as exc:
+                code = exc.code
+            except Exception:  # what the interpreter does with an uncaught exception
+                traceback.print_exc()
+                code = 1
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            if isinstance(code, str):
+                sys.stderr.write(code + "\n")
+                sys.stderr.flush()
+                code = 1
+            proc = subprocess.CompletedProcess(
+                ["lessonbank", *argv], code or 0, stdout.getvalue(), stderr.getvalue()
+            )
         if ok:
             assert proc.returncode == 0, proc.stderr.decode()
         return proc

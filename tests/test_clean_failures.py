@@ -35,43 +35,47 @@ def _clean_error(proc: subprocess.CompletedProcess[bytes], code: int, text: byte
     assert text in proc.stderr, proc.stderr
 
 
-def test_deeply_nested_json_on_record(cli) -> None:  # type: ignore[no-untyped-def]
+def test_deeply_nested_json_on_record(cli_in_process) -> None:  # type: ignore[no-untyped-def]
     deep = ("[" * DEEP + "]" * DEEP).encode()
-    _clean_error(cli("record", stdin=deep, ok=False), 2, b"nested too deeply")
+    _clean_error(cli_in_process("record", stdin=deep, ok=False), 2, b"nested too deeply")
     deep_object = ('{"task": ' * DEEP + "1" + "}" * DEEP).encode()
-    _clean_error(cli("record", stdin=deep_object, ok=False), 2, b"nested too deeply")
+    _clean_error(cli_in_process("record", stdin=deep_object, ok=False), 2, b"nested too deeply")
 
 
-def test_deeply_nested_json_on_import(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_deeply_nested_json_on_import(cli_in_process, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     array = tmp_path / "deep.json"
     array.write_text("[" * DEEP + "]" * DEEP)
-    _clean_error(cli("import", str(array), ok=False), 2, b"nested too deeply")
+    _clean_error(cli_in_process("import", str(array), ok=False), 2, b"nested too deeply")
     lines = tmp_path / "deep.jsonl"
     lines.write_text('{"content": "ok lesson"}\n' + '{"a": ' * DEEP + "1" + "}" * DEEP + "\n")
-    proc = cli("import", str(lines), ok=False)
+    proc = cli_in_process("import", str(lines), ok=False)
     assert b"Traceback" not in proc.stderr and b"nested too deeply" in proc.stderr, proc.stderr[-2000:]
 
 
-def test_export_to_a_missing_folder_or_a_folder(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    cli("add", "keep backups off the database host")
-    _clean_error(cli("export", "-o", str(tmp_path / "missing" / "x.json"), ok=False), 2, b"cannot write")
-    _clean_error(cli("export", "-o", str(tmp_path), ok=False), 2, b"is a directory")
+def test_export_to_a_missing_folder_or_a_folder(cli_in_process, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cli_in_process("add", "keep backups off the database host")
+    _clean_error(
+        cli_in_process("export", "-o", str(tmp_path / "missing" / "x.json"), ok=False), 2, b"cannot write"
+    )
+    _clean_error(cli_in_process("export", "-o", str(tmp_path), ok=False), 2, b"is a directory")
 
 
-def test_sqlite_path_that_cannot_be_created(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_sqlite_path_that_cannot_be_created(cli_in_process, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "a-file").write_text("not a folder")
-    proc = cli("--db", f"sqlite:///{tmp_path / 'a-file' / 'bank.db'}", "stats", ok=False)
+    proc = cli_in_process("--db", f"sqlite:///{tmp_path / 'a-file' / 'bank.db'}", "stats", ok=False)
     _clean_error(proc, 1, b"cannot create the folder")
-    proc = cli("--db", "sqlite:////proc/no-such-dir/bank.db", "stats", ok=False)
+    proc = cli_in_process("--db", "sqlite:////proc/no-such-dir/bank.db", "stats", ok=False)
     _clean_error(proc, 1, b"cannot create the folder")
 
 
-def test_redis_database_index_out_of_range(cli) -> None:  # type: ignore[no-untyped-def]
+def test_redis_database_index_out_of_range(cli_in_process) -> None:  # type: ignore[no-untyped-def]
     with socket.socket() as probe:
         if probe.connect_ex(("127.0.0.1", 6379)) != 0:
             pytest.skip("no Redis on 127.0.0.1:6379")
-    _clean_error(cli("--db", "redis://127.0.0.1:6379/9999", "stats", ok=False), 1, b"database index")
-    _clean_error(cli("--db", "redis://127.0.0.1:6379/-1", "stats", ok=False), 1, b"database index")
+    _clean_error(
+        cli_in_process("--db", "redis://127.0.0.1:6379/9999", "stats", ok=False), 1, b"database index"
+    )
+    _clean_error(cli_in_process("--db", "redis://127.0.0.1:6379/-1", "stats", ok=False), 1, b"database index")
 
 
 @pytest.mark.parametrize(
@@ -84,9 +88,9 @@ def test_redis_database_index_out_of_range(cli) -> None:  # type: ignore[no-unty
         ("retry_s=nan", b"retry_s must be 0 or more"),
     ],
 )
-def test_postgres_pool_options_are_checked_before_connecting(cli, query: str, says: bytes) -> None:  # type: ignore[no-untyped-def]
+def test_postgres_pool_options_are_checked_before_connecting(cli_in_process, query: str, says: bytes) -> None:  # type: ignore[no-untyped-def]
     started = time.monotonic()
-    _clean_error(cli("--db", f"postgresql://127.0.0.1:1/x?{query}", "stats", ok=False), 1, says)
+    _clean_error(cli_in_process("--db", f"postgresql://127.0.0.1:1/x?{query}", "stats", ok=False), 1, says)
     assert time.monotonic() - started < 10  # refused before any connection attempt
 
 
@@ -180,9 +184,9 @@ def test_reads_do_not_wait_behind_another_process_write(cli, tmp_path: Path) -> 
         writer.close()
 
 
-def test_reads_work_on_a_read_only_bank(cli) -> None:  # type: ignore[no-untyped-def]
+def test_reads_work_on_a_read_only_bank(cli_in_process) -> None:  # type: ignore[no-untyped-def]
     folder = Path(tempfile.mkdtemp(prefix="lb-readonly-"))
-    url, lesson_id = _bank_with_a_lesson(folder, cli)
+    url, lesson_id = _bank_with_a_lesson(folder, cli_in_process)
     for path in folder.iterdir():
         path.chmod(0o444)
     folder.chmod(0o555)

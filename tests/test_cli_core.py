@@ -25,7 +25,7 @@ def pending_proposal(db: str) -> tuple[str, str]:
         return proposal.id, merge
 
 
-def test_approve_with_changes_through_the_editor(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_approve_with_changes_through_the_editor(cli_in_process, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     db = f"sqlite:///{tmp_path / 'bank.db'}"
     proposal_id, merge = pending_proposal(db)
     # The "editor" is a real program given the file's path: it rewrites the merged lesson's text.
@@ -36,7 +36,7 @@ def test_approve_with_changes_through_the_editor(cli, tmp_path: Path) -> None:  
         "p.write_text(p.read_text().replace('Run the migrations before the deploy.', "
         "'Always run the migrations, then deploy.'))\n"
     )
-    done = cli(
+    done = cli_in_process(
         "--db", db, "approve", proposal_id, "--edit", extra_env={"EDITOR": f"{sys.executable} {editor}"}
     ).stdout.decode()
     assert f"applied {proposal_id}: 1 operation(s) applied, 1 edited" in done
@@ -46,13 +46,13 @@ def test_approve_with_changes_through_the_editor(cli, tmp_path: Path) -> None:  
         assert merged.content == "Always run the migrations, then deploy."
         decided = bank.proposal(proposal_id)
         assert decided.metadata["edits"][merge] == "Run the migrations before the deploy."
-    shown = cli("--db", db, "core").stdout.decode()
+    shown = cli_in_process("--db", db, "core").stdout.decode()
     assert "## Critical Facts" in shown and "Never deploy on Fridays." in shown
-    documents = json.loads(cli("--db", db, "core", "--json").stdout)
+    documents = json.loads(cli_in_process("--db", db, "core", "--json").stdout)
     assert documents["reflections"] == 1 and "| applied |" in documents["reflection_log"]
 
 
-def test_approve_with_changes_from_a_file_leaving_a_part_out(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_approve_with_changes_from_a_file_leaving_a_part_out(cli_in_process, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     db = f"sqlite:///{tmp_path / 'bank.db'}"
     proposal_id, merge = pending_proposal(db)
     with LessonBank(db, worker=False) as bank:
@@ -64,20 +64,20 @@ def test_approve_with_changes_from_a_file_leaving_a_part_out(cli, tmp_path: Path
     kept = text.split("=== core core-memory")[0]
     path = tmp_path / "edited.md"
     path.write_text(kept)
-    done = cli("--db", db, "approve", proposal_id, "--edit-file", str(path)).stdout.decode()
+    done = cli_in_process("--db", db, "approve", proposal_id, "--edit-file", str(path)).stdout.decode()
     assert f"partially applied {proposal_id}: 1 operation(s) applied" in done
-    assert b"no core memory yet" in cli("--db", db, "core").stdout
+    assert b"no core memory yet" in cli_in_process("--db", db, "core").stdout
 
-    failed = cli("--db", db, "approve", proposal_id, "--edit", ok=False, extra_env={"EDITOR": ""})
+    failed = cli_in_process("--db", db, "approve", proposal_id, "--edit", ok=False, extra_env={"EDITOR": ""})
     assert failed.returncode != 0
 
 
-def test_an_edit_naming_an_unknown_part_is_refused(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_an_edit_naming_an_unknown_part_is_refused(cli_in_process, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     db = f"sqlite:///{tmp_path / 'bank.db'}"
     proposal_id, _ = pending_proposal(db)
     path = tmp_path / "edited.md"
     path.write_text("=== op_made_up merge\nsomething\n")
-    failed = cli("--db", db, "approve", proposal_id, "--edit-file", str(path), ok=False)
+    failed = cli_in_process("--db", db, "approve", proposal_id, "--edit-file", str(path), ok=False)
     assert failed.returncode != 0 and b"does not offer" in failed.stderr
     with LessonBank(db, worker=False) as bank:
         assert bank.proposal(proposal_id).status == "pending"

@@ -39,22 +39,24 @@ def test_keys_are_hashed_scoped_and_revocable(tmp_path: Path) -> None:
     assert store.principal(None) is None and store.required()  # revoking the last key does not open it
 
 
-def test_the_keys_commands(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_the_keys_commands(cli_in_process, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     made = json.loads(
-        cli("keys", "create", "agent-7", "--role", "admin", "--ns", "a", "--ns", "b", "--json").stdout
+        cli_in_process(
+            "keys", "create", "agent-7", "--role", "admin", "--ns", "a", "--ns", "b", "--json"
+        ).stdout
     )
     assert made["role"] == "admin" and made["namespaces"] == ["a", "b"] and made["token"].startswith("lbk_")
-    listed = json.loads(cli("keys", "list", "--json").stdout)
+    listed = json.loads(cli_in_process("keys", "list", "--json").stdout)
     assert [(k["id"], k["name"]) for k in listed] == [(made["id"], "agent-7")]
-    assert "digest" not in listed[0] and made["token"] not in cli("keys", "list").stdout.decode()
-    assert b"revoked" in cli("keys", "revoke", made["id"]).stdout
-    assert json.loads(cli("keys", "list", "--json").stdout)[0]["revoked_at"]
-    bad = cli("keys", "create", "x", "--role", "root", ok=False)
+    assert "digest" not in listed[0] and made["token"] not in cli_in_process("keys", "list").stdout.decode()
+    assert b"revoked" in cli_in_process("keys", "revoke", made["id"]).stdout
+    assert json.loads(cli_in_process("keys", "list", "--json").stdout)[0]["revoked_at"]
+    bad = cli_in_process("keys", "create", "x", "--role", "root", ok=False)
     assert bad.returncode != 0 and b"unknown role" in bad.stderr
 
 
-def test_serve_without_keys_refuses_a_public_address(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    refused = cli("--db", f"sqlite:///{tmp_path / 'b.db'}", "serve", "--host", "0.0.0.0", ok=False)
+def test_serve_without_keys_refuses_a_public_address(cli_in_process, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    refused = cli_in_process("--db", f"sqlite:///{tmp_path / 'b.db'}", "serve", "--host", "0.0.0.0", ok=False)
     assert refused.returncode != 0 and b"binds to 127.0.0.1 only" in refused.stderr
 
 
