@@ -145,3 +145,41 @@ def test_a_bank_does_not_show_or_reflect_another_namespaces_records(store_url: s
         assert b.retry_jobs([j.id for j in jobs_before]) == 0
         assert [j.id for j in a.jobs()] == [j.id for j in jobs_before] and b.jobs() == []
         assert a.get_lesson(lesson.id).id == lesson.id
+
+
+# ---------------------------------------------------------------- who a lesson serves
+
+
+def test_a_lesson_without_an_agent_serves_every_agent_in_recall_and_context(store_url: str) -> None:
+    """One rule for recall and context on every store: a lesson without an agent (task type, goal)
+    serves every one; a lesson of another agent (task type, goal) does not."""
+    with LessonBank(store_url) as bank:
+        shared = bank.add_lesson("when editing large Go files use Edit, not full rewrite", tags=["go"])
+        theirs = bank.add_lesson("split large go files by package for the reviewer", agent="reviewer")
+        mine = bank.add_lesson("split large go files along their types first", agent="coder")
+        for mode in ("lexical", "hybrid") if bank.retriever.embedder else ("lexical",):
+            found = {
+                hit.lesson.id for hit in bank.recall("split large go file", agent="coder", k=5, mode=mode)
+            }
+            assert found == {shared.id, mine.id}
+        assert shared.id in bank.context("split large go file", agent="coder").lesson_ids
+        # Task type and goal follow the same rule.
+        typed = bank.add_lesson("large go files compile slowly: split them", task_type="refactor")
+        by_type = {hit.lesson.id for hit in bank.recall("split large go file", task_type="review", k=5)}
+        assert shared.id in by_type and typed.id not in by_type
+        by_goal = {hit.lesson.id for hit in bank.recall("split large go file", goal_id="g1", k=5)}
+        assert {shared.id, theirs.id, mine.id, typed.id} <= by_goal
+        assert {h.lesson.id for h in bank.recall("split large go file", task_type="refactor", k=5)} >= {
+            shared.id,
+            typed.id,
+        }
+
+
+def test_the_agent_rule_holds_with_vectors(store_url: str) -> None:
+    with LessonBank(store_url, embedder="hash") as bank:
+        shared = bank.add_lesson("when editing large Go files use Edit, not full rewrite")
+        theirs = bank.add_lesson("when editing large Go files use the formatter", agent="reviewer")
+        found = {
+            h.lesson.id for h in bank.recall("editing large go files", agent="coder", k=5, mode="vector")
+        }
+        assert shared.id in found and theirs.id not in found

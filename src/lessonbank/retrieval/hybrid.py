@@ -16,7 +16,16 @@ and its embedding to the query vector (averaged, as in the HyDE paper).
 Every mode applies the same filters (namespace, kinds, tags, task_type, agent, goal, status,
 not expired, not superseded): lexical candidates come filtered from the store's search; vector
 candidates are filtered by the store too (``Store.candidates``), widening the scan when a
-narrow filter leaves too few.
+narrow filter leaves too few. Agent, task type and goal follow one rule
+(:func:`lessonbank.scoping.serves`): a lesson without one serves every value of it.
+
+Relevance floor: a lesson found by its vector alone (no query word matched it) whose cosine is
+below ``vector_floor`` is not returned: every query has a nearest lesson, however unrelated.
+
+Scores: a hit's ``score`` is the ranking score scaled by how well the query's best candidate
+matches on an absolute scale (:func:`strength`: saturated BM25 and cosine, fused with the same
+weights), so it is comparable across queries: an unrelated query's best hit scores low instead
+of 1.0. The parts (``lexical`` BM25, ``vector`` cosine, ``temporal``, ``utility``) are kept.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from lessonbank.codeterms import query_words
@@ -36,6 +45,7 @@ from lessonbank.models import Hit, Lesson
 from lessonbank.ports import Candidate, LessonQuery, Store
 from lessonbank.retrieval.hyde import HyDE
 from lessonbank.retrieval.scoring import blend, temporal_score, utility
+from lessonbank.scoping import SHARED_SCOPE_FIELDS, serves
 from lessonbank.stores.lexical import LEXICAL_SPACE, lesson_term_vector
 from lessonbank.text import keywords
 
@@ -65,6 +75,12 @@ WEIGHTED_LEXICAL = 0.4
 # Weighted beat reciprocal-rank fusion on bench/retrieval.py for every embedder, bank size and
 # query variant (e.g. recall@1 +0.06 on the 10k bank): RRF throws away how far ahead the leader is.
 FUSION: Fusion = "weighted"
+# Cosine below which a lesson found by its vector alone is dropped, unless the embedder declares its
+# own (``vector_floor``) or the settings say otherwise (LESSONBANK_VECTOR_FLOOR): a lesson pointing
+# away from the query (cosine ≤ 0) is never relevant, whatever the model.
+VECTOR_FLOOR = 0.0
+# BM25 at which a lexical match counts as half a perfect one on the absolute scale of scores.
+LEXICAL_HALF = 10.0
 WIDEN_ROUNDS = 4
 EMBED_BATCH = 64
 RECENT_VECTORS = 512
@@ -116,6 +132,7 @@ class Retriever:
         default_mode: str = "auto",
         fusion: Fusion = FUSION,
         lexical_weight: float | None = None,
+        vector_floor: float | None = None,
     ) -> None:
         if default_mode not in RECALL_MODES:
             raise ConfigError(f"unknown recall mode {default_mode!r}; use one of {', '.join(RECALL_MODES)}")
@@ -133,6 +150,11 @@ class Retriever:
         if not 0.0 <= lexical_weight <= 1.0:
             raise ConfigError(f"lexical_weight must be in [0, 1], got {lexical_weight}")
         self.lexical_weight = lexical_weight
+        if vector_floor is None:
+            vector_floor = float(getattr(embedder, "vector_floor", VECTOR_FLOOR))
+        if not -1.0 <= vector_floor <= 1.0:
+            raise ConfigError(f"vector_floor must be a cosine in [-1, 1], got {vector_floor}")
+        self.vector_floor = vector_floor
         self._indexes: dict[str, VectorIndex] = {}
         self._lexical_indexes: dict[str, LexicalIndex] = {}
         self._no_numpy = False
@@ -216,12 +238,19 @@ class Retriever:
                 missing = [i for i in lexical_order if scored[i].vector == 0.0]
                 for lesson_id, cosine in index.similarity(query_vector, missing).items():
                     scored[lesson_id].vector = cosine
+            # The relevance floor: found by the vector alone and not close enough, not relevant.
+            matched = set(lexical_order)
+            for lesson_id in [
+                i for i, e in scored.items() if i not in matched and e.vector < self.vector_floor
+            ]:
+                del scored[lesson_id]
             vector_order = sorted(scored, key=lambda i: scored[i].vector, reverse=True)
         if not scored:
             return []
         entries = list(scored.values())
         self._relevance(chosen, entries, lexical_order, vector_order)
-        return self._rank(entries, k, now)
+        scale = max(strength(chosen, e.lexical, e.vector, self.lexical_weight) for e in entries)
+        return self._rank(entries, k, now, scale)
 
     def lexical(self, text: str, query: LessonQuery, limit: int) -> list[Candidate]:
         """The ``limit`` best lessons for ``text`` by BM25 alone (no prior, no use), best first:
@@ -237,8 +266,30 @@ class Retriever:
             return []
         index = self.lexical_index(query.namespace)
         if index is not None:
-            return index.search(terms, pool, lambda ids: self.store.candidates(query, ids), scope=query)
-        return self.store.search(query, terms, limit=pool)
+            return index.search(terms, pool, lambda ids: self._candidates(query, ids), scope=_stored(query))
+        if _stored(query) is query:
+            return self.store.search(query, terms, limit=pool)
+        found = self.store.search(_stored(query), terms, limit=pool * CANDIDATES_PER_RESULT)
+        return self._serving(found, query)[:pool]
+
+    def _candidates(self, query: LessonQuery, lesson_ids: Sequence[str]) -> list[Candidate]:
+        """``Store.candidates`` under the shared-scope rule: the store filters all but agent, task
+        type and goal, which are checked here on the lessons (see :func:`lessonbank.scoping.serves`)."""
+        stored = _stored(query)
+        found = self.store.candidates(stored, lesson_ids)
+        return found if stored is query else self._serving(found, query)
+
+    def _serving(self, candidates: list[Candidate], query: LessonQuery) -> list[Candidate]:
+        """The candidates whose lesson serves ``query``'s agent, task type and goal."""
+        if not candidates:
+            return candidates
+        lessons = {lesson.id: lesson for lesson in self.store.get_lessons([c.lesson_id for c in candidates])}
+        return [
+            c
+            for c in candidates
+            if (lesson := lessons.get(c.lesson_id)) is not None
+            and all(serves(getattr(query, name), getattr(lesson, name)) for name in SHARED_SCOPE_FIELDS)
+        ]
 
     def lexical_index(self, namespace: str) -> LexicalIndex | None:
         """The in-process lexical index of ``namespace``, or None where recall ranks in the store
@@ -278,7 +329,7 @@ class Retriever:
         for _ in range(WIDEN_ROUNDS):
             nearest = index.search(vector, fetch)
             cosine = dict(nearest)
-            candidates = self.store.candidates(query, [lesson_id for lesson_id, _ in nearest])
+            candidates = self._candidates(query, [lesson_id for lesson_id, _ in nearest])
             passed = sorted(
                 ((c, cosine[c.lesson_id]) for c in candidates), key=lambda item: item[1], reverse=True
             )
@@ -315,7 +366,10 @@ class Retriever:
                     + (1 - self.lexical_weight) * max(entry.vector, 0.0) / top_vector
                 )
 
-    def _rank(self, entries: list[_Scored], k: int, now: float) -> list[Hit]:
+    def _rank(self, entries: list[_Scored], k: int, now: float, scale: float = 1.0) -> list[Hit]:
+        """The ``k`` best entries as hits; ``scale`` (the query's best absolute match, see
+        :func:`strength`) turns the ranking score, relative to the candidates, into one comparable
+        across queries."""
         relevance = [e.relevance for e in entries]
         prior = [
             temporal_score(c.access_count, c.confidence, c.last_used, c.pinned, now) * (0.5 + c.importance)
@@ -333,7 +387,7 @@ class Retriever:
         return [
             Hit(
                 lesson=lessons[entry.candidate.lesson_id],
-                score=score,
+                score=score * scale,
                 lexical=entry.lexical,
                 vector=entry.vector,
                 temporal=pri,
@@ -415,6 +469,27 @@ class Retriever:
         query = LessonQuery(lesson.namespace, kinds=[lesson.kind])
         found = self._vector(self.index(lesson.namespace), vector, query, limit)
         return [(c, cosine) for c, cosine in found if c.lesson_id != lesson.id]
+
+
+def strength(mode: str, lexical: float, vector: float, lexical_weight: float) -> float:
+    """How well one candidate matches its query on an absolute scale, in [0, 1]: BM25 saturated
+    (``LEXICAL_HALF`` is half a perfect match) and the cosine (negative counts as 0), fused with the
+    hybrid weights. Unlike the ranking's relevance it is not relative to the other candidates."""
+    lex = lexical / (lexical + LEXICAL_HALF) if lexical > 0 else 0.0
+    cos = min(max(vector, 0.0), 1.0)
+    if mode == "lexical":
+        return lex
+    if mode == "vector":
+        return cos
+    return lexical_weight * lex + (1.0 - lexical_weight) * cos
+
+
+def _stored(query: LessonQuery) -> LessonQuery:
+    """What the store filters for ``query``: all but the shared-scope fields, which the retriever
+    checks itself (a store matches them exactly; a lesson without one serves every value)."""
+    if all(getattr(query, name) is None for name in SHARED_SCOPE_FIELDS):
+        return query
+    return replace(query, agent=None, task_type=None, goal_id=None)  # SHARED_SCOPE_FIELDS
 
 
 def backfill_term_vectors(store: Store, namespace: str) -> int:

@@ -208,4 +208,5 @@ def _retriever(scope: Scope, embedder: str | Embedder | None, reflection_llm: LL
         hyde_default=settings.hyde,
         default_mode=settings.recall_mode,
         lexical_weight=settings.hybrid_lexical_weight,
+        vector_floor=settings.vector_floor,
     )
