@@ -139,9 +139,6 @@ class Settings(BaseSettings):
     # LESSONBANK_VECTOR_FLOOR: cosine below which a lesson no query word matched is not recalled
     # (default: the embedder's, measured on bench/retrieval.py; 0 for an embedder that declares none)
     vector_floor: OptionalFloat = None
-    # LESSONBANK_VECTOR_FLOOR: cosine below which a lesson no query word matched is not recalled
-    # (default: the embedder's, measured on bench/retrieval.py; 0 for an embedder that declares none)
-    vector_floor: OptionalFloat = None
     attribution: Switch = (
         True  # LESSONBANK_ATTRIBUTION: credit injected lessons with the next episode's outcome
     )
@@ -189,10 +186,6 @@ class Settings(BaseSettings):
             raise ConfigError(
                 "hybrid_lexical_weight (LESSONBANK_HYBRID_LEXICAL_WEIGHT) must be in [0, 1], "
                 f"got {self.hybrid_lexical_weight}"
-            )
-        if self.vector_floor is not None and not -1.0 <= self.vector_floor <= 1.0:
-            raise ConfigError(
-                f"vector_floor (LESSONBANK_VECTOR_FLOOR) must be a cosine in [-1, 1], got {self.vector_floor}"
             )
         if self.vector_floor is not None and not -1.0 <= self.vector_floor <= 1.0:
             raise ConfigError(
