@@ -29,8 +29,8 @@ class AsyncRemoteBank(AsyncTransport):
     >>> bank = AsyncRemoteBank("http://127.0.0.1:8765", api_key="lbk_…", namespace="team-a")  # doctest: +SKIP
 
     Errors are the embedded bank's classes (a 404 is NotFoundError, a 422 InputError, a missing or
-    refused key ConfigError, an unreachable server StoreError). ``client``: an ``httpx.AsyncClient`` to
-    send through (its own TLS, proxies or transport); it is left open by :meth:`close`.
+    refused key ConfigError, an unreachable server StoreError). ``client``: the httpx client to send
+    through (its own TLS, proxies or transport); it is left open by :meth:`close`.
     """
 
     def __init__(
