@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from lessonbank.errors import ConfigError, LeaseLostError, LLMError, LLMTransientError, StoreError
 from lessonbank.models import Job, Lesson, Reflection
-from lessonbank.ports import Store, WriteResult
+from lessonbank.ports import Placement, Store, WriteResult
 from lessonbank.redact import redact
 from lessonbank.retry import Backoff
 from lessonbank.settings import Settings
@@ -50,8 +50,8 @@ class JobResult:
     reflection: Reflection | None
     lessons: list[Lesson] = field(default_factory=list)
     detail: str = "done"
-    # new lesson id → the stored lesson it duplicates (found by vector similarity): reinforced instead
-    duplicate_of: dict[str, str] = field(default_factory=dict)
+    # Readies the lessons for their pools inside the finishing transaction (see ``Pools.placement``).
+    place: Placement | None = None
 
 
 Handler = Callable[[Job], Awaitable[JobResult]]
@@ -249,7 +249,7 @@ class Worker:
                 reflection=result.reflection,
                 lessons=result.lessons,
                 detail=result.detail,
-                duplicate_of=result.duplicate_of or None,
+                place=result.place,
             )
             self.processed += 1
         except LeaseLostError:

@@ -21,24 +21,34 @@
   stores express in SQL (``stores/sql``); the two are checked against each other by the contract suite.
 - **Pool caps** (:class:`Cap`, :func:`pool_cap`): a goal keeps its newest 3 insights, an agent its
   10 tactical and 5 strategic rules (strategic first, then the most recently confirmed), a task
-  type its newest 100 replay examples. The store applies the cap inside the write that adds to
-  the pool: it locks the pool, reads it, and deletes what :meth:`Cap.evictions` names, so no
-  interleaving of writers leaves a pool over its cap.
+  type its newest 100 replay examples. :meth:`LessonWriter.keep_cap` applies the cap inside the
+  write that adds to the pool, on the store's transaction: the pool locked, read, and what
+  :meth:`Cap.evictions` names deleted, so no interleaving of writers leaves a pool over its cap.
 - **Outcome credit** (:func:`episode_credit`): a success is helpful +1 to each lesson injected for
   it, a failure harmful +1, a partial nothing.
 
-Everything here is pure: no I/O, the clock is passed in.
+Everything here is pure (the clock is passed in), but for :meth:`LessonWriter.write_all`, which runs
+the decisions on a store's transaction (:class:`~lessonbank.ports.LessonTx`): the one write path of
+every store.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
-from lessonbank.errors import InputError
+from lessonbank.errors import InputError, StoreError
 from lessonbank.models import MAX_TAGS, Decision, Episode, Lesson, from_timestamp
-from lessonbank.ports import NEAR_DUPLICATE_JACCARD, LessonQuery, LessonSort, WriteResult
+from lessonbank.ports import (
+    NEAR_DUPLICATE_JACCARD,
+    LessonQuery,
+    LessonSort,
+    LessonTx,
+    Placement,
+    WriteResult,
+)
+from lessonbank.scoping import check_id_free
 from lessonbank.text import content_hash, jaccard, same_lesson, words
 
 CONFIDENCE_STEP = 0.05
@@ -70,8 +80,8 @@ class WriteDecision:
 
 
 class LessonWriter:
-    """Decides how a lesson is written from what the store found; the store applies the decision
-    inside its own transaction (see the module docstring for the rules)."""
+    """Decides how a lesson is written from what the store found, and writes it through the
+    store's transaction (:class:`~lessonbank.ports.LessonTx`; see the module docstring for the rules)."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self.clock = clock
@@ -137,6 +147,59 @@ class LessonWriter:
                 lesson, similar.id, jaccard(words(lesson.content), words(similar.content)), "words"
             )
         return WriteDecision("added", lesson, supersedes=supersedes)
+
+    def write_all(
+        self,
+        tx: LessonTx,
+        lessons: Sequence[Lesson],
+        similar: Sequence[Lesson | None],
+        *,
+        place: Placement | None = None,
+        duplicate_of: str | None = None,
+    ) -> list[WriteResult]:
+        """Write ``lessons`` (prepared) in the transaction ``tx``, the one write path of every store:
+        their pools locked (in one order: two writers never wait on each other), ``place`` run,
+        then each lesson reinforced, added or superseding (:meth:`decide`, with ``similar``, its
+        near duplicate found before the transaction), its pool kept to its cap."""
+        tx.lock_pools(sorted({pool for lesson in lessons for pool in pools_of(lesson)}))
+        if place is not None and lessons:
+            lessons = [self.prepared(lesson) for lesson in place(tx, list(lessons))]
+        return [
+            self.write(tx, lesson, near, duplicate_of) for lesson, near in zip(lessons, similar, strict=True)
+        ]
+
+    def write(
+        self, tx: LessonTx, lesson: Lesson, similar: Lesson | None, duplicate_of: str | None = None
+    ) -> WriteResult:
+        """Apply the decision for one prepared lesson in ``tx`` (see :meth:`write_all`)."""
+        ns = lesson.namespace
+        check_id_free("lesson", lesson.id, ns, tx.holder(ns, lesson.id))
+
+        def read(lookup: Lookup) -> Lesson | None:
+            how, key = lookup
+            return tx.by_hash(ns, key) if how == "hash" else tx.by_id(ns, key)
+
+        for _ in range(3):
+            decision = self.decide(lesson, similar=similar, duplicate_of=duplicate_of, read=read)
+            if decision.action == "reinforced":
+                tx.put(decision.lesson, decision.previous)
+                return decision.result()
+            if tx.add(decision.lesson):
+                self.keep_cap(tx, decision.lesson)
+                old = tx.by_id(ns, decision.supersedes) if decision.supersedes is not None else None
+                marked = self.superseded(old, lesson.id) if old is not None else None
+                if marked is not None:
+                    tx.put(marked, old)
+                return decision.result()
+            # Another writer added the same content in the meantime: reinforce theirs.
+        raise StoreError(f"lesson {lesson.id} could not be written: its content kept changing hands")
+
+    def keep_cap(self, tx: LessonTx, written: Lesson) -> None:
+        """Remove what writing ``written`` pushes out of its pool (:class:`Cap`); the pool is locked."""
+        cap = pool_cap(written)
+        if cap is not None:
+            for extra in cap.evictions(tx.members(cap.query), written, self.clock()):
+                tx.delete(extra)
 
     def reinforced(self, stored: Lesson, new_tags: Sequence[str]) -> Lesson:
         """``stored`` after one more repeat (the only reinforce rule)."""
@@ -214,6 +277,17 @@ def pool_cap(lesson: Lesson) -> Cap | None:
         limit = STRATEGIC_PER_AGENT if stream == "strategic" else TACTICAL_PER_AGENT
         return Cap(LessonQuery(ns, kinds=["principle"], agent=lesson.agent), limit, "agent", stream)
     return None
+
+
+def pools_of(lesson: Lesson) -> list[tuple[str, str]]:
+    """The capped pools a write of ``lesson`` may change, as ``(namespace, Cap.key)``: a rule's
+    confirmation may move it from the tactical stream to the strategic one, so a rule locks both."""
+    cap = pool_cap(lesson)
+    if cap is None:
+        return []
+    if lesson.kind != "principle":
+        return [(lesson.namespace, cap.key)]
+    return [(lesson.namespace, replace(cap, stream=stream).key) for stream in ("strategic", "tactical")]
 
 
 def stream_of(rule: Lesson) -> str:

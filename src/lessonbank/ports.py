@@ -33,7 +33,7 @@ Invariants every store keeps:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any, Literal, Protocol
@@ -42,6 +42,8 @@ from lessonbank.models import AuditEntry, Decision, Episode, Job, Lesson, Reflec
 from lessonbank.proposals import DreamRun, Proposal
 
 NEAR_DUPLICATE_JACCARD = 0.85
+# Stored lessons a near-duplicate check compares (the best by content BM25), on every store.
+NEAR_DUPLICATE_POOL = 20
 # The spend row of one reflector or one day in StoreStats, in this order.
 SPEND_FIELDS = ("reflections", "calls", "tokens_in", "tokens_out", "cost_usd", "unpriced_calls")
 
@@ -101,6 +103,51 @@ class VectorChanges:
 class WriteResult:
     lesson: Lesson
     action: Literal["added", "reinforced"]
+
+
+class LessonTx(Protocol):
+    """One write transaction over a store's lessons: the locked reads the write path needs and the
+    writes it makes, all committed together or not at all (SQLite's write lock, a PostgreSQL
+    transaction with an advisory lock per pool, a Redis MULTI/EXEC after WATCHed reads, the memory
+    store's lock). Reads see the transaction's own writes. The write path's decisions
+    (:meth:`lessonbank.lessons.LessonWriter.write_all`) run on it the same way for every store; a
+    store may run them more than once (a Redis transaction replans when a WATCHed key moved)."""
+
+    def lock_pools(self, pools: Sequence[tuple[str, str]]) -> None:
+        """Hold these capped pools, ``(namespace, Cap.key)`` in sorted order, until the end."""
+        ...
+
+    def holder(self, namespace: str, lesson_id: str) -> str | None:
+        """The namespace of the stored lesson with that id (any namespace), or None; read by a writer
+        about to add that lesson to ``namespace``."""
+        ...
+
+    def by_hash(self, namespace: str, content_hash: str) -> Lesson | None: ...
+    def by_id(self, namespace: str, lesson_id: str) -> Lesson | None: ...
+    def members(self, query: LessonQuery) -> list[Lesson]:
+        """The lessons passing ``query`` (a capped pool's members, read under its lock)."""
+        ...
+
+    def add(self, lesson: Lesson) -> bool:
+        """Insert a prepared lesson; False when another writer took its content meanwhile."""
+        ...
+
+    def put(self, lesson: Lesson, previous: Lesson | None) -> None:
+        """Overwrite the stored lesson with ``lesson.id`` (``previous``: as this transaction read it)."""
+        ...
+
+    def delete(self, lesson: Lesson) -> None:
+        """Remove the lesson, its index entries and its vectors."""
+        ...
+
+    def purge_expired(self, namespace: str) -> int:
+        """Remove the namespace's lessons whose ``expires_at`` ≤ the store clock; how many."""
+        ...
+
+
+# What readies lessons for their pools inside the write transaction (services.pools): expired
+# lessons purged, expiry stamped, a repeated rule turned into a confirmation of the stored one.
+Placement = Callable[[LessonTx, list[Lesson]], list[Lesson]]
 
 
 @dataclass
@@ -219,6 +266,13 @@ class LessonStore(Protocol):
         = the new id in the same transaction (kept, no longer recalled)."""
         ...
 
+    def write_lessons(
+        self, lessons: Sequence[Lesson], *, place: Placement | None = None
+    ) -> list[WriteResult]:
+        """Write ``lessons`` in one transaction, each as ``write_lesson`` writes it, after ``place``
+        (run inside the transaction, under the locks of the lessons' pools) readied them."""
+        ...
+
     def import_lessons(self, lessons: Sequence[Lesson]) -> tuple[int, int]: ...
     def get_lesson(self, lesson_id: str, *, namespace: str | None = None) -> Lesson: ...
     def get_lessons(self, lesson_ids: Sequence[str], *, namespace: str | None = None) -> list[Lesson]:
@@ -313,10 +367,12 @@ class JobQueue(Protocol):
         reflection: Reflection | None,
         lessons: Sequence[Lesson],
         detail: str,
-        duplicate_of: Mapping[str, str] | None = None,
+        place: Placement | None = None,
     ) -> list[WriteResult]:
-        """Write the job's result and mark it done, in one transaction. Each lesson is written as
-        ``write_lesson`` writes it, with ``duplicate_of.get(lesson.id)``."""
+        """Write the job's result and mark it done, in one transaction: the lessons as
+        ``write_lessons`` writes them (``place`` included), the reflection, the job done. A worker
+        that lost its lease writes nothing (LeaseLostError), so a retried job places its lessons,
+        and confirms a rule, once."""
         ...
 
     def fail_job(self, job_id: str, owner: str, *, error: str, retry_at: float | None) -> Job: ...

@@ -272,18 +272,8 @@ def test_duplicate_of_reinforces_the_named_lesson(store: Store, clock: Clock) ->
     assert store.write_lesson(lesson("one new text", clock), duplicate_of="les_missing").action == "added"
     other = store.write_lesson(lesson("elsewhere text", clock, namespace="other")).lesson
     assert store.write_lesson(lesson("two new text", clock), duplicate_of=other.id).action == "added"
-    newer = store.write_lesson(lesson("three new text", clock, supersedes=kept.id)).lesson
+    store.write_lesson(lesson("three new text", clock, supersedes=kept.id))
     assert store.write_lesson(lesson("four new text", clock), duplicate_of=kept.id).action == "added"
-    # finish_job takes a mapping: new lesson id -> stored lesson id.
-    store.enqueue_job(job(clock))
-    leased = store.lease_job(A, None, 60)
-    assert leased is not None
-    twin, fresh = lesson("five new text", clock), lesson("six new text", clock)
-    results = store.finish_job(
-        leased.id, A, reflection=None, lessons=[twin, fresh], detail="ok", duplicate_of={twin.id: newer.id}
-    )
-    assert [(r.action, r.lesson.id) for r in results] == [("reinforced", newer.id), ("added", fresh.id)]
-    assert store.get_lesson(newer.id).access_count == 1
 
 
 def test_supersedes_marks_the_old_lesson_which_is_no_longer_recalled(store: Store, clock: Clock) -> None:

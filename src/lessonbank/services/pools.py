@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
+from typing import Protocol
 
 from lessonbank.errors import InputError, NotFoundError
 from lessonbank.lessons import INSIGHTS_PER_GOAL as INSIGHTS_PER_GOAL
@@ -36,7 +37,7 @@ from lessonbank.lessons import STRATEGIC_PER_AGENT as STRATEGIC_PER_AGENT
 from lessonbank.lessons import TACTICAL_PER_AGENT as TACTICAL_PER_AGENT
 from lessonbank.lessons import pick_near_duplicate, ranked_pool, stream_of
 from lessonbank.models import Lesson, from_timestamp
-from lessonbank.ports import NEAR_DUPLICATE_JACCARD, LessonQuery, Store
+from lessonbank.ports import NEAR_DUPLICATE_JACCARD, LessonQuery, LessonTx, Placement, Store
 from lessonbank.services.scope import Scope, check_count
 from lessonbank.text import keywords
 
@@ -66,8 +67,22 @@ class Pools:
         self.scope = scope
 
     def place(self, lessons: Sequence[Lesson]) -> list[Lesson]:
-        """See :func:`place`: expired purged, expiry stamped, room made, repeated rules confirmed."""
-        return place(self.scope.store, lessons, self.scope.clock())
+        """Ready ``lessons`` for their pools and write them, in one transaction (see :func:`place`)."""
+        return [result.lesson for result in self.scope.store.write_lessons(lessons, place=self.placement())]
+
+    def placement(self) -> Placement:
+        """What readies freshly reflected lessons inside the transaction that writes them (see
+        :func:`place`); a quarantined lesson is left as it is: it makes no room, confirms no rule,
+        and does not expire."""
+        clock = self.scope.clock
+
+        def run(tx: LessonTx, lessons: list[Lesson]) -> list[Lesson]:
+            placed = iter(
+                place_in(tx, [lesson for lesson in lessons if lesson.status != "quarantined"], clock())
+            )
+            return [lesson if lesson.status == "quarantined" else next(placed) for lesson in lessons]
+
+        return run
 
     def insights(self, goal_id: str | None) -> list[Lesson]:
         """A goal's live insights by importance, or (no goal) those of the 10 most recently reflected goals."""
@@ -104,21 +119,53 @@ def _at(seconds: float) -> datetime:
 # --------------------------------------------------------------------------- write side
 
 
-def place(store: Store, lessons: Sequence[Lesson], now: float) -> list[Lesson]:
-    """Ready freshly reflected lessons for writing: expired lessons purged, each stamped with its
-    expiry, and a principle that repeats one of its agent's rules turned into a confirmation of
-    that rule. The write that follows keeps the pool's cap (the store drops the oldest, or the
-    least recently confirmed rule, in the same transaction).
+class Placing(Protocol):
+    """What placing lessons reads and writes: a store's write transaction
+    (:class:`~lessonbank.ports.LessonTx`), or a store itself, each step its own write (:func:`place`)."""
 
-    A confirmed rule keeps its text, so the write that follows reinforces that very rule.
+    def members(self, query: LessonQuery) -> list[Lesson]: ...
+    def put(self, lesson: Lesson, previous: Lesson | None) -> None: ...
+    def purge_expired(self, namespace: str) -> int: ...
+
+
+class _EachStep:
+    """A store as :class:`Placing`: every step written at once, in its own transaction."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def members(self, query: LessonQuery) -> list[Lesson]:
+        return every_lesson(self.store, query)
+
+    def put(self, lesson: Lesson, previous: Lesson | None) -> None:
+        self.store.update_lesson(lesson)
+
+    def purge_expired(self, namespace: str) -> int:
+        return self.store.purge_expired(namespace)
+
+
+def place(store: Store, lessons: Sequence[Lesson], now: float) -> list[Lesson]:
+    """:func:`place_in` on ``store``, each step its own write (a job places its lessons inside the
+    transaction that finishes it instead: :meth:`Pools.placement`)."""
+    return place_in(_EachStep(store), lessons, now)
+
+
+def place_in(tx: Placing, lessons: Sequence[Lesson], now: float) -> list[Lesson]:
+    """Ready freshly reflected lessons for writing, inside the transaction ``tx`` that writes them:
+    expired lessons purged, each stamped with its expiry, and a principle that repeats one of its
+    agent's rules turned into a confirmation of that rule. The write that follows keeps the pool's
+    cap (the oldest, or the least recently confirmed rule, drops in the same transaction).
+
+    A confirmed rule keeps its text, so the write that follows reinforces that very rule. All of it
+    commits with the write (and, for a job, with the job done), so a retried job confirms once.
     """
     if not lessons:
         return []
-    store.purge_expired(lessons[0].namespace)
-    return [_place(store, lesson, now) for lesson in lessons]
+    tx.purge_expired(lessons[0].namespace)
+    return [_place(tx, lesson, now) for lesson in lessons]
 
 
-def _place(store: Store, lesson: Lesson, now: float) -> Lesson:
+def _place(tx: Placing, lesson: Lesson, now: float) -> Lesson:
     namespace = lesson.namespace
     if lesson.kind == "insight":
         return lesson.model_copy(update={"expires_at": _at(now + INSIGHT_TTL_S)})
@@ -126,10 +173,12 @@ def _place(store: Store, lesson: Lesson, now: float) -> Lesson:
         ttl = REPLAY_FAILURE_TTL_S if lesson.metadata.get("result") == "failure" else REPLAY_SUCCESS_TTL_S
         return lesson.model_copy(update={"expires_at": _at(now + ttl)})
     if lesson.kind == "principle":
-        current = rules(store, namespace, lesson.agent)
+        query = LessonQuery(namespace, kinds=["principle"], agent=lesson.agent)
+        current = ranked_pool([rule for rule in tx.members(query) if rule.agent == lesson.agent])
         match = pick_near_duplicate(lesson.content, current, RULE_MATCH_JACCARD)
         if match is not None:
-            confirmed = confirm_rule(store, match, now)
+            confirmed = confirmation(match, now)
+            tx.put(confirmed, match)
             return lesson.model_copy(
                 update={"content": confirmed.content, "tags": confirmed.tags, "metadata": confirmed.metadata}
             )
@@ -144,8 +193,8 @@ def _place(store: Store, lesson: Lesson, now: float) -> Lesson:
     return lesson
 
 
-def confirm_rule(store: Store, rule: Lesson, now: float, *, helpful: bool = False) -> Lesson:
-    """One more confirmation: the expiry moves 4 weeks ahead; 4+ weeks of confirmations promote it."""
+def confirmation(rule: Lesson, now: float) -> Lesson:
+    """``rule`` confirmed once more: the expiry moves 4 weeks ahead; 4+ weeks of confirmations promote it."""
     meta = dict(rule.metadata)
     first = float(meta.get("first_confirmed", rule.created_at.timestamp()))
     meta["confirmations"] = int(meta.get("confirmations", 1)) + 1
@@ -163,15 +212,14 @@ def confirm_rule(store: Store, rule: Lesson, now: float, *, helpful: bool = Fals
         tags = [("strategic" if tag == "tactical" else tag) for tag in tags]
         if "strategic" not in tags:
             tags.append("strategic")
-    updated = rule.model_copy(
-        update={
-            "metadata": meta,
-            "expires_at": expires_at,
-            "tags": tags,
-            "updated_at": _at(now),
-        }
+    return rule.model_copy(
+        update={"metadata": meta, "expires_at": expires_at, "tags": tags, "updated_at": _at(now)}
     )
-    stored = store.update_lesson(updated)
+
+
+def confirm_rule(store: Store, rule: Lesson, now: float, *, helpful: bool = False) -> Lesson:
+    """One more confirmation of a stored rule (see :func:`confirmation`); ``helpful`` adds to its counter."""
+    stored = store.update_lesson(confirmation(rule, now))
     if helpful:
         # The counter moves atomically in the store, like outcome credits, never read-modify-written here.
         store.credit_lessons(rule.namespace, [rule.id], helpful=1)

@@ -1,7 +1,8 @@
 """The job handler a worker runs: one episode, one reflector, one LLM call, its lessons placed.
 
-The handler only computes the job's result; the worker writes it in the transaction that marks
-the job done (see :mod:`lessonbank.jobs`). A job whose reflector this bank does not know, or a
+The handler only computes the job's result and writes nothing; the worker writes it (lessons placed
+in their pools, a repeated rule confirmed, the reflection) in the transaction that marks the job
+done (see :mod:`lessonbank.jobs`), so an attempt that loses its lease leaves no trace. A job whose reflector this bank does not know, or a
 bank with no LLM, raises :class:`~lessonbank.errors.ConfigError`: the job waits (parked) until a
 bank that can run it does.
 """
@@ -23,7 +24,7 @@ from lessonbank.retrieval import Retriever
 from lessonbank.retrieval.dedup import place_by_vector
 from lessonbank.services.pools import Pools
 from lessonbank.services.scope import Scope
-from lessonbank.services.writing import place_active, stamp_reflected, untrusted
+from lessonbank.services.writing import stamp_reflected, untrusted
 
 log = logging.getLogger("lessonbank")
 
@@ -99,8 +100,8 @@ class ReflectionHandler:
             summary = "; ".join(lesson.content.replace("\n", " | ") for lesson in lessons) or f"skip: {skip}"
             return JobResult(reflection=None, lessons=[], detail=f"persist off, logged only: {summary}")
         lessons = [untrusted(lesson, settings.untrusted, agent=episode.agent) for lesson in lessons]
-        lessons = await asyncio.to_thread(place_active, self.pools, lessons)
         if self.retriever.embedder is not None and lessons:
             lessons = await asyncio.to_thread(place_by_vector, self.retriever, lessons, settings.dedup_cosine)
         detail = f"skipped by {name}: {skip}" if skip else f"reflected by {name}: {len(lessons)} lesson(s)"
-        return JobResult(reflection=reflection, lessons=lessons, detail=detail)
+        # Placed in their pools (expired purged, rules confirmed) in the transaction that finishes the job.
+        return JobResult(reflection=reflection, lessons=lessons, detail=detail, place=self.pools.placement())

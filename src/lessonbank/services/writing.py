@@ -1,6 +1,6 @@
 """Lessons written outside a job: added by hand, imported, or learned in the Reflexion loop.
 
-The store decides add / reinforce / supersede (see :mod:`lessonbank.lessons`); this service
+The store's transaction applies add / reinforce / supersede (see :mod:`lessonbank.lessons`); this service
 finds vector near-duplicates first when an embedder is configured, and embeds what was written.
 Every lesson, whatever its source (reflected, added by hand, imported), passes :func:`guarded`:
 secrets redacted, and a lesson that reads as instructions to the model (see
@@ -21,7 +21,7 @@ from typing import Any
 from lessonbank.errors import ConfigError, InputError
 from lessonbank.injection import lesson_injection_reason
 from lessonbank.models import AuditAction, Episode, Lesson, LessonKind
-from lessonbank.ports import WriteResult
+from lessonbank.ports import Placement, WriteResult
 from lessonbank.provenance import of_task
 from lessonbank.redact import redact_lesson
 from lessonbank.retrieval import Retriever
@@ -72,13 +72,6 @@ def _texts(lesson: Lesson) -> tuple[Any, ...]:
     fields = ("content", "situation", "mistake", "correction", "learned_from", "tags")
     metadata = {key: value for key, value in lesson.metadata.items() if key != "quarantine_reason"}
     return (*(getattr(lesson, name) for name in fields), metadata)
-
-
-def place_active(pools: Pools, lessons: Sequence[Lesson]) -> list[Lesson]:
-    """``lessons`` placed in their pools (see :meth:`Pools.place`), in order; a quarantined lesson
-    is left as it is: it makes no room, confirms no rule, and does not expire."""
-    placed = iter(pools.place([lesson for lesson in lessons if lesson.status != "quarantined"]))
-    return [lesson if lesson.status == "quarantined" else next(placed) for lesson in lessons]
 
 
 def stamp_reflected(
@@ -157,13 +150,18 @@ class LessonIntake:
         if not lessons:
             return []
         agents = self.scope.settings.untrusted
-        return self.write(place_active(self.pools, [untrusted(lesson, agents) for lesson in lessons]))
+        return self.write([untrusted(lesson, agents) for lesson in lessons], place=self.pools.placement())
 
-    def write(self, lessons: Sequence[Lesson]) -> list[WriteResult]:
-        """Write lessons outside a job: vector dedup first (with an embedder), then their vectors."""
+    def write(self, lessons: Sequence[Lesson], *, place: Placement | None = None) -> list[WriteResult]:
+        """Write lessons outside a job, in one transaction (``place`` readies them for their pools
+        inside it): vector dedup first (with an embedder), then their vectors."""
         if self.retriever.embedder is not None and lessons:
             lessons = place_by_vector(self.retriever, lessons, self.scope.settings.dedup_cosine)
-        results = [self.scope.store.write_lesson(lesson) for lesson in lessons]
+        store = self.scope.store
+        if place is None and len(lessons) == 1:
+            results = [store.write_lesson(lessons[0])]
+        else:
+            results = store.write_lessons(lessons, place=place) if lessons else []
         self.embed_written(results)
         return results
 

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC
+from functools import partial
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -34,7 +34,6 @@ from pydantic import BaseModel
 from lessonbank.errors import ConfigError, NotFoundError, StoreError
 from lessonbank.lessons import (
     LessonWriter,
-    Lookup,
     check_sort,
     content_taken,
     duplicate_decision,
@@ -42,16 +41,17 @@ from lessonbank.lessons import (
     last_used,
     passes,
     pick_near_duplicate,
-    pool_cap,
     sort_lessons,
 )
 from lessonbank.models import AuditEntry, Decision, Episode, Job, Lesson, Reflection, from_timestamp, new_id
 from lessonbank.ports import (
     NEAR_DUPLICATE_JACCARD,
+    NEAR_DUPLICATE_POOL,
     Candidate,
     JobNotifier,
     LessonQuery,
     LessonSort,
+    Placement,
     Purged,
     RetentionCutoffs,
     StoreStats,
@@ -74,12 +74,12 @@ from lessonbank.stores.memory_consolidation import MemoryConsolidation
 from lessonbank.stores.memory_index import Space
 from lessonbank.stores.memory_jobs import JobTable, MemoryJobQueue, count_jobs_in, insert_job
 from lessonbank.stores.memory_retention import purge_old
+from lessonbank.stores.memory_tx import MemoryTx
 from lessonbank.stores.parts import ReadsOneLesson
 from lessonbank.text import keywords
 
 __all__ = ["MemoryStore", "drop_database"]
 
-NEAR_DUPLICATE_POOL = 20  # lessons a near-duplicate check compares, the best by content BM25
 
 R = TypeVar("R", bound=BaseModel)
 
@@ -245,42 +245,29 @@ class MemoryStore(MemoryJobQueue, MemoryAuditLog, MemoryConsolidation, ReadsOneL
         prepared = _copied(LessonWriter.prepared(lesson))
         with self._db() as db:
             self._check_new_ids(db, [prepared])
-            result = self._write(db, prepared, threshold, duplicate_of)
+            similar = self._near_duplicate(db, prepared, threshold)
+            [result] = self.writer.write_all(
+                MemoryTx(self, db), [prepared], [similar], duplicate_of=duplicate_of
+            )
             return WriteResult(_copied(result.lesson), result.action)
 
-    def _write(self, db: _Data, lesson: Lesson, threshold: float, duplicate_of: str | None) -> WriteResult:
-        """Apply the writer's decision for ``lesson`` (prepared, checked by ``_check_new_ids``)."""
-        similar = self._near_duplicate(db, lesson, threshold)
-        decision = self.writer.decide(
-            lesson, similar=similar, duplicate_of=duplicate_of, read=self._reader(db, lesson.namespace)
-        )
-        if decision.action == "added":
-            self._keep_cap(db, decision.lesson)
-        self._put(db, decision.lesson, decision.previous)
-        old = db.lessons.get(decision.supersedes) if decision.supersedes is not None else None
-        if old is not None and old.namespace == lesson.namespace:
-            marked = self.writer.superseded(old, lesson.id)
-            if marked is not None:
-                self._put(db, marked, old)
-        return decision.result()
+    def write_lessons(
+        self, lessons: Sequence[Lesson], *, place: Placement | None = None
+    ) -> list[WriteResult]:
+        prepared = [_copied(LessonWriter.prepared(lesson)) for lesson in lessons]
+        with self._db() as db:
+            return self._write_all(db, prepared, place)
+
+    def _write_all(self, db: _Data, prepared: list[Lesson], place: Placement | None) -> list[WriteResult]:
+        """The write path (``LessonWriter.write_all``) under the lock, ids checked before anything."""
+        self._check_new_ids(db, prepared)
+        similar = [self._near_duplicate(db, lesson, NEAR_DUPLICATE_JACCARD) for lesson in prepared]
+        results = self.writer.write_all(MemoryTx(self, db), prepared, similar, place=place)
+        return [WriteResult(_copied(result.lesson), result.action) for result in results]
 
     def _keep_cap(self, db: _Data, written: Lesson) -> None:
-        """Drop what writing ``written`` pushes out of its pool (``lessons.Cap``), under the lock."""
-        cap = pool_cap(written)
-        space = db.spaces.get(written.namespace)
-        if cap is not None and space is not None:
-            for extra in cap.evictions([db.lessons[i] for i in space.docs], written, self.clock()):
-                self._remove(db, extra)
-
-    def _reader(self, db: _Data, namespace: str) -> Callable[[Lookup], Lesson | None]:
-        space = db.space(namespace)
-
-        def read(lookup: Lookup) -> Lesson | None:
-            how, key = lookup
-            found = space.by_hash.get(key) if how == "hash" else key
-            return db.lessons.get(found) if found is not None else None
-
-        return read
+        """Drop what writing ``written`` pushes out of its pool (``LessonWriter.keep_cap``), under the lock."""
+        self.writer.keep_cap(MemoryTx(self, db), written)
 
     def _near_duplicate(self, db: _Data, lesson: Lesson, threshold: float) -> Lesson | None:
         """The live lesson of the same kind this one nearly repeats, among the best by content BM25."""
@@ -324,8 +311,10 @@ class MemoryStore(MemoryJobQueue, MemoryAuditLog, MemoryConsolidation, ReadsOneL
         prepared = [_copied(LessonWriter.prepared(lesson)) for lesson in lessons]
         added = 0
         with self._db() as db:
+            tx = MemoryTx(self, db)
             for lesson in prepared:
-                read = self._reader(db, lesson.namespace)
+                ns = lesson.namespace
+                read = partial(tx.lookup, ns)
                 decision = self.writer.decide(lesson, similar=None, duplicate_of=None, read=read)
                 if decision.action == "reinforced":
                     self._put(db, decision.lesson, decision.previous)
@@ -361,8 +350,8 @@ class MemoryStore(MemoryJobQueue, MemoryAuditLog, MemoryConsolidation, ReadsOneL
             holder = db.space(prepared.namespace).by_hash.get(prepared.content_hash)
             content_taken(holder, prepared)
             row = redact_audit(audit.of(old, prepared)) if audit is not None else None  # before any change
-            self._keep_cap(db, prepared)
             self._put(db, prepared, old)
+            self._keep_cap(db, prepared)
             db.audit += [row] if row is not None else []
             return _copied(prepared)
 
@@ -378,16 +367,7 @@ class MemoryStore(MemoryJobQueue, MemoryAuditLog, MemoryConsolidation, ReadsOneL
 
     def purge_expired(self, namespace: str) -> int:
         with self._db() as db:
-            now = self.clock()
-            space = db.spaces.get(namespace)
-            expired = [
-                db.lessons[i]
-                for i in (space.docs if space is not None else ())
-                if (when := db.lessons[i].expires_at) is not None and when.timestamp() <= now
-            ]
-            for lesson in expired:
-                self._remove(db, lesson)
-            return len(expired)
+            return MemoryTx(self, db).purge_expired(namespace)
 
     # ----------------------------------------------------------------- recall
 
@@ -528,22 +508,20 @@ class MemoryStore(MemoryJobQueue, MemoryAuditLog, MemoryConsolidation, ReadsOneL
         reflection: Reflection | None,
         lessons: Sequence[Lesson],
         detail: str,
-        duplicate_of: Mapping[str, str] | None = None,
+        place: Placement | None = None,
     ) -> list[WriteResult]:
         """Write the job's result and mark it done, in one step; a lost lease writes nothing."""
         prepared = [_copied(LessonWriter.prepared(lesson)) for lesson in lessons]
-        twins = duplicate_of or {}
         with self._db() as db:
             job = self._leased(db, job_id, owner)
-            self._check_new_ids(db, prepared)
             if reflection is not None and reflection.id in db.reflections:
                 raise StoreError(f"reflection id {reflection.id} is already taken")
-            results = [self._write(db, x, NEAR_DUPLICATE_JACCARD, twins.get(x.id)) for x in prepared]
+            results = self._write_all(db, prepared, place)
             if reflection is not None:
                 ids = [result.lesson.id for result in results]
                 db.reflections[reflection.id] = _copied(reflection).model_copy(update={"lesson_ids": ids})
             self._done(db, job, detail)
-            return [WriteResult(_copied(result.lesson), result.action) for result in results]
+            return results
 
     # ----------------------------------------------------------------- retention
 
@@ -565,12 +543,9 @@ class MemoryStore(MemoryJobQueue, MemoryAuditLog, MemoryConsolidation, ReadsOneL
                 by_status[lesson.status] = by_status.get(lesson.status, 0) + 1
             for reflection in db.reflections.values():
                 if reflection.namespace == namespace:
-                    _count_spend(stats, reflection)
+                    stats.count_reflection(reflection)
             stats.jobs = count_jobs_in(db, [namespace])
-        stats.llm_calls = int(sum(row["calls"] for row in stats.by_reflector.values()))
-        stats.cost_usd = float(sum(row["cost_usd"] for row in stats.by_reflector.values()))
-        stats.by_reflector = dict(sorted(stats.by_reflector.items()))
-        stats.by_day = dict(sorted(stats.by_day.items()))
+        stats.total_spend()
         return stats
 
 
@@ -589,24 +564,3 @@ def _candidate(lesson: Lesson, relevance: float) -> Candidate:
         lesson.helpful,
         lesson.harmful,
     )
-
-
-def _count_spend(stats: StoreStats, reflection: Reflection) -> None:
-    """Add one reflection to the status counts, the token totals and the per-reflector and per-day spend."""
-    stats.reflections[reflection.status] = stats.reflections.get(reflection.status, 0) + 1
-    stats.tokens_in += reflection.tokens_in
-    stats.tokens_out += reflection.tokens_out
-    day = reflection.created_at.astimezone(UTC).strftime("%Y-%m-%d")
-    unpriced = int(reflection.cost_usd is None and reflection.llm_calls > 0)
-    spent = {
-        "reflections": 1,
-        "calls": reflection.llm_calls,
-        "tokens_in": reflection.tokens_in,
-        "tokens_out": reflection.tokens_out,
-        "cost_usd": reflection.cost_usd or 0.0,
-        "unpriced_calls": unpriced,
-    }
-    for table, key in ((stats.by_reflector, reflection.reflector), (stats.by_day, day)):
-        row = table.setdefault(key, {name: 0 for name in spent})
-        for name, value in spent.items():
-            row[name] += value

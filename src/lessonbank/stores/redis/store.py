@@ -25,7 +25,7 @@ vectors in ``vectors.py``. Invariants:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, cast
 
@@ -33,7 +33,6 @@ from lessonbank import queueing
 from lessonbank.errors import NotFoundError
 from lessonbank.lessons import (
     LessonWriter,
-    Lookup,
     check_sort,
     content_taken,
     duplicate_decision,
@@ -53,11 +52,13 @@ from lessonbank.models import (
 )
 from lessonbank.ports import (
     NEAR_DUPLICATE_JACCARD,
+    NEAR_DUPLICATE_POOL,
     Candidate,
     JobNotifier,
     LessonChange,
     LessonQuery,
     LessonSort,
+    Placement,
     Purged,
     RetentionCutoffs,
     StoreStats,
@@ -77,7 +78,7 @@ from lessonbank.stores.redis.index import (
     row_passes,
 )
 from lessonbank.stores.redis.jobs import RedisJobQueue
-from lessonbank.stores.redis.pools import RedisPools
+from lessonbank.stores.redis.pools import RedisPools, RedisTx
 from lessonbank.stores.redis.retention import RedisRetention
 from lessonbank.stores.redis.vectors import RedisVectors
 from lessonbank.text import keywords
@@ -225,81 +226,51 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ForwardsAudit, BuildsConsolidati
 
         def plan(pipe: Pipe) -> Callable[[Pipe], WriteResult]:
             steps: dict[str, Any] = {}
-            result = self._plan_lesson(pipe, lesson, similar, steps, duplicate_of)
+            [result] = self.writer.write_all(
+                self.pools.tx(pipe, steps), [lesson], [similar], duplicate_of=duplicate_of
+            )
             return lambda p: self._q_apply(p, steps, result)
 
         similar = self.db.run(lambda: self._near_duplicate(lesson, threshold))
         return self.db.transact(plan)
+
+    def write_lessons(
+        self, lessons: Sequence[Lesson], *, place: Placement | None = None
+    ) -> list[WriteResult]:
+        prepared = [self.writer.prepared(lesson) for lesson in lessons]
+        similar = self.db.run(lambda: [self._near_duplicate(x, NEAR_DUPLICATE_JACCARD) for x in prepared])
+
+        def plan(pipe: Pipe) -> Callable[[Pipe], list[WriteResult]]:
+            steps: dict[str, Any] = {}
+            results = self._planned(self.pools.tx(pipe, steps), prepared, similar, place)
+            return lambda p: self._q_apply(p, steps, results)
+
+        return self.db.transact(plan)
+
+    def _planned(
+        self,
+        tx: RedisTx,
+        prepared: Sequence[Lesson],
+        similar: Sequence[Lesson | None],
+        place: Placement | None,
+    ) -> list[WriteResult]:
+        """Plan the write path (``LessonWriter.write_all``) in ``tx``; each result as finally planned
+        (a lesson written twice in one transaction is returned as written the last time)."""
+        results = self.writer.write_all(tx, prepared, similar, place=place)
+        planned = [tx.steps.get(r.lesson.id, (None, None))[1] for r in results]
+        return [
+            WriteResult(p if isinstance(p, Lesson) else r.lesson, r.action)
+            for p, r in zip(planned, results, strict=True)
+        ]
 
     def _near_duplicate(self, lesson: Lesson, threshold: float) -> Lesson | None:
         """The stored lesson this one nearly repeats, searched outside any transaction."""
         query, terms = LessonQuery(lesson.namespace, kinds=[lesson.kind]), keywords(lesson.content)[:64]
         if not terms:
             return None
-        found = self.index.search(query, terms, 20, selective=True)
+        found = self.index.search(query, terms, NEAR_DUPLICATE_POOL, selective=True)
         candidates = self.index.lessons_in(lesson.namespace, [c.lesson_id for c in found])
         return pick_near_duplicate(lesson.content, candidates, threshold)
-
-    def _plan_lesson(
-        self,
-        pipe: Pipe,
-        lesson: Lesson,
-        similar: Lesson | None,
-        steps: dict[str, Any],
-        duplicate_of: str | None = None,
-    ) -> WriteResult:
-        """WATCH and read what writing ``lesson`` depends on; record the write in ``steps``.
-
-        ``steps`` maps a lesson id to ``(old, new)``: what the transaction found and what it will
-        write. A lesson planned earlier in the same transaction (same content twice in one job) is
-        found there first, so it is reinforced instead of added twice. What to reinforce, add or
-        supersede is the writer's decision (``lessonbank.lessons``).
-        """
-        ns = lesson.namespace
-
-        def read(lookup: Lookup) -> Lesson | None:
-            kind, value = lookup
-            if kind == "hash":
-                for _old, planned in steps.values():
-                    if (
-                        isinstance(planned, Lesson)
-                        and planned.namespace == ns
-                        and planned.content_hash == value
-                    ):
-                        return planned
-                hash_key = self.db.k(ns, "hash", value)
-                pipe.watch(hash_key)
-                value = pipe.get(hash_key)
-                if value is None:
-                    return None
-            if value in steps:
-                planned = steps[value][1]
-                return planned if isinstance(planned, Lesson) else None
-            return self.index.read_lesson(pipe, ns, str(value))
-
-        decision = self.writer.decide(lesson, similar=similar, duplicate_of=duplicate_of, read=read)
-        if decision.action == "reinforced":
-            target = decision.lesson.id
-            steps[target] = (steps[target][0] if target in steps else decision.previous, decision.lesson)
-            return decision.result()
-        lesson = decision.lesson  # as the writer added it (it may name a lesson it resembles)
-        pipe.watch(self.index.lesson_key(ns, lesson.id))
-        check_id_free("lesson", lesson.id, ns, pipe.hget(self.db.where_key, lesson.id))
-        steps[lesson.id] = (None, lesson)
-        self.pools.plan(pipe, lesson, steps)
-        if decision.supersedes is not None:
-            self._plan_supersede(pipe, decision.supersedes, lesson.id, steps)
-        return decision.result()
-
-    def _plan_supersede(self, pipe: Pipe, old_id: str, new_id: str, steps: dict[str, Any]) -> None:
-        """Record in ``steps`` that the live lesson ``old_id`` is superseded by ``new_id``."""
-        if old_id in steps:
-            stored, current = steps[old_id]
-        else:
-            stored = current = self.index.read_lesson(pipe, steps[new_id][1].namespace, old_id)
-        marked = self.writer.superseded(current, new_id) if current is not None else None
-        if marked is not None:
-            steps[old_id] = (stored, marked)
 
     def _q_apply(self, pipe: Pipe, steps: dict[str, Any], result: Any) -> Any:
         for key, (old, new) in steps.items():  # see stores/redis/pools.py for what a step is
@@ -456,10 +427,12 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ForwardsAudit, BuildsConsolidati
         return write
 
     def purge_expired(self, namespace: str) -> int:
-        expired = self.db.run(
-            lambda: self.db.r.zrangebyscore(self.db.k(namespace, "expiring"), "-inf", self.clock())
-        )
-        return sum(self.delete_lesson(namespace, lesson_id) for lesson_id in expired)
+        def plan(pipe: Pipe) -> Callable[[Pipe], int]:
+            steps: dict[str, Any] = {}
+            purged = self.pools.tx(pipe, steps).purge_expired(namespace)
+            return lambda p: self._q_apply(p, steps, purged)
+
+        return self.db.transact(plan)
 
     def search(self, query: LessonQuery, terms: Sequence[str], limit: int) -> list[Candidate]:
         return self.db.run(lambda: self.index.search(query, terms, limit))
@@ -554,26 +527,15 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ForwardsAudit, BuildsConsolidati
         reflection: Reflection | None,
         lessons: Sequence[Lesson],
         detail: str,
-        duplicate_of: Mapping[str, str] | None = None,
+        place: Placement | None = None,
     ) -> list[WriteResult]:
-        hashed_lessons = [self.writer.prepared(lesson) for lesson in lessons]
-        twins = duplicate_of or {}
-        similar = self.db.run(
-            lambda: [self._near_duplicate(lesson, NEAR_DUPLICATE_JACCARD) for lesson in hashed_lessons]
-        )
+        prepared = [self.writer.prepared(lesson) for lesson in lessons]
+        similar = self.db.run(lambda: [self._near_duplicate(x, NEAR_DUPLICATE_JACCARD) for x in prepared])
 
         def plan(pipe: Pipe) -> Callable[[Pipe], list[WriteResult]]:
             job, entry = self.jobs.leased(pipe, job_id, owner)
             steps: dict[str, Any] = {}
-            results = [
-                self._plan_lesson(pipe, lesson, twin, steps, twins.get(lesson.id))
-                for lesson, twin in zip(hashed_lessons, similar, strict=True)
-            ]
-            planned = [steps.get(r.lesson.id, (None, None))[1] for r in results]
-            final = [
-                WriteResult(p if isinstance(p, Lesson) else r.lesson, r.action)
-                for p, r in zip(planned, results, strict=True)
-            ]
+            final = self._planned(self.pools.tx(pipe, steps), prepared, similar, place)
             done = queueing.done(job, self.clock(), truncated(detail, JOB_TEXT_MAX_CHARS))
 
             def write(p: Pipe) -> list[WriteResult]:

@@ -6,9 +6,10 @@ holds what is the same. Invariants:
 - An episode and its job (and the credit of the lessons injected for it), and a job's result
   (reflection + lessons) and its completion, are each one transaction.
 - A lesson is unique per (namespace, content_hash). How it is written (add, reinforce,
-  supersede) is decided by :class:`~lessonbank.lessons.LessonWriter` from what this store reads
-  inside the write transaction (rows locked ``FOR UPDATE`` on PostgreSQL; SQLite holds the
-  database write lock); the store only applies the decision. The near-duplicate search runs
+  supersede, the pool's cap, a job's pool placement) is decided by
+  :meth:`~lessonbank.lessons.LessonWriter.write_all` on this store's transaction (``unit.SQLTx``:
+  rows read ``FOR UPDATE`` and an advisory lock per pool on PostgreSQL; SQLite holds the database
+  write lock); the store only offers the reads and writes. The near-duplicate search runs
   before, outside any write transaction, so writers are not kept waiting: two near duplicates
   written in the same instant by two processes may both be kept (exact duplicates never).
 - Filters and sorts are :func:`lessonbank.lessons.passes` and ``sort_lessons`` in SQL.
@@ -18,28 +19,29 @@ holds what is the same. Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from lessonbank.errors import NotFoundError
 from lessonbank.lessons import (
     LessonWriter,
-    Lookup,
     check_sort,
     content_taken,
     duplicate_decision,
     episode_credit,
     pick_near_duplicate,
-    pool_cap,
+    pools_of,
 )
 from lessonbank.models import AuditEntry, Decision, Episode, Job, Lesson, Reflection
 from lessonbank.ports import (
     NEAR_DUPLICATE_JACCARD,
+    NEAR_DUPLICATE_POOL,
     Candidate,
     JobNotifier,
     LessonChange,
     LessonQuery,
     LessonSort,
+    Placement,
     Purged,
     RetentionCutoffs,
     StoreStats,
@@ -52,6 +54,7 @@ from lessonbank.stores.sql.consolidation import SQLConsolidation
 from lessonbank.stores.sql.dialect import SORTS, Connection, Dialect, lesson_filter, question_marks
 from lessonbank.stores.sql.jobs import SQLJobQueue
 from lessonbank.stores.sql.retention import purge_old
+from lessonbank.stores.sql.unit import SQLTx
 from lessonbank.text import keywords
 
 Clock = Callable[[], float]
@@ -201,8 +204,20 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ForwardsConsolidation, ReadsOneLes
         def run() -> WriteResult:
             similar = self._near_duplicate(lesson, threshold)
             with self.dialect.tx() as conn:
-                self._lock_pools(conn, [lesson])
-                return self._write(conn, lesson, similar, duplicate_of)
+                tx = SQLTx(self.dialect, conn)
+                return self.writer.write_all(tx, [lesson], [similar], duplicate_of=duplicate_of)[0]
+
+        return self.dialect.run(run)
+
+    def write_lessons(
+        self, lessons: Sequence[Lesson], *, place: Placement | None = None
+    ) -> list[WriteResult]:
+        prepared = [self.writer.prepared(lesson) for lesson in lessons]
+
+        def run() -> list[WriteResult]:
+            similar = [self._near_duplicate(lesson, NEAR_DUPLICATE_JACCARD) for lesson in prepared]
+            with self.dialect.tx() as conn:
+                return self.writer.write_all(SQLTx(self.dialect, conn), prepared, similar, place=place)
 
         return self.dialect.run(run)
 
@@ -213,64 +228,17 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ForwardsConsolidation, ReadsOneLes
             return None
         query = LessonQuery(lesson.namespace, kinds=[lesson.kind])
         with self.dialect.read() as conn:
-            found = self.dialect.search(conn, query, terms, 20, content_only=True)
+            found = self.dialect.search(conn, query, terms, NEAR_DUPLICATE_POOL, content_only=True)
             candidates = self._lessons_by_id(conn, [c.lesson_id for c in found])
         return pick_near_duplicate(lesson.content, candidates, threshold)
 
-    def _write(
-        self, conn: Connection, lesson: Lesson, similar: Lesson | None, duplicate_of: str | None = None
-    ) -> WriteResult:
-        """Apply the writer's decision for ``lesson`` in the caller's transaction."""
-
-        def read(lookup: Lookup) -> Lesson | None:
-            params: tuple[str, ...]
-            if lookup[0] == "hash":
-                where, params = "l.namespace = ? AND l.content_hash = ?", (lesson.namespace, lookup[1])
-            else:
-                where, params = "l.id = ?", (lookup[1],)
-            row = conn.execute(
-                f"SELECT {self.dialect.lesson_columns} FROM lessons l WHERE {where}{self.dialect.for_update}",
-                params,
-            ).fetchone()
-            return None if row is None else self.dialect.decode_lesson(row)
-
-        holder = conn.execute("SELECT namespace FROM lessons WHERE id = ?", (lesson.id,)).fetchone()
-        check_id_free("lesson", lesson.id, lesson.namespace, holder[0] if holder else None)
-        for _ in range(3):
-            decision = self.writer.decide(lesson, similar=similar, duplicate_of=duplicate_of, read=read)
-            if decision.action == "reinforced":
-                self.dialect.overwrite_lesson(conn, decision.lesson, decision.previous)
-                return decision.result()
-            if self.dialect.insert_lesson(conn, decision.lesson):
-                self._keep_cap(conn, decision.lesson)
-                self.dialect.lessons_changed(lesson.namespace)
-                if decision.supersedes is not None:
-                    old = read(("similar", decision.supersedes))
-                    marked = None if old is None else self.writer.superseded(old, lesson.id)
-                    if marked is not None and marked.namespace == lesson.namespace:
-                        self.dialect.overwrite_lesson(conn, marked, old)
-                return decision.result()
-            # Another writer added the same content in the meantime: reinforce theirs.
-        raise NotFoundError("lesson", lesson.id)  # pragma: no cover - three lost races in a row
-
     def _lock_pools(self, conn: Connection, lessons: Sequence[Lesson]) -> None:
         """Lock the capped pools these lessons go to, in one order (two writers never wait on each other)."""
-        pools = {(x.namespace, cap.key) for x in lessons if (cap := pool_cap(x)) is not None}
-        for namespace, pool in sorted(pools):
-            self.dialect.lock_pool(conn, namespace, pool)
+        SQLTx(self.dialect, conn).lock_pools(sorted({pool for x in lessons for pool in pools_of(x)}))
 
     def _keep_cap(self, conn: Connection, written: Lesson) -> None:
         """Delete what writing ``written`` pushes out of its pool (``lessons.Cap``); the pool is locked."""
-        cap = pool_cap(written)
-        if cap is None:
-            return
-        now = self.clock()
-        where, params = lesson_filter(self.dialect, cap.query, now)
-        rows = conn.execute(f"SELECT {self.dialect.lesson_columns} FROM lessons l WHERE {where}", params)
-        for extra in cap.evictions(
-            [self.dialect.decode_lesson(row) for row in rows.fetchall()], written, now
-        ):
-            conn.execute("DELETE FROM lessons WHERE id = ? AND namespace = ?", (extra.id, extra.namespace))
+        self.writer.keep_cap(SQLTx(self.dialect, conn), written)
 
     def import_lessons(self, lessons: Sequence[Lesson]) -> tuple[int, int]:
         """Bulk write; the same content reinforces the stored lesson (near duplicates are not looked
@@ -367,12 +335,11 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ForwardsConsolidation, ReadsOneLes
         return self.dialect.run(run)
 
     def purge_expired(self, namespace: str) -> int:
-        purged = self._write_sql(
-            "DELETE FROM lessons WHERE namespace = ? AND expires_at IS NOT NULL AND expires_at <= ?",
-            (namespace, self.clock()),
-        )
-        self.dialect.lessons_changed(namespace)
-        return purged
+        def run() -> int:
+            with self.dialect.tx() as conn:
+                return SQLTx(self.dialect, conn).purge_expired(namespace)
+
+        return self.dialect.run(run)
 
     # ----------------------------------------------------------------- reading lessons
 
@@ -458,21 +425,16 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ForwardsConsolidation, ReadsOneLes
         reflection: Reflection | None,
         lessons: Sequence[Lesson],
         detail: str,
-        duplicate_of: Mapping[str, str] | None = None,
+        place: Placement | None = None,
     ) -> list[WriteResult]:
         prepared = [self.writer.prepared(lesson) for lesson in lessons]
-        twins = duplicate_of or {}
 
         def run() -> list[WriteResult]:
             now = self.clock()
             similar = [self._near_duplicate(lesson, NEAR_DUPLICATE_JACCARD) for lesson in prepared]
             with self.dialect.tx() as conn:
                 self.jobs.check_lease(conn, job_id, owner)
-                self._lock_pools(conn, prepared)
-                results = [
-                    self._write(conn, lesson, twin, twins.get(lesson.id))
-                    for lesson, twin in zip(prepared, similar, strict=True)
-                ]
+                results = self.writer.write_all(SQLTx(self.dialect, conn), prepared, similar, place=place)
                 if reflection is not None:
                     done = reflection.model_copy(update={"lesson_ids": [r.lesson.id for r in results]})
                     self._insert_reflection(conn, done)
