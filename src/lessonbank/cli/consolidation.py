@@ -10,15 +10,15 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from lessonbank.cli.common import emit_json, out
-from lessonbank.proposals import Proposal
-from lessonbank.services.consolidation.edits import edit_file as edit_file_text
-from lessonbank.services.consolidation.edits import read_edit_file
+
+if TYPE_CHECKING:
+    from lessonbank.proposals import Proposal
 
 ACTOR = "cli"
 
@@ -170,6 +170,9 @@ def approve(
     edits: dict[str, str] | None = None
     with ctx.obj.bank() as bank:
         if edit or edit_file is not None:
+            from lessonbank.services.consolidation.edits import edit_file as edit_file_text
+            from lessonbank.services.consolidation.edits import read_edit_file
+
             proposal = bank.proposal(proposal_id)
             text = _edited(edit_file_text(proposal)) if edit else _read(edit_file)
             kept, edits = read_edit_file(text, proposal)

@@ -13,7 +13,6 @@ import typer
 from rich.table import Table
 
 from lessonbank.cli.common import emit_json, err, fail, out
-from lessonbank.services.consolidation.triggers import TICK_S, Scheduler, describe
 
 
 class _JobsAction(StrEnum):
@@ -120,6 +119,8 @@ def worker(
 
     Serves every namespace unless --namespace (or LESSONBANK_NAMESPACE) is given.
     """
+    from lessonbank.services.consolidation.triggers import TICK_S, Scheduler, describe
+
     namespace_given = ctx.obj.namespace is not None or "LESSONBANK_NAMESPACE" in os.environ
     with ctx.obj.bank() as bank:
         if bank.reflection_llm is None:

@@ -23,8 +23,6 @@ from lessonbank.cli.common import (
     writable_file,
 )
 from lessonbank.errors import InputError
-from lessonbank.services.consolidation.decay import decay_score, tier_of
-from lessonbank.services.transfer import IMPORT_BATCH, RecordReader, batched
 
 
 def add(
@@ -70,6 +68,8 @@ def lessons(
         found = bank.lessons(kind=kind, tags=tag or [], status=status, sort=sort, limit=limit, tier=tier)
         now = bank.services.catalog.scope.now()
     if as_json:
+        from lessonbank.services.consolidation.decay import decay_score, tier_of
+
         scores = [decay_score(lesson, now) for lesson in found]
         emit_json(
             [
@@ -131,6 +131,8 @@ def import_(
 
     The input is read a piece at a time, so a backup of any size imports in flat memory. A file
     holding a JSON array is read through once first: if it is broken, nothing is imported."""
+    from lessonbank.services.transfer import IMPORT_BATCH, RecordReader, batched
+
     what = "stdin" if path == "-" else path
     if path != "-" and not Path(path).is_file():
         fail(f"no such file: {path}", 2)
