@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from lessonbank.errors import ConfigError, LeaseLostError, LLMError, LLMTransientError, StoreError
 from lessonbank.models import Job, Lesson, Reflection
-from lessonbank.ports import Placement, Store, WriteResult
+from lessonbank.ports import Placement, WorkerQueue, WriteResult
 from lessonbank.redact import redact
 from lessonbank.retry import Backoff
 from lessonbank.settings import Settings
@@ -85,7 +85,7 @@ class Worker:
 
     def __init__(
         self,
-        store: Store,
+        store: WorkerQueue,
         handler: Handler | Mapping[str, Handler],
         settings: Settings,
         *,

@@ -382,6 +382,16 @@ class JobQueue(Protocol):
     def release_waiting(self, namespaces: Sequence[str] | None) -> int: ...
 
 
+class WorkerQueue(JobQueue, Protocol):
+    """What a worker needs of a store (:class:`lessonbank.jobs.Worker`): the queue, how many jobs
+    are left, the store clock and, when the store has one, its job announcements."""
+
+    clock: Callable[[], float]
+    notifier: JobNotifier | None
+
+    def count_jobs(self, namespaces: Sequence[str] | None) -> dict[str, int]: ...
+
+
 class JobAdmin(Protocol):
     """The operator's side of the queue: inspect, retry, purge, count."""
 

@@ -37,7 +37,14 @@ from lessonbank.lessons import STRATEGIC_PER_AGENT as STRATEGIC_PER_AGENT
 from lessonbank.lessons import TACTICAL_PER_AGENT as TACTICAL_PER_AGENT
 from lessonbank.lessons import pick_near_duplicate, ranked_pool, stream_of
 from lessonbank.models import Lesson, from_timestamp
-from lessonbank.ports import NEAR_DUPLICATE_JACCARD, LessonQuery, LessonTx, Placement, Store
+from lessonbank.ports import (
+    NEAR_DUPLICATE_JACCARD,
+    LessonQuery,
+    LessonSearch,
+    LessonStore,
+    LessonTx,
+    Placement,
+)
 from lessonbank.services.scope import Scope, check_count
 from lessonbank.text import keywords
 
@@ -57,6 +64,11 @@ REPLAY_CANDIDATES = 20
 RECENT_SCAN = 300  # newest insights read to find the 10 most recently reflected goals
 
 _SCAN = 1000
+
+
+class Lessons(LessonStore, LessonSearch, Protocol):
+    """The ports the pools use: lessons written and listed (:class:`~lessonbank.ports.LessonStore`),
+    searched and credited (:class:`~lessonbank.ports.LessonSearch`)."""
 
 
 class Pools:
@@ -100,7 +112,7 @@ class Pools:
         return confirm_rule_by_id(self.scope.store, self.scope.namespace, rule_id, self.scope.clock())
 
 
-def every_lesson(store: Store, query: LessonQuery, *, sort: str = "created") -> list[Lesson]:
+def every_lesson(store: LessonStore, query: LessonQuery, *, sort: str = "created") -> list[Lesson]:
     """Every lesson passing ``query``, read a page at a time."""
     out: list[Lesson] = []
     while batch := store.list_lessons(query, limit=_SCAN, offset=len(out), sort=sort):  # type: ignore[arg-type]
@@ -131,7 +143,7 @@ class Placing(Protocol):
 class _EachStep:
     """A store as :class:`Placing`: every step written at once, in its own transaction."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: LessonStore) -> None:
         self.store = store
 
     def members(self, query: LessonQuery) -> list[Lesson]:
@@ -144,7 +156,7 @@ class _EachStep:
         return self.store.purge_expired(namespace)
 
 
-def place(store: Store, lessons: Sequence[Lesson], now: float) -> list[Lesson]:
+def place(store: LessonStore, lessons: Sequence[Lesson], now: float) -> list[Lesson]:
     """:func:`place_in` on ``store``, each step its own write (a job places its lessons inside the
     transaction that finishes it instead: :meth:`Pools.placement`)."""
     return place_in(_EachStep(store), lessons, now)
@@ -217,7 +229,7 @@ def confirmation(rule: Lesson, now: float) -> Lesson:
     )
 
 
-def confirm_rule(store: Store, rule: Lesson, now: float, *, helpful: bool = False) -> Lesson:
+def confirm_rule(store: Lessons, rule: Lesson, now: float, *, helpful: bool = False) -> Lesson:
     """One more confirmation of a stored rule (see :func:`confirmation`); ``helpful`` adds to its counter."""
     stored = store.update_lesson(confirmation(rule, now))
     if helpful:
@@ -227,7 +239,7 @@ def confirm_rule(store: Store, rule: Lesson, now: float, *, helpful: bool = Fals
     return stored
 
 
-def confirm_rule_by_id(store: Store, namespace: str, rule_id: str, now: float) -> Lesson:
+def confirm_rule_by_id(store: Lessons, namespace: str, rule_id: str, now: float) -> Lesson:
     """Mark a live rule of ``namespace`` helpful (a confirmation). An expired rule stays gone."""
     rule = store.get_lesson(rule_id)
     if rule.namespace != namespace or rule.kind != "principle":
@@ -243,7 +255,7 @@ def confirm_rule_by_id(store: Store, namespace: str, rule_id: str, now: float) -
 # --------------------------------------------------------------------------- read side
 
 
-def rules(store: Store, namespace: str, agent: str | None) -> list[Lesson]:
+def rules(store: LessonStore, namespace: str, agent: str | None) -> list[Lesson]:
     """The agent's live rules (``agent=None``: rules with no agent), strategic first, then the most
     recently confirmed."""
     found = [
@@ -258,7 +270,7 @@ def _ranked_rules(found: list[Lesson]) -> list[Lesson]:
     return ranked_pool(found)
 
 
-def context_rules(store: Store, namespace: str, agent: str | None) -> list[Lesson]:
+def context_rules(store: LessonStore, namespace: str, agent: str | None) -> list[Lesson]:
     """Rules for a prompt: the agent's own plus the agent-less ones (all rules when no agent)."""
     if agent is None:
         return rules_all(store, namespace)
@@ -267,7 +279,7 @@ def context_rules(store: Store, namespace: str, agent: str | None) -> list[Lesso
     return [*own, *_ranked_rules([rule for rule in shared if rule.agent is None])]
 
 
-def list_rules(store: Store, namespace: str, agent: str | None, stream: str | None) -> list[Lesson]:
+def list_rules(store: LessonStore, namespace: str, agent: str | None, stream: str | None) -> list[Lesson]:
     """Live rules, strategic first: one agent's, or every agent's when ``agent`` is None."""
     if stream not in (None, "tactical", "strategic"):
         raise InputError(f"stream must be tactical or strategic, got {stream!r}", field="stream")
@@ -275,11 +287,13 @@ def list_rules(store: Store, namespace: str, agent: str | None, stream: str | No
     return [rule for rule in found if stream is None or stream_of(rule) == stream]
 
 
-def rules_all(store: Store, namespace: str) -> list[Lesson]:
+def rules_all(store: LessonStore, namespace: str) -> list[Lesson]:
     return _ranked_rules(every_lesson(store, LessonQuery(namespace, kinds=["principle"])))
 
 
-def insights(store: Store, namespace: str, goal_id: str | None, *, fallback: bool = True) -> list[Lesson]:
+def insights(
+    store: LessonStore, namespace: str, goal_id: str | None, *, fallback: bool = True
+) -> list[Lesson]:
     """A goal's live insights by importance then recency; without a goal (or, with ``fallback``,
     when the goal has none), those of the 10 most recently reflected goals, the same way."""
     if goal_id is not None:
@@ -304,13 +318,13 @@ def _by_importance(found: list[Lesson]) -> list[Lesson]:
     return sorted(found, key=lambda lesson: (-lesson.importance, -lesson.created_at.timestamp()))
 
 
-def recent_goals(store: Store, namespace: str) -> list[str]:
+def recent_goals(store: LessonStore, namespace: str) -> list[str]:
     """The 10 most recently reflected goals, newest first."""
     return _goals(store.list_lessons(LessonQuery(namespace, kinds=["insight"]), limit=RECENT_SCAN))
 
 
 def replay(
-    store: Store, namespace: str, *, task: str | None, task_type: str | None, k: int = REPLAY_IN_CONTEXT
+    store: Lessons, namespace: str, *, task: str | None, task_type: str | None, k: int = REPLAY_IN_CONTEXT
 ) -> list[Lesson]:
     """Replay examples: exact task type first (newest first), then by keyword overlap with the
     task; the top ``k`` hold at least one failure whenever a matching failure exists.

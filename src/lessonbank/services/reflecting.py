@@ -18,6 +18,7 @@ from lessonbank.jobs import JobResult
 from lessonbank.llm import LLM
 from lessonbank.llm.pricing import cost_of
 from lessonbank.models import Job, Reflection
+from lessonbank.ports import EpisodeStore
 from lessonbank.redact import redact_reflection
 from lessonbank.reflectors.base import Reflector, reflect
 from lessonbank.retrieval import Retriever
@@ -50,9 +51,10 @@ class ReflectionHandler:
     async def handle(self, job: Job) -> JobResult:
         if self.reflection_llm is None:
             raise ConfigError("no LLM configured, set LESSONBANK_LLM")
-        store, settings = self.scope.store, self.scope.settings
+        episodes: EpisodeStore = self.scope.store
+        settings = self.scope.settings
         episode, _ = await asyncio.to_thread(
-            partial(store.get_episode, job.episode_id or "", namespace=job.namespace)
+            partial(episodes.get_episode, job.episode_id or "", namespace=job.namespace)
         )
         trigger = str(job.payload.get("trigger", "manual"))
         name = str(job.payload.get("reflector", "lesson"))

@@ -21,7 +21,7 @@ from typing import Any
 from lessonbank.errors import ConfigError, InputError
 from lessonbank.injection import lesson_injection_reason
 from lessonbank.models import AuditAction, Episode, Lesson, LessonKind
-from lessonbank.ports import Placement, WriteResult
+from lessonbank.ports import LessonStore, Placement, VectorStore, WriteResult
 from lessonbank.provenance import of_task
 from lessonbank.redact import redact_lesson
 from lessonbank.retrieval import Retriever
@@ -157,7 +157,7 @@ class LessonIntake:
         inside it): vector dedup first (with an embedder), then their vectors."""
         if self.retriever.embedder is not None and lessons:
             lessons = place_by_vector(self.retriever, lessons, self.scope.settings.dedup_cosine)
-        store = self.scope.store
+        store: LessonStore = self.scope.store
         if place is None and len(lessons) == 1:
             results = [store.write_lesson(lessons[0])]
         else:
@@ -187,7 +187,8 @@ class LessonIntake:
                 "no embedder configured; open the bank with embedder='minilm' or set LESSONBANK_EMBEDDER"
             )
         done = 0
-        while missing := self.scope.store.lessons_missing_vectors(self.scope.namespace, embedder.name, batch):
+        vectors: VectorStore = self.scope.store
+        while missing := vectors.lessons_missing_vectors(self.scope.namespace, embedder.name, batch):
             written = self.retriever.embed_lessons(missing)
             done += written
             if written == 0:  # every one was skipped (deleted meanwhile): do not spin
@@ -225,7 +226,8 @@ class LessonIntake:
         one is reinforced and the raw copy removed, so no secret stays and nothing learned is lost."""
         if not isinstance(dry_run, bool):
             raise InputError(f"dry_run must be true or false, got {dry_run!r}", field="dry_run")
-        store, counts = self.scope.store, {"checked": 0, "redacted": 0, "quarantined": 0}
+        store: LessonStore = self.scope.store
+        counts = {"checked": 0, "redacted": 0, "quarantined": 0}
         for stored in lessons:
             counts["checked"] += 1
             gated = guarded(stored)

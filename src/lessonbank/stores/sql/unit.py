@@ -61,8 +61,11 @@ class SQLTx:
         self.dialect.lessons_changed(lesson.namespace)
 
     def purge_expired(self, namespace: str) -> int:
+        """Rows another transaction is removing are skipped (PostgreSQL), so two writers purging at
+        once never wait on each other; reads filter expired lessons until they are gone."""
+        expired = "namespace = ? AND expires_at IS NOT NULL AND expires_at <= ?"
         purged = self.conn.execute(
-            "DELETE FROM lessons WHERE namespace = ? AND expires_at IS NOT NULL AND expires_at <= ?",
+            f"DELETE FROM lessons WHERE id IN (SELECT id FROM lessons WHERE {expired}{self.dialect.skip_locked})",
             (namespace, self.dialect.clock()),
         ).rowcount
         if purged:
