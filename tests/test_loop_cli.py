@@ -1,14 +1,14 @@
-"""`lessonbank loop run|export` and `lessonbank analytics`, run as real subprocesses."""
+"""`lessonbank loop run|export` and `lessonbank analytics`, run in this process (the checks are real programs)."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import jsonschema
+import pytest
 
 from tests.test_loop import BUGGY, FIXED, SCHEMA, TESTS, reflection
 
@@ -28,29 +28,27 @@ def act(task, memory):
 """
 
 
-def test_loop_run_export_analytics(tmp_path: Path) -> None:
+def test_loop_run_export_analytics(cli_in_process, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "proj").mkdir()
     (tmp_path / "proj" / "calc.py").write_text(BUGGY.replace('"x"', "1").replace("import os\n\n\n", ""))
     (tmp_path / "proj" / "test_calc.py").write_text(TESTS)
     (tmp_path / "my_actor.py").write_text(ACTOR.format(fixed=FIXED))
-    env = {key: value for key, value in os.environ.items() if not key.startswith("LESSONBANK_")}
-    env.update(
-        LESSONBANK_HOME=str(tmp_path / "home"),
+    env = dict(
         LESSONBANK_DB=f"sqlite:///{tmp_path / 'bank.db'}",
         LESSONBANK_LLM="fake",
         LESSONBANK_FAKE_REPLIES=json.dumps([reflection("logic_error", "Compare operators with the test")]),
-        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
     )
 
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))  # where --actor my_actor:act is found, undone after the test
+    # the actor module the command imports is forgotten after the test
+    monkeypatch.setitem(sys.modules, "my_actor", None)
+    del sys.modules["my_actor"]
+
     def cli(*args: str, code: int = 0) -> str:
-        proc = subprocess.run(
-            [sys.executable, "-m", "lessonbank.cli", *args],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            timeout=300,
-        )
+        proc = cli_in_process(*args, extra_env=env, ok=False)
         assert proc.returncode == code, proc.stderr.decode()
         return proc.stdout.decode()
 
@@ -88,11 +86,5 @@ def test_loop_run_export_analytics(tmp_path: Path) -> None:
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "success rate 100%" in cli("analytics", "--no-plot")
 
-    missing = subprocess.run(
-        [sys.executable, "-m", "lessonbank.cli", "loop", "export", "ralph-nope", "out"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        timeout=60,
-    )
+    missing = cli_in_process("loop", "export", "ralph-nope", "out", extra_env=env, ok=False)
     assert missing.returncode == 1 and b"ralph-nope" in missing.stderr
