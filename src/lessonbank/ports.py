@@ -11,8 +11,11 @@ Invariants every store keeps:
   content). Writing the same content again reinforces the stored lesson; writing a near
   duplicate (token Jaccard ≥ the threshold, same kind) reinforces it too. Never two copies.
 - An episode and its reflection job are written in one transaction; so are a job's result
-  (reflection + lessons) and the job leaving the ``leased`` state. A worker that lost its
-  lease cannot write a result.
+  (reflection, lessons and their pool placement: expired lessons purged, a repeated rule
+  confirmed) and the job leaving the ``leased`` state. A worker that lost its lease cannot write
+  a result, nor any part of it.
+- Lessons are written by :meth:`~lessonbank.lessons.LessonWriter.write_all` on the store's
+  :class:`LessonTx`: the decisions are the writer's, the locks and reads the store's.
 - Jobs are unique per (namespace, dedupe_key).
 - Ids are unique across namespaces: an id a caller chose that another namespace holds is refused
   (see :mod:`lessonbank.scoping`). Every read by id takes ``namespace``: given, another

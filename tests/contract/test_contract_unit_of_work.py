@@ -4,6 +4,7 @@ lease leaves no trace, so a retried job places its lessons, and confirms a rule,
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 
 import pytest
 
@@ -11,10 +12,11 @@ from lessonbank import Episode, LessonBank
 from lessonbank.errors import LeaseLostError
 from lessonbank.llm import FakeLLM
 from lessonbank.models import Lesson
-from lessonbank.ports import LessonQuery
+from lessonbank.ports import LessonQuery, LessonTx, Store
 from tests.contract.conftest import Clock
 
 DAY = 86_400.0
+NS = "default"
 RULE = "IF the NVD API returns 503 THEN retry with exponential backoff BECAUSE outages are transient"
 DUAL = f"PRINCIPLE: {RULE}\nPROCEDURE:\n1. scan apache\n2. check the answer"
 
@@ -85,3 +87,31 @@ def test_a_job_that_loses_its_lease_writes_no_placement(store_url: str, clock: C
             )
         assert [x.id for x in store.list_lessons(everything)] == [stored.id]
         assert bank.rules(agent="scanner") == []
+
+
+def test_write_lessons_places_and_writes_in_one_call(store: Store, clock: Clock) -> None:
+    """``write_lessons`` runs the placement inside its transaction, then writes each lesson as
+    ``write_lesson`` would: the same text twice in one call is one lesson, reinforced once."""
+    expired = Lesson(content="an expired example", kind="procedure", created_at=_at(clock() - 10))
+    gone = store.write_lesson(expired.model_copy(update={"expires_at": _at(clock() - 1)})).lesson
+    seen: list[list[str]] = []
+
+    def place(tx: LessonTx, lessons: list[Lesson]) -> list[Lesson]:
+        tx.purge_expired(lessons[0].namespace)
+        seen.append([lesson.content for lesson in lessons])
+        return [lesson.model_copy(update={"tags": [*lesson.tags, "placed"]}) for lesson in lessons]
+
+    twice = [Lesson(content="pin the compiler version"), Lesson(content="Pin the compiler  version")]
+    results = store.write_lessons(twice, place=place)
+    assert seen == [["pin the compiler version", "Pin the compiler  version"]]
+    assert [r.action for r in results] == ["added", "reinforced"]
+    assert results[0].lesson.id == results[1].lesson.id == twice[0].id
+    stored = store.get_lesson(twice[0].id)
+    assert stored.access_count == 1 and stored.tags == ["placed"]
+    everything = LessonQuery(NS, statuses=(), live_only=False)
+    assert [x.id for x in store.list_lessons(everything)] == [twice[0].id]
+    assert gone.id not in [x.id for x in store.list_lessons(everything)]
+
+
+def _at(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)

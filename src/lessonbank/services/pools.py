@@ -15,9 +15,11 @@ tables; the structured extras sit in ``Lesson.metadata`` (times as Unix seconds)
   top 3 with at least one failure among them when one matches.
 
 Expired lessons never come back: reads filter them, and every write here purges them first,
-so an exact repeat of an expired text is added fresh instead of reviving the old one. The caps
-are kept by the store inside the write that adds to a pool (:class:`lessonbank.lessons.Cap`),
-so no reader sees a pool over its cap, however many workers write at once.
+so an exact repeat of an expired text is added fresh instead of reviving the old one. Placement
+(:meth:`Pools.placement`) runs inside the transaction that writes the lessons (for a job, the one
+that finishes it), so a retried job confirms a rule once. The caps are kept inside the write that
+adds to a pool (:class:`lessonbank.lessons.Cap`, ``LessonWriter.keep_cap``), so no reader sees a
+pool over its cap, however many workers write at once.
 
 Known limit: lessons are unique per (namespace, kind, content), so the very same rule text
 derived for two agents is one rule, kept by the agent that learned it first.
