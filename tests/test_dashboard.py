@@ -243,13 +243,13 @@ def test_a_keyed_server_asks_for_a_key_and_keeps_its_role(seeded: Seeded) -> Non
 def test_why_explains_the_budget_without_counting_a_use(seeded: Seeded) -> None:
     with seeded.bank() as bank:
         before = {lesson.id: lesson.access_count for lesson in bank.lessons(limit=100)}
-        considered, block, used = explain(bank, "run the migrations before the deploy", 200)
-        assert considered and used <= 200
+        considered, block, used = explain(bank, "run the migrations before the deploy", 120)
+        assert considered and used <= 120
         injected = [item for item in considered if item.injected]
         left_out = [item for item in considered if not item.injected]
         assert injected and left_out and all("budget" in item.reason for item in left_out)
         assert injected[0].hit.lesson.content.split()[0] in block
-        real = bank.context("run the migrations before the deploy", budget_tokens=200)
+        real = bank.context("run the migrations before the deploy", budget_tokens=120)
         assert real.lesson_ids == [item.hit.lesson.id for item in injected] and real.text == block
         after = {lesson.id: lesson.access_count for lesson in bank.lessons(limit=100)}
         touched = {key for key in after if after[key] != before[key]}
