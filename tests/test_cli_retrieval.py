@@ -60,13 +60,19 @@ def test_context_ids_are_credited_and_lessons_sort_by_utility(cli_in_process) ->
 
 
 def test_recall_filters_by_agent_task_type_and_goal(cli_in_process, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    cli_in_process("add", "ship releases behind a feature flag")
+    general_id = json.loads(cli_in_process("add", "ship releases behind a feature flag", "--json").stdout)[
+        "id"
+    ]
     # The shell's default bank: $LESSONBANK_HOME/lessons.db, with LESSONBANK_HOME set by the fixture.
     with LessonBank(f"sqlite:///{tmp_path / 'home' / 'lessons.db'}", worker=False) as bank:
         mine = bank.add_lesson(
             "ship releases with a canary", agent="coder", task_type="release", goal_id="g-1"
         )
+    # A lesson without an agent, task type or goal serves every one (as context() injects it); a
+    # lesson scoped to one serves that one only.
     for option, value in (("--agent", "coder"), ("--task-type", "release"), ("--goal", "g-1")):
         hits = json.loads(cli_in_process("recall", "ship releases", option, value, "--json").stdout)
-        assert [hit["lesson"]["id"] for hit in hits] == [mine.id], option
-    assert json.loads(cli_in_process("recall", "ship releases", "--agent", "other", "--json").stdout) == []
+        assert sorted(hit["lesson"]["id"] for hit in hits) == sorted([mine.id, general_id]), option
+    for option, value in (("--agent", "other"), ("--task-type", "docs"), ("--goal", "g-2")):
+        hits = json.loads(cli_in_process("recall", "ship releases", option, value, "--json").stdout)
+        assert [hit["lesson"]["id"] for hit in hits] == [general_id], option
