@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from lessonbank.errors import InputError
-from lessonbank.models import LESSON_KINDS, LESSON_STATUSES, ContextBlock, Hit
+from lessonbank.models import LESSON_KINDS, LESSON_STATUSES, ContextBlock, Hit, Lesson
 from lessonbank.ports import LessonQuery
 from lessonbank.retrieval import Retriever
 from lessonbank.services.attribution import LastContexts
@@ -40,11 +40,11 @@ from lessonbank.services.sections import (
     learned_section,
     pack_section,
     render_lesson,
-    similar_insights,
 )
 from lessonbank.text import TokenCounter
 
 CONTEXT_CANDIDATES = 12
+SIMILAR_INSIGHTS = 5  # recalled for the past-reflections section; it injects at most two
 
 
 @dataclass(frozen=True)
@@ -151,14 +151,14 @@ class ContextBuilder:
         """Each requested section in turn gets an equal share of the budget that is left.
 
         ``formats=None``: the sections follow the arguments (:func:`default_formats`)."""
+        # Seed 000 injects a goal's insights, else those of similar tasks: found by recall, so a bank
+        # with no insight like the task pays one index lookup, not a scan.
+        wanted = formats is None or PAST_REFLECTIONS in formats
+        similar = self._similar_insights(task) if goal_id is None and wanted else []
         if formats is None:
             chosen = default_formats(goal_id=goal_id, agent=agent, task_type=task_type)
-            if (
-                goal_id is None
-                and isinstance(task, str)
-                and similar_insights(self.scope.store, self.scope.namespace, task)
-            ):
-                chosen.insert(1, PAST_REFLECTIONS)  # seed 000: insights about similar tasks
+            if similar:
+                chosen.insert(1, PAST_REFLECTIONS)
         else:
             chosen = list(formats)
         if isinstance(formats, str):
@@ -184,7 +184,7 @@ class ContextBuilder:
         for index, name in enumerate(chosen):
             used = notes + count(SECTION_SEPARATOR.join(texts)) + (separator if texts else 0)
             share = (budget_tokens - used) // (len(chosen) - index)
-            text, used_ids = self._section(name, task, share, filters, goal_id, agent, task_type)
+            text, used_ids = self._section(name, task, share, filters, goal_id, agent, task_type, similar)
             if text:
                 texts.append(text)
                 section_ids.append(used_ids)
@@ -215,6 +215,7 @@ class ContextBuilder:
         goal_id: str | None,
         agent: str | None,
         task_type: str | None,
+        similar: Sequence[Lesson] = (),
     ) -> tuple[str, list[str]]:
         if budget <= 0:
             return "", []
@@ -232,11 +233,19 @@ class ContextBuilder:
                 goal_id=goal_id,
                 agent=agent,
                 task_type=task_type,
+                similar=similar,
             )
         if not task or not task.strip():
             return "", []
         hits = self._long_term_hits(task, filters, CONTEXT_CANDIDATES)
         return pack_section(LONG_TERM_HEADER, [hit.lesson for hit in hits], budget, self.count_tokens)
+
+    def _similar_insights(self, task: str | None) -> list[Lesson]:
+        """Live insights about a task like ``task``, most relevant first (seed 000: similar tasks)."""
+        if not isinstance(task, str) or not task.strip():
+            return []
+        query = LessonQuery(self.scope.namespace, kinds=["insight"])
+        return [hit.lesson for hit in self.recall(task, SIMILAR_INSIGHTS, query)]
 
     def _long_term_hits(self, task: str, filters: LessonQuery, k: int) -> list[Hit]:
         if filters.kinds is None:  # the other kinds have sections of their own

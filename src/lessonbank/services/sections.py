@@ -21,9 +21,9 @@ import re
 from collections.abc import Callable, Sequence
 
 from lessonbank.models import ContextBlock, Lesson
-from lessonbank.ports import LessonQuery, Store
+from lessonbank.ports import Store
 from lessonbank.services import pools
-from lessonbank.text import TokenCounter, keywords, stem
+from lessonbank.text import TokenCounter
 
 LONG_TERM_MEMORY = "long_term_memory"
 LONG_TERM_HEADER = "## Long-term Memory"
@@ -148,27 +148,6 @@ def empty_block(budget_tokens: int, formats: list[str]) -> ContextBlock:
 RULES_IN_CONTEXT = pools.STRATEGIC_PER_AGENT + pools.TACTICAL_PER_AGENT
 
 
-def _stems(text: str) -> set[str]:
-    return {stem(word) for word in keywords(text)}
-
-
-def similar_insights(store: Store, namespace: str, task: str) -> list[Lesson]:
-    """The recent insights (the newest ``pools.RECENT_SCAN``) about a task like ``task``: those whose
-    text or goal title shares a keyword (stemmed) with it, the most shared first (the share of the
-    task's keywords they hold), then by importance and recency."""
-    wanted = _stems(task)
-    if not wanted:
-        return []
-    recent = store.list_lessons(LessonQuery(namespace, kinds=["insight"]), limit=pools.RECENT_SCAN)
-    scored = []
-    for lesson in recent:
-        held = _stems(f"{lesson.content} {lesson.metadata.get('goal_title') or ''}") & wanted
-        if held:
-            scored.append((len(held) / len(wanted), lesson))
-    scored.sort(key=lambda pair: (-pair[0], -pair[1].importance, -pair[1].created_at.timestamp()))
-    return [lesson for _, lesson in scored]
-
-
 def learned_section(
     name: str,
     store: Store,
@@ -180,12 +159,14 @@ def learned_section(
     goal_id: str | None,
     agent: str | None,
     task_type: str | None,
+    similar: Sequence[Lesson] = (),
 ) -> tuple[str, list[str]]:
-    """The ``past_reflections``, ``learned_rules`` or ``replay`` section and the ids it holds."""
+    """The ``past_reflections``, ``learned_rules`` or ``replay`` section and the ids it holds.
+    ``similar``: insights about tasks like this one (recalled by the caller), put first when no
+    goal is given (seed 000: the same goal, else similar tasks)."""
     if name == PAST_REFLECTIONS:
         insights = pools.insights(store, namespace, goal_id)
-        if goal_id is None and task:  # seed 000: the same goal, else similar tasks first
-            similar = similar_insights(store, namespace, task)
+        if goal_id is None and similar:
             insights = list({lesson.id: lesson for lesson in [*similar, *insights]}.values())
         return pack_section(
             PAST_REFLECTIONS_HEADER,
