@@ -15,7 +15,7 @@ from lessonbank import AsyncLessonBank, LessonBank
 from lessonbank.errors import CycleFailedError, InputError, LLMTransientError
 from lessonbank.jobs import Worker
 from lessonbank.llm.fake import FakeLLM
-from lessonbank.services.consolidation.jobs import cycle_job_id
+from lessonbank.services.consolidation.cycle_queue import cycle_job_id
 from lessonbank.settings import Settings
 from tests.test_consolidation_llm import CORE, META, SUMMARY, SURVEY, Script, scripted, seed
 

@@ -11,7 +11,7 @@ import pytest
 from lessonbank import queueing
 from lessonbank.models import Job
 from lessonbank.stores import open_store
-from lessonbank.stores.sql.jobs import JOB_COLUMNS, assignments
+from lessonbank.stores.sql.queue import JOB_COLUMNS, assignments
 
 NOW = 1_700_000_000.0
 OWNER = "host@1:w"

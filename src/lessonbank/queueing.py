@@ -9,7 +9,7 @@ attempt budget.
 
 Each transition is a function returning the fields it sets (:data:`Changes`: a Job field → its
 new value, times as Unix seconds) and, for the Python queues (Redis, memory), one returning the
-new :class:`~lessonbank.models.Job`. The SQL queue (``stores/sql/jobs.py``) keeps each transition
+new :class:`~lessonbank.models.Job`. The SQL queue (``stores/sql/queue.py``) keeps each transition
 in one SQL statement, for its atomicity, and builds the ``SET`` list of that statement from the
 same changes, so the two forms cannot drift:
 

@@ -21,7 +21,7 @@ from lessonbank.loop.records import search_reflections
 from lessonbank.models import AuditEntry, ContextBlock, Decision, Episode, Hit, Job, Lesson, LessonKind
 from lessonbank.ports import LessonSort
 from lessonbank.proposals import DreamRun, Proposal
-from lessonbank.services.consolidation.jobs import check_wait
+from lessonbank.services.consolidation.cycle_queue import check_wait
 from lessonbank.services.expansion import ExpansionReport
 from lessonbank.services.recording import flush_answer
 from lessonbank.services.transfer import ExportFormat, ExportTarget

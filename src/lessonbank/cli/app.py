@@ -113,12 +113,12 @@ COMMANDS: tuple[LazyCommand, ...] = (
     ),
     LazyCommand(
         "jobs",
-        "lessonbank.cli.jobs:jobs",
+        "lessonbank.cli.queue:jobs",
         "Inspect and manage reflection jobs (drain runs them now, in this process).",
     ),
     LazyCommand(
         "purge",
-        "lessonbank.cli.jobs:purge",
+        "lessonbank.cli.queue:purge",
         "Delete episodes, reflections and done jobs past retention, in this namespace.",
     ),
     LazyCommand(
@@ -138,7 +138,7 @@ COMMANDS: tuple[LazyCommand, ...] = (
     ),
     LazyCommand(
         "worker",
-        "lessonbank.cli.jobs:worker",
+        "lessonbank.cli.queue:worker",
         "Run reflection jobs and consolidation cycles in this process until stopped.",
     ),
     LazyCommand(

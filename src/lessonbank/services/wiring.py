@@ -21,7 +21,7 @@ from lessonbank.retrieval import HyDE, Retriever
 from lessonbank.services.attribution import LastContexts
 from lessonbank.services.catalog import Catalog
 from lessonbank.services.consolidation.cycle import Consolidator
-from lessonbank.services.consolidation.jobs import CycleQueue
+from lessonbank.services.consolidation.cycle_queue import CycleQueue
 from lessonbank.services.context import ContextBuilder
 from lessonbank.services.expansion import Expander
 from lessonbank.services.feedback import FeedbackHandler

@@ -50,7 +50,7 @@ from lessonbank.proposals import CycleTrigger
 from lessonbank.settings import Settings
 
 if TYPE_CHECKING:
-    from lessonbank.services.consolidation.jobs import CycleQueue
+    from lessonbank.services.consolidation.cycle_queue import CycleQueue
 
 log = logging.getLogger("lessonbank.consolidation")
 

@@ -23,7 +23,7 @@ from lessonbank import queueing
 from lessonbank.models import Job
 from lessonbank.ports import Purged, RetentionCutoffs
 from lessonbank.stores.redis.db import Pipe, RedisDatabase
-from lessonbank.stores.redis.jobs import RedisJobQueue
+from lessonbank.stores.redis.queue import RedisJobQueue
 
 CHUNK = 500
 UNFINISHED = tuple(status for status in queueing.STATUSES if status != queueing.DONE)

@@ -2,7 +2,7 @@
 
 ``LessonBank("redis://127.0.0.1:6379/0")``; options in the URL query: ``prefix`` (put before
 every key, for several banks in one database) and ``retry_s``. The key layout, transactions
-and retries live in ``db.py``, the lesson index in ``index.py``, the job queue in ``jobs.py``,
+and retries live in ``db.py``, the lesson index in ``index.py``, the job queue in ``queue.py``,
 vectors in ``vectors.py``. Invariants:
 
 - A lesson hash keeps the full Lesson JSON in ``data`` (new model fields round-trip); its other
@@ -77,8 +77,8 @@ from lessonbank.stores.redis.index import (
     lesson_of,
     row_passes,
 )
-from lessonbank.stores.redis.jobs import RedisJobQueue
 from lessonbank.stores.redis.pools import RedisPools, RedisTx
+from lessonbank.stores.redis.queue import RedisJobQueue
 from lessonbank.stores.redis.retention import RedisRetention
 from lessonbank.stores.redis.vectors import RedisVectors
 from lessonbank.text import keywords

@@ -52,7 +52,7 @@ from lessonbank.stores.parts import ForwardsConsolidation, ForwardsJobs, Forward
 from lessonbank.stores.sql.audit import insert_audit, read_audit
 from lessonbank.stores.sql.consolidation import SQLConsolidation
 from lessonbank.stores.sql.dialect import SORTS, Connection, Dialect, lesson_filter, question_marks
-from lessonbank.stores.sql.jobs import SQLJobQueue
+from lessonbank.stores.sql.queue import SQLJobQueue
 from lessonbank.stores.sql.retention import purge_old
 from lessonbank.stores.sql.unit import SQLTx
 from lessonbank.text import keywords
