@@ -76,6 +76,16 @@ PAIRS = [
         doc="LessonBank: the synchronous facade; reflections run on a background thread.",
         names={"AsyncLessonBank": "LessonBank", "AsyncBankBase": "SyncBankBase"},
     ),
+    Pair(
+        "src/lessonbank/remote/aio.py",
+        "src/lessonbank/remote/sync.py",
+        doc=(
+            "RemoteBank: LessonBank's methods over HTTP, against ``lessonbank serve``.\n\n"
+            "Each method builds its operation's request model and sends it (:class:`~.transport.Transport`);\n"
+            "the table of operations says where it goes."
+        ),
+        names={"AsyncRemoteBank": "RemoteBank", "AsyncLessonBank": "LessonBank"},
+    ),
 ]
 
 

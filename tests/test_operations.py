@@ -8,10 +8,7 @@ and that each surface's shape is the record's.
 
 from __future__ import annotations
 
-import ast
 import inspect
-import re
-from pathlib import Path
 from typing import Any, get_args
 
 import anyio
@@ -25,8 +22,6 @@ from lessonbank.cli.app import COMMANDS, GROUPS
 from lessonbank.operations import BY_MCP_TOOL, BY_REQUEST, OPERATIONS, mcp_hints
 from lessonbank.ports import LessonSort
 from lessonbank.remote import AsyncRemoteBank, RemoteBank
-from lessonbank.remote import aio as remote_aio
-from lessonbank.remote import sync as remote_sync
 from lessonbank.server.app import create_app
 from lessonbank.server.auth import OPEN
 from lessonbank.server.banks import Banks
@@ -133,25 +128,6 @@ def test_a_request_models_fields_are_its_bank_methods_parameters(op: Any) -> Non
         fields = list(op.request.model_fields)
         expected = ["records"] if op.name == "import_lessons" else fields
         assert _parameters(method) == expected, (bank.__name__, op.name)
-
-
-def unasync(source: str) -> str:
-    """aio.py as sync.py: no async or await, the sync names for the Async-prefixed ones."""
-    for pattern, replacement in [
-        (r"\basync def ", "def "),
-        (r"\bawait ", ""),
-        (r"\basync (with|for) ", r"\1 "),
-        (r"__aenter__", "__enter__"),
-        (r"__aexit__", "__exit__"),
-        (r"\bAsync(RemoteBank|LessonBank|Transport|Client)\b", r"\1"),
-    ]:
-        source = re.sub(pattern, replacement, source)
-    return source
-
-
-def test_the_sync_remote_client_is_the_async_one_without_async() -> None:
-    aio, sync = Path(remote_aio.__file__).read_text("utf-8"), Path(remote_sync.__file__).read_text("utf-8")
-    assert ast.dump(ast.parse(unasync(aio))) == ast.dump(ast.parse(sync))
 
 
 def test_every_cli_command_the_table_names_is_registered() -> None:

@@ -1,8 +1,9 @@
+# Generated from src/lessonbank/remote/aio.py by scripts/unasync.py: do not edit.
+# Edit the source, then run `python scripts/unasync.py` (tests/test_generated.py checks this file is current).
 """RemoteBank: LessonBank's methods over HTTP, against ``lessonbank serve``.
 
 Each method builds its operation's request model and sends it (:class:`~.transport.Transport`);
-the table of operations says where it goes. The two remote facades differ only by ``async``/``await``.
-"""
+the table of operations says where it goes."""
 
 from __future__ import annotations
 
