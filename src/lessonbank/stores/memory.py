@@ -75,7 +75,7 @@ from lessonbank.stores.memory_index import Space
 from lessonbank.stores.memory_jobs import JobTable, MemoryJobQueue, count_jobs_in, insert_job
 from lessonbank.stores.memory_retention import purge_old
 from lessonbank.stores.memory_tx import MemoryTx
-from lessonbank.stores.parts import ReadsOneLesson
+from lessonbank.stores.parts import FinishesJobs, JobResult, ReadsOneLesson
 from lessonbank.text import keywords
 
 __all__ = ["MemoryStore", "drop_database"]
@@ -131,7 +131,7 @@ def drop_database(name: str) -> None:
         _DATABASES.pop(name, None)
 
 
-class MemoryStore(MemoryJobQueue, MemoryAuditLog, MemoryConsolidation, ReadsOneLesson):
+class MemoryStore(MemoryJobQueue, FinishesJobs, MemoryAuditLog, MemoryConsolidation, ReadsOneLesson):
     """Every store port in process memory (see the module docstring): a test double that passes the
     contract suite. ``MemoryStore()`` is private; ``MemoryStore("name")`` shares the named database."""
 
@@ -500,28 +500,19 @@ class MemoryStore(MemoryJobQueue, MemoryAuditLog, MemoryConsolidation, ReadsOneL
             missing.sort(key=lambda x: (x.created_at, space.docs[x.id].row))
             return [_copied(x) for x in missing[:limit]]
 
-    def finish_job(
-        self,
-        job_id: str,
-        owner: str,
-        *,
-        reflection: Reflection | None,
-        lessons: Sequence[Lesson],
-        detail: str,
-        place: Placement | None = None,
-    ) -> list[WriteResult]:
+    def _finish_job(self, job_id: str, owner: str, result: JobResult) -> list[WriteResult]:
         """Write the job's result and mark it done, in one step; a lost lease writes nothing."""
-        prepared = [_copied(LessonWriter.prepared(lesson)) for lesson in lessons]
+        prepared = [_copied(LessonWriter.prepared(lesson)) for lesson in result.lessons]
         with self._db() as db:
             job = self._leased(db, job_id, owner)
-            if reflection is not None and reflection.id in db.reflections:
-                raise StoreError(f"reflection id {reflection.id} is already taken")
-            results = self._write_all(db, prepared, place)
+            if result.reflection is not None and result.reflection.id in db.reflections:
+                raise StoreError(f"reflection id {result.reflection.id} is already taken")
+            written = self._write_all(db, prepared, result.place)
+            reflection = result.reflection_of(written)
             if reflection is not None:
-                ids = [result.lesson.id for result in results]
-                db.reflections[reflection.id] = _copied(reflection).model_copy(update={"lesson_ids": ids})
-            self._done(db, job, detail)
-            return results
+                db.reflections[reflection.id] = _copied(reflection)
+            self._done(db, job, result.detail)
+            return written
 
     # ----------------------------------------------------------------- retention
 

@@ -21,6 +21,7 @@ from lessonbank.proposals import DreamRun, Proposal
 from lessonbank.redact import redact_audit
 from lessonbank.scoping import check_id_free
 from lessonbank.stores.applying import check_writes, newest_dreams, newest_proposals
+from lessonbank.stores.parts import Application, AppliesProposals
 
 
 class ConsolidationData(Protocol):
@@ -35,7 +36,7 @@ class ConsolidationData(Protocol):
     def holder_of(self, namespace: str, content_hash: str) -> str | None: ...
 
 
-class MemoryConsolidation:
+class MemoryConsolidation(AppliesProposals):
     """Consolidation methods of the memory store; the store provides its locked database, ``_put``
     (store a lesson, replacing the one given, and index it) and ``_keep_cap``."""
 
@@ -68,16 +69,10 @@ class MemoryConsolidation:
             mine = [p for p in db.proposals.values() if p.namespace == namespace]
             return [p.model_copy(deep=True) for p in newest_proposals(mine, statuses, limit)]
 
-    def apply_proposal(
-        self,
-        proposal: Proposal,
-        writes: Sequence[Lesson],
-        audit: Sequence[AuditEntry],
-        *,
-        state: dict[str, Any] | None = None,
-    ) -> None:
+    def _apply(self, application: Application) -> None:
+        proposal, state = application.proposal, application.state
         new_state = None if state is None else _json_copy(state)
-        prepared = [LessonWriter.prepared(lesson).model_copy(deep=True) for lesson in writes]
+        prepared = [LessonWriter.prepared(lesson).model_copy(deep=True) for lesson in application.writes]
         with self._db() as db:
             stored = {x.id: db.lessons[x.id] for x in prepared if x.id in db.lessons}
             check_writes(
@@ -90,7 +85,7 @@ class MemoryConsolidation:
                 self._put(db, lesson, stored.get(lesson.id))
             for lesson in prepared:  # after every write: an eviction never meets a write still to come
                 self._keep_cap(db, lesson)
-            db.audit.extend(redact_audit(entry).model_copy(deep=True) for entry in audit)
+            db.audit.extend(redact_audit(entry).model_copy(deep=True) for entry in application.audit)
             db.proposals[proposal.id] = proposal.model_copy(deep=True)
             if new_state is not None:
                 db.cycle_states[proposal.namespace] = new_state

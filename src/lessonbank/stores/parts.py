@@ -4,18 +4,85 @@ A store that keeps its job queue in ``self.jobs``, its vectors in ``self.vectors
 consolidation records in ``self.consolidation`` takes these mixins instead of writing the same
 one-line forwards again; every store reads one lesson as a
 batch of one (:class:`ReadsOneLesson`). ``finish_job`` is not forwarded: it
-writes lessons and a reflection with the job, so it belongs to the store itself.
+writes lessons and a reflection with the job, so it belongs to the store itself; its keywords are
+gathered here once (:class:`FinishesJobs`) into one :class:`JobResult`, as ``apply_proposal``'s
+arguments are into one :class:`Application` (:class:`AppliesProposals`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from lessonbank.errors import NotFoundError
-from lessonbank.models import AuditEntry, Job, Lesson
-from lessonbank.ports import JobAdmin, VectorChanges, VectorStore
+from lessonbank.models import AuditEntry, Job, Lesson, Reflection
+from lessonbank.ports import JobAdmin, Placement, VectorChanges, VectorStore, WriteResult
 from lessonbank.proposals import DreamRun, Proposal
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What ``finish_job`` writes with the job: its lessons (placed by ``place`` when given), the
+    reflection (None when the job made none) and the job's detail."""
+
+    reflection: Reflection | None
+    lessons: Sequence[Lesson]
+    detail: str
+    place: Placement | None = None
+
+    def reflection_of(self, written: Sequence[WriteResult]) -> Reflection | None:
+        """The reflection to store: naming the lessons as they were written."""
+        if self.reflection is None:
+            return None
+        return self.reflection.model_copy(update={"lesson_ids": [result.lesson.id for result in written]})
+
+
+class FinishesJobs:
+    """``finish_job`` of a store, written by the store's ``_finish_job`` in one transaction."""
+
+    def _finish_job(self, job_id: str, owner: str, result: JobResult) -> list[WriteResult]:
+        raise NotImplementedError
+
+    def finish_job(
+        self,
+        job_id: str,
+        owner: str,
+        *,
+        reflection: Reflection | None,
+        lessons: Sequence[Lesson],
+        detail: str,
+        place: Placement | None = None,
+    ) -> list[WriteResult]:
+        return self._finish_job(job_id, owner, JobResult(reflection, lessons, detail, place))
+
+
+@dataclass(frozen=True)
+class Application:
+    """One approval's write (``apply_proposal``): the proposal as decided, the lessons to write, the
+    audit rows and, when given, the namespace's new cycle state."""
+
+    proposal: Proposal
+    writes: Sequence[Lesson]
+    audit: Sequence[AuditEntry]
+    state: dict[str, Any] | None = None
+
+
+class AppliesProposals:
+    """``apply_proposal`` of a store, written by its ``_apply`` all or nothing."""
+
+    def _apply(self, application: Application) -> None:
+        raise NotImplementedError
+
+    def apply_proposal(
+        self,
+        proposal: Proposal,
+        writes: Sequence[Lesson],
+        audit: Sequence[AuditEntry],
+        *,
+        state: dict[str, Any] | None = None,
+    ) -> None:
+        self._apply(Application(proposal, writes, audit, state))
 
 
 class QueuePart(JobAdmin, Protocol):
@@ -107,20 +174,14 @@ class ConsolidationPart(Protocol):
     def list_proposals(
         self, namespace: str, statuses: Sequence[str] | None, limit: int
     ) -> list[Proposal]: ...
-    def apply(
-        self,
-        proposal: Proposal,
-        writes: Sequence[Lesson],
-        audit: Sequence[AuditEntry],
-        state: dict[str, Any] | None,
-    ) -> None: ...
+    def apply(self, application: Application) -> None: ...
     def save_dream(self, run: DreamRun) -> None: ...
     def dreams(self, namespace: str, limit: int) -> list[DreamRun]: ...
     def cycle_state(self, namespace: str) -> dict[str, Any]: ...
     def set_cycle_state(self, namespace: str, state: dict[str, Any]) -> None: ...
 
 
-class ForwardsConsolidation:
+class ForwardsConsolidation(AppliesProposals):
     """The ConsolidationStore port of a store, served by its ``consolidation`` part."""
 
     consolidation: ConsolidationPart
@@ -136,15 +197,8 @@ class ForwardsConsolidation:
     ) -> list[Proposal]:
         return self.consolidation.list_proposals(namespace, statuses, limit)
 
-    def apply_proposal(
-        self,
-        proposal: Proposal,
-        writes: Sequence[Lesson],
-        audit: Sequence[AuditEntry],
-        *,
-        state: dict[str, Any] | None = None,
-    ) -> None:
-        self.consolidation.apply(proposal, writes, audit, state)
+    def _apply(self, application: Application) -> None:
+        self.consolidation.apply(application)
 
     def save_dream(self, run: DreamRun) -> None:
         self.consolidation.save_dream(run)

@@ -21,11 +21,11 @@ from typing import Any
 
 from lessonbank.errors import NotFoundError
 from lessonbank.lessons import LessonWriter
-from lessonbank.models import AuditEntry, Lesson
+from lessonbank.models import Lesson
 from lessonbank.proposals import DreamRun, Proposal
 from lessonbank.scoping import check_id_free
 from lessonbank.stores.applying import check_writes
-from lessonbank.stores.parts import ForwardsConsolidation
+from lessonbank.stores.parts import Application, ForwardsConsolidation
 from lessonbank.stores.redis.audit import RedisAudit
 from lessonbank.stores.redis.db import Pipe, RedisDatabase
 from lessonbank.stores.redis.index import RedisLessonIndex
@@ -96,14 +96,9 @@ class RedisConsolidation:
 
         return self.db.run(run)
 
-    def apply(
-        self,
-        proposal: Proposal,
-        writes: Sequence[Lesson],
-        audit: Sequence[AuditEntry],
-        state: dict[str, Any] | None = None,
-    ) -> None:
-        prepared = [LessonWriter.prepared(lesson) for lesson in writes]
+    def apply(self, application: Application) -> None:
+        proposal, audit, state = application.proposal, application.audit, application.state
+        prepared = [LessonWriter.prepared(lesson) for lesson in application.writes]
         ns = proposal.namespace
 
         def plan(pipe: Pipe) -> Callable[[Pipe], None]:

@@ -65,7 +65,7 @@ from lessonbank.ports import (
     WriteResult,
 )
 from lessonbank.scoping import check_id_free, visible
-from lessonbank.stores.parts import ForwardsJobs, ForwardsVectors, ReadsOneLesson
+from lessonbank.stores.parts import FinishesJobs, ForwardsJobs, ForwardsVectors, JobResult, ReadsOneLesson
 from lessonbank.stores.redis.audit import ForwardsAudit, RedisAudit
 from lessonbank.stores.redis.consolidation import BuildsConsolidation
 from lessonbank.stores.redis.db import Clock, Pipe, RedisDatabase
@@ -86,7 +86,9 @@ from lessonbank.text import keywords
 IMPORT_CHUNK = 500
 
 
-class RedisStore(ForwardsJobs, ForwardsVectors, ForwardsAudit, BuildsConsolidation, ReadsOneLesson):
+class RedisStore(
+    ForwardsJobs, FinishesJobs, ForwardsVectors, ForwardsAudit, BuildsConsolidation, ReadsOneLesson
+):
     """Redis persistence of episodes, lessons, reflections and jobs (see the module docstring).
 
     Built from parts over one :class:`RedisDatabase` (``db``): the lesson index (``index``), the job
@@ -519,30 +521,21 @@ class RedisStore(ForwardsJobs, ForwardsVectors, ForwardsAudit, BuildsConsolidati
 
         return self.db.run(run)
 
-    def finish_job(
-        self,
-        job_id: str,
-        owner: str,
-        *,
-        reflection: Reflection | None,
-        lessons: Sequence[Lesson],
-        detail: str,
-        place: Placement | None = None,
-    ) -> list[WriteResult]:
-        prepared = [self.writer.prepared(lesson) for lesson in lessons]
+    def _finish_job(self, job_id: str, owner: str, result: JobResult) -> list[WriteResult]:
+        prepared = [self.writer.prepared(lesson) for lesson in result.lessons]
         similar = self.db.run(lambda: [self._near_duplicate(x, NEAR_DUPLICATE_JACCARD) for x in prepared])
 
         def plan(pipe: Pipe) -> Callable[[Pipe], list[WriteResult]]:
             job, entry = self.jobs.leased(pipe, job_id, owner)
             steps: dict[str, Any] = {}
-            final = self._planned(self.pools.tx(pipe, steps), prepared, similar, place)
-            done = queueing.done(job, self.clock(), truncated(detail, JOB_TEXT_MAX_CHARS))
+            final = self._planned(self.pools.tx(pipe, steps), prepared, similar, result.place)
+            done = queueing.done(job, self.clock(), truncated(result.detail, JOB_TEXT_MAX_CHARS))
+            reflection = result.reflection_of(final)
 
             def write(p: Pipe) -> list[WriteResult]:
                 self._q_apply(p, steps, None)
                 if reflection is not None:
-                    ids = [r.lesson.id for r in final]
-                    self._q_insert_reflection(p, reflection.model_copy(update={"lesson_ids": ids}))
+                    self._q_insert_reflection(p, reflection)
                 self.jobs.q_save_job(p, done, job.status, entry="")
                 self.jobs.q_unstream(p, done, entry)
                 return final

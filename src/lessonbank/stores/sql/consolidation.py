@@ -16,10 +16,11 @@ from typing import Any
 
 from lessonbank.errors import ConflictError, NotFoundError
 from lessonbank.lessons import LessonWriter
-from lessonbank.models import AuditEntry, Lesson
+from lessonbank.models import Lesson
 from lessonbank.proposals import DreamRun, Proposal
 from lessonbank.scoping import check_id_free
 from lessonbank.stores.applying import check_writes
+from lessonbank.stores.parts import Application
 from lessonbank.stores.sql.audit import insert_audit
 from lessonbank.stores.sql.dialect import Connection, Dialect
 
@@ -94,14 +95,9 @@ class SQLConsolidation:
         )
         return [self.dialect.load_record(Proposal, row[0]) for row in rows]
 
-    def apply(
-        self,
-        proposal: Proposal,
-        writes: Sequence[Lesson],
-        audit: Sequence[AuditEntry],
-        state: dict[str, Any] | None = None,
-    ) -> None:
-        prepared = [self.writer.prepared(lesson) for lesson in writes]
+    def apply(self, application: Application) -> None:
+        proposal, audit, state = application.proposal, application.audit, application.state
+        prepared = [self.writer.prepared(lesson) for lesson in application.writes]
         d = self.dialect
 
         def run() -> None:

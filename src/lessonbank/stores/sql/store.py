@@ -48,7 +48,14 @@ from lessonbank.ports import (
     WriteResult,
 )
 from lessonbank.scoping import check_id_free, visible
-from lessonbank.stores.parts import ForwardsConsolidation, ForwardsJobs, ForwardsVectors, ReadsOneLesson
+from lessonbank.stores.parts import (
+    FinishesJobs,
+    ForwardsConsolidation,
+    ForwardsJobs,
+    ForwardsVectors,
+    JobResult,
+    ReadsOneLesson,
+)
 from lessonbank.stores.sql.audit import insert_audit, read_audit
 from lessonbank.stores.sql.consolidation import SQLConsolidation
 from lessonbank.stores.sql.dialect import SORTS, Connection, Dialect, lesson_filter, question_marks
@@ -60,7 +67,7 @@ from lessonbank.text import keywords
 Clock = Callable[[], float]
 
 
-class SQLStore(ForwardsJobs, ForwardsVectors, ForwardsConsolidation, ReadsOneLesson):
+class SQLStore(ForwardsJobs, FinishesJobs, ForwardsVectors, ForwardsConsolidation, ReadsOneLesson):
     """Every store port on one SQL database (see the module docstring)."""
 
     notifier: JobNotifier | None = None
@@ -417,29 +424,21 @@ class SQLStore(ForwardsJobs, ForwardsVectors, ForwardsConsolidation, ReadsOneLes
 
     # ----------------------------------------------------------------- jobs (vectors and the rest of the queue: see ForwardsVectors, ForwardsJobs)
 
-    def finish_job(
-        self,
-        job_id: str,
-        owner: str,
-        *,
-        reflection: Reflection | None,
-        lessons: Sequence[Lesson],
-        detail: str,
-        place: Placement | None = None,
-    ) -> list[WriteResult]:
-        prepared = [self.writer.prepared(lesson) for lesson in lessons]
+    def _finish_job(self, job_id: str, owner: str, result: JobResult) -> list[WriteResult]:
+        prepared = [self.writer.prepared(lesson) for lesson in result.lessons]
 
         def run() -> list[WriteResult]:
             now = self.clock()
             similar = [self._near_duplicate(lesson, NEAR_DUPLICATE_JACCARD) for lesson in prepared]
             with self.dialect.tx() as conn:
                 self.jobs.check_lease(conn, job_id, owner)
-                results = self.writer.write_all(SQLTx(self.dialect, conn), prepared, similar, place=place)
+                tx = SQLTx(self.dialect, conn)
+                written = self.writer.write_all(tx, prepared, similar, place=result.place)
+                reflection = result.reflection_of(written)
                 if reflection is not None:
-                    done = reflection.model_copy(update={"lesson_ids": [r.lesson.id for r in results]})
-                    self._insert_reflection(conn, done)
-                self.jobs.mark_done(conn, job_id, detail, now)
-                return results
+                    self._insert_reflection(conn, reflection)
+                self.jobs.mark_done(conn, job_id, result.detail, now)
+                return written
 
         return self.dialect.run(run)
 
