@@ -7,8 +7,9 @@ Built-in implementations:
 - :class:`lessonbank.llm.anthropic.AnthropicChat` — Anthropic's Messages API (``lessonbank[anthropic]``).
 - :class:`lessonbank.llm.fake.FakeLLM` — scripted replies for tests and demos.
 
-Cross-cutting behaviour wraps the same protocol: :class:`lessonbank.llm.retry.RetryingLLM`
-retries transient provider errors.
+The built-in ones derive from :class:`ChatModel`, which packs ``complete``'s arguments into one
+:class:`CompletionRequest` and hands it to ``request``. Cross-cutting behaviour wraps the same
+protocol: :class:`lessonbank.llm.retry.RetryingLLM` retries transient provider errors.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypedDict, TypeVar, runtime_checkable
@@ -64,6 +66,42 @@ class LLM(Protocol):
     ) -> Completion:
         """Send the conversation and return the reply text with its token usage."""
         ...
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    """One call to :meth:`LLM.complete`: the conversation and the caller's sampling options
+    (``None`` leaves the choice to the provider)."""
+
+    messages: Sequence[Message]
+    max_tokens: int | None = None
+    temperature: float | None = None
+
+    async def send(self, llm: LLM) -> Completion:
+        """This request, made of ``llm`` (any implementation of the protocol)."""
+        return await llm.complete(self.messages, max_tokens=self.max_tokens, temperature=self.temperature)
+
+
+class ChatModel(ABC):
+    """Base of the built-in LLMs: :meth:`complete` is :meth:`request` with one :class:`CompletionRequest`."""
+
+    @property
+    @abstractmethod
+    def model(self) -> str:
+        """Name of the model, as recorded on each reflection (e.g. ``openai:gpt-4o-mini``)."""
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> Completion:
+        return await self.request(CompletionRequest(messages, max_tokens, temperature))
+
+    @abstractmethod
+    async def request(self, request: CompletionRequest) -> Completion:
+        """Send ``request`` and return the reply text with its token usage."""
 
 
 def resolve_api_key(given: str | None, env_var: str, *, provider: str, model: str) -> str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lessonbank.errors import LLMError
-from lessonbank.llm.base import Completion, Message, Usage
+from lessonbank.llm.base import ChatModel, Completion, CompletionRequest, Message, Usage
 
 Reply = str | BaseException | Callable[[Sequence[Message]], str]
 
@@ -33,7 +33,7 @@ class FakeCall:
         return "\n\n".join(message["content"] for message in self.messages)
 
 
-class FakeLLM:
+class FakeLLM(ChatModel):
     """Returns scripted ``replies`` in order and records each request in ``calls``.
 
     A reply may be a string, an exception to raise (e.g. ``LLMTransientError`` to exercise
@@ -67,17 +67,14 @@ class FakeLLM:
     def remaining(self) -> int:
         return len(self._replies)
 
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> Completion:
+    async def request(self, request: CompletionRequest) -> Completion:
+        messages = request.messages
         with self._lock:
             self.calls.append(
                 FakeCall(
-                    [Message(role=m["role"], content=m["content"]) for m in messages], max_tokens, temperature
+                    [Message(role=m["role"], content=m["content"]) for m in messages],
+                    request.max_tokens,
+                    request.temperature,
                 )
             )
             reply: Reply | None = self._replies.pop(0) if self._replies else self.default

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
 from lessonbank.errors import LLMTransientError
-from lessonbank.llm.base import LLM, Completion, Message
+from lessonbank.llm.base import LLM, ChatModel, Completion, CompletionRequest
 from lessonbank.retry import Backoff, retry_async
 
 log = logging.getLogger("lessonbank.llm")
 
 
-class RetryingLLM:
+class RetryingLLM(ChatModel):
     """Wraps an LLM; retries :class:`LLMTransientError` up to ``attempts`` times in all.
 
     Delays grow ``base_delay_s`` × 2ⁿ with ±20 % jitter, capped at ``max_delay_s``. Other
@@ -33,20 +32,14 @@ class RetryingLLM:
     def model(self) -> str:
         return self.inner.model
 
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> Completion:
+    async def request(self, request: CompletionRequest) -> Completion:
         def announce(exc: BaseException, attempt: int, delay: float) -> None:
             log.warning(
                 "%s failed (%s); retry %d/%d in %.1fs", self.model, exc, attempt, self.attempts - 1, delay
             )
 
         return await retry_async(
-            lambda: self.inner.complete(messages, max_tokens=max_tokens, temperature=temperature),
+            lambda: request.send(self.inner),
             transient=(LLMTransientError,),
             backoff=Backoff(base_s=self.base_delay_s, max_s=self.max_delay_s, factor=2.0, jitter=0.2),
             attempts=self.attempts,

@@ -19,7 +19,7 @@ import openai
 
 from lessonbank.errors import ConfigError, LLMError, LLMTransientError
 from lessonbank.llm.base import resolve_api_key
-from lessonbank.llm.openai import status_error
+from lessonbank.llm.sdk import status_error
 from lessonbank.retrieval.embedders.base import (
     QueryCache,
     check_text,
