@@ -20,7 +20,8 @@ one string (a goal's outputs, a proposal's ``only``), so does the model. What th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, TypeVar, get_args
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, Self, TypeVar, get_args
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
@@ -95,6 +96,13 @@ class Request(BaseModel, Generic[R]):
 
     # An unknown field is a client's typo or a newer client: say so rather than ignore it.
     model_config = ConfigDict(extra="forbid")
+
+    @classmethod
+    def of(cls, arguments: Mapping[str, Any]) -> Self:
+        """The request a facade method's ``arguments`` (its ``locals()``) make: each field read by its
+        name, since the method's parameters are the model's fields (``tests/test_operations.py`` pins
+        that). Not validated here: the bank checks its arguments itself, with its own messages."""
+        return cls.model_construct(**{name: arguments[name] for name in cls.model_fields})
 
 
 # ---------------------------------------------------------------------- episodes and reflection

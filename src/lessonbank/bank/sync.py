@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from lessonbank import requests as rq
 from lessonbank.bank.base import GoalState
 from lessonbank.bank.flavours import SyncBankBase
 from lessonbank.jobs import Worker
@@ -57,17 +58,8 @@ class LessonBank(SyncBankBase):
         # Copied here, on the caller's side, before the service reads them (in a thread, when async).
         outputs = list(outputs) if not isinstance(outputs, str) else outputs
         errors = list(errors) if not isinstance(errors, str) else errors
-        return self._queued(
-            self._call(
-                self.services.recorder.finish_goal,
-                goal_id,
-                title=title,
-                status=status,
-                outputs=outputs,
-                errors=errors,
-                agent=agent,
-            )
-        )
+        request = rq.FinishGoalRequest.of(locals())
+        return self._queued(self._call(self.services.recorder.finish_goal, request))
 
     def insights(self, *, goal_id: str | None = None) -> list[Lesson]:
         """Live goal insights by importance: the goal's, or (no goal) those of the 10 most recently reflected goals."""
@@ -271,14 +263,7 @@ class LessonBank(SyncBankBase):
         actor: str = "api",
     ) -> Lesson:
         """Pin or unpin a lesson, set its tags or importance; audited (its text is not edited in place)."""
-        return self._call(
-            self.services.lifecycle.edit,
-            lesson_id,
-            pinned=pinned,
-            tags=tags,
-            importance=importance,
-            actor=actor,
-        )
+        return self._call(self.services.lifecycle.edit, rq.EditLessonRequest.of(locals()))
 
     def restore(self, lesson_id: str, *, actor: str = "api") -> Lesson:
         """Make an archived lesson active again; for a quarantined or pending one this is the approval
@@ -376,9 +361,7 @@ class LessonBank(SyncBankBase):
         """Apply a pending proposal (or ``only`` some of its operations, ``"core"`` naming its core
         memory rewrite), all or nothing, audited. ``edits``: operation id (or ``"core"``) → the text
         to write instead of the cycle's (approve with changes)."""
-        return self._call(
-            self.services.consolidation.approve, proposal_id, only=only, edits=edits, actor=actor
-        )
+        return self._call(self.services.consolidation.approve, rq.ApproveRequest.of(locals()))
 
     def reject(self, proposal_id: str, *, reason: str | None = None, actor: str = "api") -> Proposal:
         return self._call(self.services.consolidation.reject, proposal_id, reason=reason, actor=actor)

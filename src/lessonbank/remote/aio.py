@@ -1,6 +1,7 @@
 """AsyncRemoteBank: AsyncLessonBank's methods over HTTP, against ``lessonbank serve``.
 
-Each method builds its operation's request model and sends it (:class:`~.transport.AsyncTransport`);
+Each method builds its operation's request model from its arguments (``Request.of(locals())``: the
+parameters are the model's fields) and sends it (:class:`~.transport.AsyncTransport`);
 the table of operations says where it goes. The two remote facades differ only by ``async``/``await``.
 """
 
@@ -47,10 +48,10 @@ class AsyncRemoteBank(AsyncTransport):
     async def record(
         self, episode: Episode | dict[str, Any], *, context_ids: Sequence[str] | None = None
     ) -> Episode:
-        return await self._call(rq.RecordRequest.model_construct(episode=episode, context_ids=context_ids))
+        return await self._call(rq.RecordRequest.of(locals()))
 
     async def reflect(self, episode_id: str, *, reflector: str | None = None) -> Decision:
-        return await self._call(rq.ReflectRequest.model_construct(episode_id=episode_id, reflector=reflector))
+        return await self._call(rq.ReflectRequest.of(locals()))
 
     async def finish_goal(
         self,
@@ -62,28 +63,24 @@ class AsyncRemoteBank(AsyncTransport):
         errors: Sequence[str] = (),
         agent: str | None = None,
     ) -> Episode:
-        return await self._call(
-            rq.FinishGoalRequest.model_construct(
-                goal_id=goal_id, title=title, status=status, outputs=outputs, errors=errors, agent=agent
-            )
-        )
+        return await self._call(rq.FinishGoalRequest.of(locals()))
 
     async def insights(self, *, goal_id: str | None = None) -> list[Lesson]:
-        return await self._call(rq.InsightsRequest.model_construct(goal_id=goal_id))
+        return await self._call(rq.InsightsRequest.of(locals()))
 
     async def rules(self, *, agent: str | None = None, stream: str | None = None) -> list[Lesson]:
-        return await self._call(rq.RulesRequest.model_construct(agent=agent, stream=stream))
+        return await self._call(rq.RulesRequest.of(locals()))
 
     async def replay(
         self, *, task: str | None = None, task_type: str | None = None, k: int = 3
     ) -> list[Lesson]:
-        return await self._call(rq.ReplayRequest.model_construct(task=task, task_type=task_type, k=k))
+        return await self._call(rq.ReplayRequest.of(locals()))
 
     async def confirm_rule(self, rule_id: str) -> Lesson:
-        return await self._call(rq.ConfirmRuleRequest.model_construct(rule_id=rule_id))
+        return await self._call(rq.ConfirmRuleRequest.of(locals()))
 
     async def decisions(self, *, agent: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
-        return await self._call(rq.DecisionsRequest.model_construct(agent=agent, limit=limit))
+        return await self._call(rq.DecisionsRequest.of(locals()))
 
     async def pending(self) -> dict[str, int]:
         return await self._call(rq.PendingRequest.model_construct())
@@ -110,19 +107,7 @@ class AsyncRemoteBank(AsyncTransport):
         pinned: bool = False,
         learned_from: str | None = None,
     ) -> Lesson:
-        return await self._call(
-            rq.AddLessonRequest.model_construct(
-                text=text,
-                tags=tags,
-                kind=kind,
-                task_type=task_type,
-                agent=agent,
-                goal_id=goal_id,
-                importance=importance,
-                pinned=pinned,
-                learned_from=learned_from,
-            )
-        )
+        return await self._call(rq.AddLessonRequest.of(locals()))
 
     async def recall(
         self,
@@ -137,19 +122,7 @@ class AsyncRemoteBank(AsyncTransport):
         mode: str | None = None,
         hyde: bool | None = None,
     ) -> list[Hit]:
-        return await self._call(
-            rq.RecallRequest.model_construct(
-                query=query,
-                k=k,
-                kind=kind,
-                tags=tags,
-                task_type=task_type,
-                agent=agent,
-                goal_id=goal_id,
-                mode=mode,
-                hyde=hyde,
-            )
-        )
+        return await self._call(rq.RecallRequest.of(locals()))
 
     async def expand(
         self,
@@ -159,9 +132,7 @@ class AsyncRemoteBank(AsyncTransport):
         dry_run: bool = False,
         actor: str = "api",
     ) -> ExpansionReport:
-        return await self._call(
-            rq.ExpandRequest.model_construct(lesson_ids=lesson_ids, limit=limit, dry_run=dry_run, actor=actor)
-        )
+        return await self._call(rq.ExpandRequest.of(locals()))
 
     async def embed_missing(self) -> int:
         return await self._call(rq.EmbedMissingRequest.model_construct())
@@ -178,18 +149,7 @@ class AsyncRemoteBank(AsyncTransport):
         kind: str | Sequence[str] | None = None,
         tags: Sequence[str] = (),
     ) -> ContextBlock:
-        return await self._call(
-            rq.ContextRequest.model_construct(
-                task=task,
-                goal_id=goal_id,
-                agent=agent,
-                task_type=task_type,
-                budget_tokens=budget_tokens,
-                formats=formats,
-                kind=kind,
-                tags=tags,
-            )
-        )
+        return await self._call(rq.ContextRequest.of(locals()))
 
     async def lessons(
         self,
@@ -202,25 +162,19 @@ class AsyncRemoteBank(AsyncTransport):
         sort: LessonSort = "created",
         tier: str | None = None,
     ) -> list[Lesson]:
-        return await self._call(
-            rq.LessonsRequest.model_construct(
-                kind=kind, tags=tags, status=status, limit=limit, offset=offset, sort=sort, tier=tier
-            )
-        )
+        return await self._call(rq.LessonsRequest.of(locals()))
 
     async def get_lesson(self, lesson_id: str) -> Lesson:
-        return await self._call(rq.GetLessonRequest.model_construct(lesson_id=lesson_id))
+        return await self._call(rq.GetLessonRequest.of(locals()))
 
     async def show(self, record_id: str) -> dict[str, Any]:
-        return await self._call(rq.ShowRequest.model_construct(record_id=record_id))
+        return await self._call(rq.ShowRequest.of(locals()))
 
     async def forget(self, lesson_id: str, *, actor: str = "api") -> None:
-        await self._call(rq.ForgetRequest.model_construct(lesson_id=lesson_id, actor=actor))
+        await self._call(rq.ForgetRequest.of(locals()))
 
     async def archive(self, lesson_id: str, *, reason: str | None = None, actor: str = "api") -> Lesson:
-        return await self._call(
-            rq.ArchiveRequest.model_construct(lesson_id=lesson_id, reason=reason, actor=actor)
-        )
+        return await self._call(rq.ArchiveRequest.of(locals()))
 
     async def edit_lesson(
         self,
@@ -231,17 +185,13 @@ class AsyncRemoteBank(AsyncTransport):
         importance: float | None = None,
         actor: str = "api",
     ) -> Lesson:
-        return await self._call(
-            rq.EditLessonRequest.model_construct(
-                lesson_id=lesson_id, pinned=pinned, tags=tags, importance=importance, actor=actor
-            )
-        )
+        return await self._call(rq.EditLessonRequest.of(locals()))
 
     async def restore(self, lesson_id: str, *, actor: str = "api") -> Lesson:
-        return await self._call(rq.RestoreRequest.model_construct(lesson_id=lesson_id, actor=actor))
+        return await self._call(rq.RestoreRequest.of(locals()))
 
     async def audit(self, *, lesson_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
-        return await self._call(rq.AuditRequest.model_construct(lesson_id=lesson_id, limit=limit))
+        return await self._call(rq.AuditRequest.of(locals()))
 
     async def import_lessons(self, records: Iterable[Lesson | dict[str, Any]]) -> dict[str, int]:
         """Sent in requests of up to 1,000 records (and 2 MB), each imported as it arrives."""
@@ -254,7 +204,7 @@ class AsyncRemoteBank(AsyncTransport):
         return total
 
     async def export(self, format: ExportFormat = "json", *, live_only: bool = False) -> str:
-        return await self._call(rq.ExportRequest.model_construct(format=format, live_only=live_only))
+        return await self._call(rq.ExportRequest.of(locals()))
 
     async def export_to(
         self, dest: ExportTarget, format: ExportFormat = "json", *, live_only: bool = False
@@ -270,38 +220,31 @@ class AsyncRemoteBank(AsyncTransport):
         keywords: Sequence[str] = (),
         limit: int = 10,
     ) -> list[dict[str, Any]]:
-        return await self._call(
-            rq.SearchReflectionsRequest.model_construct(
-                failure_category=failure_category,
-                min_confidence=min_confidence,
-                keywords=keywords,
-                limit=limit,
-            )
-        )
+        return await self._call(rq.SearchReflectionsRequest.of(locals()))
 
     async def jobs(self, *, status: str | Sequence[str] | None = None, limit: int = 100) -> list[Job]:
-        return await self._call(rq.JobsRequest.model_construct(status=status, limit=limit))
+        return await self._call(rq.JobsRequest.of(locals()))
 
     async def retry_jobs(self, job_ids: Sequence[str] | None = None) -> int:
-        return await self._call(rq.RetryJobsRequest.model_construct(job_ids=job_ids))
+        return await self._call(rq.RetryJobsRequest.of(locals()))
 
     async def purge_jobs(self, *, statuses: Sequence[str] = ("done",)) -> int:
-        return await self._call(rq.PurgeJobsRequest.model_construct(statuses=statuses))
+        return await self._call(rq.PurgeJobsRequest.of(locals()))
 
     async def consolidate(self, *, dry_run: bool = False, wait: bool = True) -> Proposal | None:
         """The server runs the cycle (``wait=True`` waits up to 15 minutes more than ``timeout``)."""
-        return await self._call(rq.ConsolidateRequest.model_construct(dry_run=dry_run, wait=wait))
+        return await self._call(rq.ConsolidateRequest.of(locals()))
 
     async def end_session(self, *, agent: str | None = None, session_id: str | None = None) -> Job | None:
-        return await self._call(rq.EndSessionRequest.model_construct(agent=agent, session_id=session_id))
+        return await self._call(rq.EndSessionRequest.of(locals()))
 
     async def proposals(
         self, *, status: str | Sequence[str] | None = None, limit: int = 50
     ) -> list[Proposal]:
-        return await self._call(rq.ProposalsRequest.model_construct(status=status, limit=limit))
+        return await self._call(rq.ProposalsRequest.of(locals()))
 
     async def proposal(self, proposal_id: str) -> Proposal:
-        return await self._call(rq.ProposalRequest.model_construct(proposal_id=proposal_id))
+        return await self._call(rq.ProposalRequest.of(locals()))
 
     async def approve(
         self,
@@ -311,33 +254,27 @@ class AsyncRemoteBank(AsyncTransport):
         edits: Mapping[str, str] | None = None,
         actor: str = "api",
     ) -> Proposal:
-        return await self._call(
-            rq.ApproveRequest.model_construct(proposal_id=proposal_id, only=only, edits=edits, actor=actor)
-        )
+        return await self._call(rq.ApproveRequest.of(locals()))
 
     async def reject(self, proposal_id: str, *, reason: str | None = None, actor: str = "api") -> Proposal:
-        return await self._call(
-            rq.RejectRequest.model_construct(proposal_id=proposal_id, reason=reason, actor=actor)
-        )
+        return await self._call(rq.RejectRequest.of(locals()))
 
     async def revert(self, proposal_id: str, *, actor: str = "api") -> Proposal:
-        return await self._call(rq.RevertRequest.model_construct(proposal_id=proposal_id, actor=actor))
+        return await self._call(rq.RevertRequest.of(locals()))
 
     async def dreams(self, *, limit: int = 50) -> list[DreamRun]:
-        return await self._call(rq.DreamsRequest.model_construct(limit=limit))
+        return await self._call(rq.DreamsRequest.of(locals()))
 
     async def core_memory(self) -> str:
         return await self._call(rq.CoreMemoryRequest.model_construct())
 
     async def rescreen(self, *, dry_run: bool = False) -> dict[str, int]:
-        return await self._call(rq.RescreenRequest.model_construct(dry_run=dry_run))
+        return await self._call(rq.RescreenRequest.of(locals()))
 
     async def apply_retention(
         self, *, older_than_days: float | None = None, dry_run: bool = False
     ) -> dict[str, int]:
-        return await self._call(
-            rq.RetentionRequest.model_construct(older_than_days=older_than_days, dry_run=dry_run)
-        )
+        return await self._call(rq.RetentionRequest.of(locals()))
 
     async def stats(self) -> dict[str, Any]:
         return await self._call(rq.StatsRequest.model_construct())

@@ -48,10 +48,10 @@ class RemoteBank(Transport):
     def record(
         self, episode: Episode | dict[str, Any], *, context_ids: Sequence[str] | None = None
     ) -> Episode:
-        return self._call(rq.RecordRequest.model_construct(episode=episode, context_ids=context_ids))
+        return self._call(rq.RecordRequest.of(locals()))
 
     def reflect(self, episode_id: str, *, reflector: str | None = None) -> Decision:
-        return self._call(rq.ReflectRequest.model_construct(episode_id=episode_id, reflector=reflector))
+        return self._call(rq.ReflectRequest.of(locals()))
 
     def finish_goal(
         self,
@@ -63,26 +63,22 @@ class RemoteBank(Transport):
         errors: Sequence[str] = (),
         agent: str | None = None,
     ) -> Episode:
-        return self._call(
-            rq.FinishGoalRequest.model_construct(
-                goal_id=goal_id, title=title, status=status, outputs=outputs, errors=errors, agent=agent
-            )
-        )
+        return self._call(rq.FinishGoalRequest.of(locals()))
 
     def insights(self, *, goal_id: str | None = None) -> list[Lesson]:
-        return self._call(rq.InsightsRequest.model_construct(goal_id=goal_id))
+        return self._call(rq.InsightsRequest.of(locals()))
 
     def rules(self, *, agent: str | None = None, stream: str | None = None) -> list[Lesson]:
-        return self._call(rq.RulesRequest.model_construct(agent=agent, stream=stream))
+        return self._call(rq.RulesRequest.of(locals()))
 
     def replay(self, *, task: str | None = None, task_type: str | None = None, k: int = 3) -> list[Lesson]:
-        return self._call(rq.ReplayRequest.model_construct(task=task, task_type=task_type, k=k))
+        return self._call(rq.ReplayRequest.of(locals()))
 
     def confirm_rule(self, rule_id: str) -> Lesson:
-        return self._call(rq.ConfirmRuleRequest.model_construct(rule_id=rule_id))
+        return self._call(rq.ConfirmRuleRequest.of(locals()))
 
     def decisions(self, *, agent: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
-        return self._call(rq.DecisionsRequest.model_construct(agent=agent, limit=limit))
+        return self._call(rq.DecisionsRequest.of(locals()))
 
     def pending(self) -> dict[str, int]:
         return self._call(rq.PendingRequest.model_construct())
@@ -109,19 +105,7 @@ class RemoteBank(Transport):
         pinned: bool = False,
         learned_from: str | None = None,
     ) -> Lesson:
-        return self._call(
-            rq.AddLessonRequest.model_construct(
-                text=text,
-                tags=tags,
-                kind=kind,
-                task_type=task_type,
-                agent=agent,
-                goal_id=goal_id,
-                importance=importance,
-                pinned=pinned,
-                learned_from=learned_from,
-            )
-        )
+        return self._call(rq.AddLessonRequest.of(locals()))
 
     def recall(
         self,
@@ -136,19 +120,7 @@ class RemoteBank(Transport):
         mode: str | None = None,
         hyde: bool | None = None,
     ) -> list[Hit]:
-        return self._call(
-            rq.RecallRequest.model_construct(
-                query=query,
-                k=k,
-                kind=kind,
-                tags=tags,
-                task_type=task_type,
-                agent=agent,
-                goal_id=goal_id,
-                mode=mode,
-                hyde=hyde,
-            )
-        )
+        return self._call(rq.RecallRequest.of(locals()))
 
     def expand(
         self,
@@ -158,9 +130,7 @@ class RemoteBank(Transport):
         dry_run: bool = False,
         actor: str = "api",
     ) -> ExpansionReport:
-        return self._call(
-            rq.ExpandRequest.model_construct(lesson_ids=lesson_ids, limit=limit, dry_run=dry_run, actor=actor)
-        )
+        return self._call(rq.ExpandRequest.of(locals()))
 
     def embed_missing(self) -> int:
         return self._call(rq.EmbedMissingRequest.model_construct())
@@ -177,18 +147,7 @@ class RemoteBank(Transport):
         kind: str | Sequence[str] | None = None,
         tags: Sequence[str] = (),
     ) -> ContextBlock:
-        return self._call(
-            rq.ContextRequest.model_construct(
-                task=task,
-                goal_id=goal_id,
-                agent=agent,
-                task_type=task_type,
-                budget_tokens=budget_tokens,
-                formats=formats,
-                kind=kind,
-                tags=tags,
-            )
-        )
+        return self._call(rq.ContextRequest.of(locals()))
 
     def lessons(
         self,
@@ -201,23 +160,19 @@ class RemoteBank(Transport):
         sort: LessonSort = "created",
         tier: str | None = None,
     ) -> list[Lesson]:
-        return self._call(
-            rq.LessonsRequest.model_construct(
-                kind=kind, tags=tags, status=status, limit=limit, offset=offset, sort=sort, tier=tier
-            )
-        )
+        return self._call(rq.LessonsRequest.of(locals()))
 
     def get_lesson(self, lesson_id: str) -> Lesson:
-        return self._call(rq.GetLessonRequest.model_construct(lesson_id=lesson_id))
+        return self._call(rq.GetLessonRequest.of(locals()))
 
     def show(self, record_id: str) -> dict[str, Any]:
-        return self._call(rq.ShowRequest.model_construct(record_id=record_id))
+        return self._call(rq.ShowRequest.of(locals()))
 
     def forget(self, lesson_id: str, *, actor: str = "api") -> None:
-        self._call(rq.ForgetRequest.model_construct(lesson_id=lesson_id, actor=actor))
+        self._call(rq.ForgetRequest.of(locals()))
 
     def archive(self, lesson_id: str, *, reason: str | None = None, actor: str = "api") -> Lesson:
-        return self._call(rq.ArchiveRequest.model_construct(lesson_id=lesson_id, reason=reason, actor=actor))
+        return self._call(rq.ArchiveRequest.of(locals()))
 
     def edit_lesson(
         self,
@@ -228,17 +183,13 @@ class RemoteBank(Transport):
         importance: float | None = None,
         actor: str = "api",
     ) -> Lesson:
-        return self._call(
-            rq.EditLessonRequest.model_construct(
-                lesson_id=lesson_id, pinned=pinned, tags=tags, importance=importance, actor=actor
-            )
-        )
+        return self._call(rq.EditLessonRequest.of(locals()))
 
     def restore(self, lesson_id: str, *, actor: str = "api") -> Lesson:
-        return self._call(rq.RestoreRequest.model_construct(lesson_id=lesson_id, actor=actor))
+        return self._call(rq.RestoreRequest.of(locals()))
 
     def audit(self, *, lesson_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
-        return self._call(rq.AuditRequest.model_construct(lesson_id=lesson_id, limit=limit))
+        return self._call(rq.AuditRequest.of(locals()))
 
     def import_lessons(self, records: Iterable[Lesson | dict[str, Any]]) -> dict[str, int]:
         """Sent in requests of up to 1,000 records (and 2 MB), each imported as it arrives."""
@@ -251,7 +202,7 @@ class RemoteBank(Transport):
         return total
 
     def export(self, format: ExportFormat = "json", *, live_only: bool = False) -> str:
-        return self._call(rq.ExportRequest.model_construct(format=format, live_only=live_only))
+        return self._call(rq.ExportRequest.of(locals()))
 
     def export_to(self, dest: ExportTarget, format: ExportFormat = "json", *, live_only: bool = False) -> int:
         """Streamed from the server as JSON Lines and written to ``dest`` in ``format``."""
@@ -265,36 +216,29 @@ class RemoteBank(Transport):
         keywords: Sequence[str] = (),
         limit: int = 10,
     ) -> list[dict[str, Any]]:
-        return self._call(
-            rq.SearchReflectionsRequest.model_construct(
-                failure_category=failure_category,
-                min_confidence=min_confidence,
-                keywords=keywords,
-                limit=limit,
-            )
-        )
+        return self._call(rq.SearchReflectionsRequest.of(locals()))
 
     def jobs(self, *, status: str | Sequence[str] | None = None, limit: int = 100) -> list[Job]:
-        return self._call(rq.JobsRequest.model_construct(status=status, limit=limit))
+        return self._call(rq.JobsRequest.of(locals()))
 
     def retry_jobs(self, job_ids: Sequence[str] | None = None) -> int:
-        return self._call(rq.RetryJobsRequest.model_construct(job_ids=job_ids))
+        return self._call(rq.RetryJobsRequest.of(locals()))
 
     def purge_jobs(self, *, statuses: Sequence[str] = ("done",)) -> int:
-        return self._call(rq.PurgeJobsRequest.model_construct(statuses=statuses))
+        return self._call(rq.PurgeJobsRequest.of(locals()))
 
     def consolidate(self, *, dry_run: bool = False, wait: bool = True) -> Proposal | None:
         """The server runs the cycle (``wait=True`` waits up to 15 minutes more than ``timeout``)."""
-        return self._call(rq.ConsolidateRequest.model_construct(dry_run=dry_run, wait=wait))
+        return self._call(rq.ConsolidateRequest.of(locals()))
 
     def end_session(self, *, agent: str | None = None, session_id: str | None = None) -> Job | None:
-        return self._call(rq.EndSessionRequest.model_construct(agent=agent, session_id=session_id))
+        return self._call(rq.EndSessionRequest.of(locals()))
 
     def proposals(self, *, status: str | Sequence[str] | None = None, limit: int = 50) -> list[Proposal]:
-        return self._call(rq.ProposalsRequest.model_construct(status=status, limit=limit))
+        return self._call(rq.ProposalsRequest.of(locals()))
 
     def proposal(self, proposal_id: str) -> Proposal:
-        return self._call(rq.ProposalRequest.model_construct(proposal_id=proposal_id))
+        return self._call(rq.ProposalRequest.of(locals()))
 
     def approve(
         self,
@@ -304,33 +248,27 @@ class RemoteBank(Transport):
         edits: Mapping[str, str] | None = None,
         actor: str = "api",
     ) -> Proposal:
-        return self._call(
-            rq.ApproveRequest.model_construct(proposal_id=proposal_id, only=only, edits=edits, actor=actor)
-        )
+        return self._call(rq.ApproveRequest.of(locals()))
 
     def reject(self, proposal_id: str, *, reason: str | None = None, actor: str = "api") -> Proposal:
-        return self._call(
-            rq.RejectRequest.model_construct(proposal_id=proposal_id, reason=reason, actor=actor)
-        )
+        return self._call(rq.RejectRequest.of(locals()))
 
     def revert(self, proposal_id: str, *, actor: str = "api") -> Proposal:
-        return self._call(rq.RevertRequest.model_construct(proposal_id=proposal_id, actor=actor))
+        return self._call(rq.RevertRequest.of(locals()))
 
     def dreams(self, *, limit: int = 50) -> list[DreamRun]:
-        return self._call(rq.DreamsRequest.model_construct(limit=limit))
+        return self._call(rq.DreamsRequest.of(locals()))
 
     def core_memory(self) -> str:
         return self._call(rq.CoreMemoryRequest.model_construct())
 
     def rescreen(self, *, dry_run: bool = False) -> dict[str, int]:
-        return self._call(rq.RescreenRequest.model_construct(dry_run=dry_run))
+        return self._call(rq.RescreenRequest.of(locals()))
 
     def apply_retention(
         self, *, older_than_days: float | None = None, dry_run: bool = False
     ) -> dict[str, int]:
-        return self._call(
-            rq.RetentionRequest.model_construct(older_than_days=older_than_days, dry_run=dry_run)
-        )
+        return self._call(rq.RetentionRequest.of(locals()))
 
     def stats(self) -> dict[str, Any]:
         return self._call(rq.StatsRequest.model_construct())

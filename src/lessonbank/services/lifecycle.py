@@ -37,12 +37,11 @@ warning, never a failed or undone change, and its next commit catches up.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from lessonbank.errors import InputError
 from lessonbank.models import AuditAction, AuditEntry, Lesson, LessonStatus
 from lessonbank.operations import ARCHIVED_FROM, UNAPPROVED, needs_approval
 from lessonbank.redact import redact
+from lessonbank.requests import EditLessonRequest
 from lessonbank.services.consolidation.mirror import mirror_change
 from lessonbank.services.scope import Scope, check_count, check_text_arg
 
@@ -141,22 +140,20 @@ class Lifecycle:
             self.mirror(actor, f"{action.capitalize()} {lesson_id}: {summary}")
         return lesson
 
-    def edit(
-        self,
-        lesson_id: str,
-        *,
-        pinned: bool | None = None,
-        tags: Sequence[str] | None = None,
-        importance: float | None = None,
-        actor: str = "api",
-    ) -> Lesson:
+    def edit(self, request: EditLessonRequest) -> Lesson:
         """A person's edit of what the bank keeps about a lesson: pin it (it never decays and is
         never merged or archived by a cycle; it is always in core memory's Critical Facts), its tags,
         its importance. Audited (``edit``, before and after); a no-op when nothing changes. Its text
         is not edited in place: a new lesson supersedes it (``add_lesson(..., supersedes=id)``) or a
         consolidation proposal is approved with changes."""
+        lesson_id, pinned, tags, importance = (
+            request.lesson_id,
+            request.pinned,
+            request.tags,
+            request.importance,
+        )
         check_text_arg(lesson_id, "lesson_id")
-        actor = check_actor(actor)
+        actor = check_actor(request.actor)
         update: dict[str, object] = {}
         if pinned is not None:
             if not isinstance(pinned, bool):

@@ -29,6 +29,7 @@ from lessonbank.policy import (
 from lessonbank.redact import redact_episode
 from lessonbank.reflectors.base import Reflector
 from lessonbank.reflectors.insight import goal_episode
+from lessonbank.requests import FinishGoalRequest
 from lessonbank.services.attribution import LastContexts, check_context_ids
 from lessonbank.services.feedback import feedback_job
 from lessonbank.services.scope import Scope, check_count
@@ -169,24 +170,15 @@ class Recorder:
         self.scope.store.enqueue_job(job)
         return manual_decision(name).model_copy(update={"job_id": job.id}), job
 
-    def finish_goal(
-        self,
-        goal_id: str,
-        *,
-        title: str | None,
-        status: str,
-        outputs: Sequence[str],
-        errors: Sequence[str],
-        agent: str | None,
-    ) -> tuple[Episode, Job | None]:
+    def finish_goal(self, request: FinishGoalRequest) -> tuple[Episode, Job | None]:
         """A goal's terminal state as an episode: the policy routes it to the insight reflector."""
         episode = goal_episode(
-            goal_id,
-            title=title,
-            status=status,
-            outputs=outputs,
-            errors=errors,
-            agent=agent,
+            request.goal_id,
+            title=request.title,
+            status=request.status,
+            outputs=request.outputs,
+            errors=request.errors,
+            agent=request.agent,
             now=self.scope.now(),
         )
         return self.record(episode, None)

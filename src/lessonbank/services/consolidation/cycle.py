@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -42,6 +42,7 @@ from lessonbank.models import LESSON_STATUSES, AuditAction, AuditEntry, Lesson
 from lessonbank.ports import LessonQuery
 from lessonbank.proposals import PROPOSAL_STATUSES, CycleTrigger, DreamRun, Operation, Proposal
 from lessonbank.redact import redact
+from lessonbank.requests import ApproveRequest
 from lessonbank.retrieval import Retriever
 from lessonbank.services.consolidation.applying import changes
 from lessonbank.services.consolidation.documents import EMPTY_CORE, Documents, with_pinned
@@ -298,21 +299,14 @@ class Consolidator:
 
     # ------------------------------------------------------------------ deciding
 
-    def approve(
-        self,
-        proposal_id: str,
-        *,
-        only: Sequence[str] | None = None,
-        edits: Mapping[str, str] | None = None,
-        actor: str = "api",
-    ) -> Proposal:
+    def approve(self, request: ApproveRequest) -> Proposal:
         """Apply the proposal's operations (or ``only`` those ids, :data:`CORE_ID` naming the core
         memory rewrite; the others are rejected), all or nothing, with the core memory, evolution and
         reflection log in the same transaction. ``edits`` maps an operation id (or ``core``) to the
         text a person wrote instead (approve with changes). ConflictError if a lesson they touch
         changed since the proposal was made."""
-        actor = check_actor(actor)
-        proposal = self._pending(proposal_id)
+        only, edits, actor = request.only, request.edits, check_actor(request.actor)
+        proposal = self._pending(request.proposal_id)
         offered = [op for op in proposal.operations if op.status != "dropped"]
         offered_ids = {op.id for op in offered} | ({CORE_ID} if proposal.core_memory is not None else set())
         if only is not None:
