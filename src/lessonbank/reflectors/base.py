@@ -12,6 +12,7 @@ Built-in reflectors: :class:`lessonbank.reflectors.lesson.LessonReflector` (seed
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Protocol
@@ -74,6 +75,26 @@ def load_prompt(name: str) -> str:
         .read_text("utf-8")
         .strip()
     )
+
+
+class PromptReflector(ABC):
+    """Base of the built-in reflectors: the system prompt is ``prompts/<name>.md`` and the user
+    prompt is what :meth:`user_prompt` makes of the episode."""
+
+    name: str
+
+    def __init__(self) -> None:
+        self.system_prompt = load_prompt(self.name)
+
+    def messages(self, episode: Episode, trigger: str) -> list[Message]:
+        return [
+            Message(role="system", content=self.system_prompt),
+            Message(role="user", content=self.user_prompt(episode, trigger)),
+        ]
+
+    @abstractmethod
+    def user_prompt(self, episode: Episode, trigger: str) -> str:
+        """The user message for ``episode``, within the reflector's prompt budget."""
 
 
 async def reflect(reflector: Reflector, llm: LLM, episode: Episode, trigger: str) -> ReflectorRun:

@@ -13,9 +13,8 @@ import re
 from typing import Any
 
 from lessonbank.errors import ParseError
-from lessonbank.llm.base import Message
 from lessonbank.models import Episode, Lesson
-from lessonbank.reflectors.base import Parsed, load_prompt
+from lessonbank.reflectors.base import Parsed, PromptReflector
 from lessonbank.reflectors.budget import PROMPT_BUDGET_TOKENS, Field, fit_fields
 from lessonbank.reflectors.insight import strip_markdown
 from lessonbank.text import estimate_tokens
@@ -127,7 +126,7 @@ def procedure_text(task: str, task_type: str | None, result: str, steps: list[st
         kept.pop()
 
 
-class DualReflector:
+class DualReflector(PromptReflector):
     """Seed 003's metacognitive reflection: principle (rules) + procedure (replay) in one call."""
 
     name = "dual"
@@ -136,15 +135,6 @@ class DualReflector:
         "Answer again in exactly this shape: a line 'PRINCIPLE: IF <condition> THEN <action> BECAUSE <reason>', "
         "then a line 'PROCEDURE:' followed by numbered steps '1. …', one per line."
     )
-
-    def __init__(self) -> None:
-        self.system_prompt = load_prompt("dual")
-
-    def messages(self, episode: Episode, trigger: str) -> list[Message]:
-        return [
-            Message(role="system", content=self.system_prompt),
-            Message(role="user", content=self.user_prompt(episode, trigger)),
-        ]
 
     def user_prompt(self, episode: Episode, trigger: str) -> str:
         """Seed 003's evaluation prompt; with the system prompt it stays within 500 tokens."""

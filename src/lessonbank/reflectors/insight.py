@@ -16,9 +16,8 @@ from datetime import datetime
 from typing import Any
 
 from lessonbank.errors import InputError, ParseError
-from lessonbank.llm.base import Message
 from lessonbank.models import Episode, Lesson
-from lessonbank.reflectors.base import Parsed, load_prompt
+from lessonbank.reflectors.base import Parsed, PromptReflector
 from lessonbank.reflectors.budget import PROMPT_BUDGET_TOKENS, Field, fit_fields
 from lessonbank.text import estimate_tokens
 
@@ -208,7 +207,7 @@ def _items(values: list[str]) -> str:
     return "\n".join(lines) or "(none)"
 
 
-class InsightReflector:
+class InsightReflector(PromptReflector):
     """Seed 000's self-reflection engine: one insight per finished goal."""
 
     name = "insight"
@@ -216,15 +215,6 @@ class InsightReflector:
     repair_hint = (
         "Answer again with only the insight: 1 to 3 plain sentences, no markdown, at most 500 characters."
     )
-
-    def __init__(self) -> None:
-        self.system_prompt = load_prompt("insight")
-
-    def messages(self, episode: Episode, trigger: str) -> list[Message]:
-        return [
-            Message(role="system", content=self.system_prompt),
-            Message(role="user", content=self.user_prompt(episode, trigger)),
-        ]
 
     def user_prompt(self, episode: Episode, trigger: str) -> str:
         frame_tokens = estimate_tokens(self.system_prompt)

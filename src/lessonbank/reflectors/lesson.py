@@ -15,11 +15,10 @@ from __future__ import annotations
 import re
 
 from lessonbank.errors import ParseError
-from lessonbank.llm.base import Message
 from lessonbank.models import Episode, Lesson
 from lessonbank.provenance import of_task, parse_examples, with_examples
 from lessonbank.redact import redact_value
-from lessonbank.reflectors.base import Parsed, load_prompt
+from lessonbank.reflectors.base import Parsed, PromptReflector
 from lessonbank.reflectors.budget import PROMPT_BUDGET_TOKENS, Field, fit_fields
 from lessonbank.text import STOPWORDS, estimate_tokens, keywords, truncate
 
@@ -90,7 +89,7 @@ def parse_lesson(text: str) -> Parsed:
     return Parsed(fields=found)
 
 
-class LessonReflector:
+class LessonReflector(PromptReflector):
     """Seed 004's lesson generator."""
 
     name = "lesson"
@@ -100,15 +99,6 @@ class LessonReflector:
         "<correction>…</correction> <tags>tag1, tag2</tags> <examples>one example task per line</examples> "
         "— or exactly <skip>nothing actionable</skip>."
     )
-
-    def __init__(self) -> None:
-        self.system_prompt = load_prompt("lesson")
-
-    def messages(self, episode: Episode, trigger: str) -> list[Message]:
-        return [
-            Message(role="system", content=self.system_prompt),
-            Message(role="user", content=self.user_prompt(episode, trigger)),
-        ]
 
     def user_prompt(self, episode: Episode, trigger: str) -> str:
         """Task, attempt and outcome, each redacted and then cut to its limit, the whole prompt

@@ -20,10 +20,9 @@ import re
 from typing import Any
 
 from lessonbank.errors import ParseError
-from lessonbank.llm.base import Message
 from lessonbank.models import Episode, Lesson
 from lessonbank.redact import redact_value
-from lessonbank.reflectors.base import Parsed, load_prompt
+from lessonbank.reflectors.base import Parsed, PromptReflector
 from lessonbank.reflectors.lesson import render_lesson_content
 from lessonbank.text import truncate
 
@@ -181,7 +180,7 @@ def previous_reflections(episode: Episode) -> list[dict[str, Any]]:
     return [item for item in value if isinstance(item, dict) and isinstance(item.get("reflection_text"), str)]
 
 
-class ReflexionReflector:
+class ReflexionReflector(PromptReflector):
     """Seed 001's self-reflection model (Msr): credit assignment, causal reasoning, insights."""
 
     name = "reflexion"
@@ -191,15 +190,6 @@ class ReflexionReflector:
         "(failing_action_indices, root_cause, failure_category), causal_reasoning, actionable_insights, "
         "lessons_learned, confidence."
     )
-
-    def __init__(self) -> None:
-        self.system_prompt = load_prompt("reflexion")
-
-    def messages(self, episode: Episode, trigger: str) -> list[Message]:
-        return [
-            Message(role="system", content=self.system_prompt),
-            Message(role="user", content=self.user_prompt(episode, trigger)),
-        ]
 
     def user_prompt(self, episode: Episode, trigger: str) -> str:
         """The seed's template: previous reflections, task, numbered actions, results, errors."""
