@@ -232,3 +232,15 @@ def choose_terms(frequencies: dict[str, int]) -> tuple[list[str], tuple[int, str
         chosen.append(term)
         postings += df
     return chosen, ranked[0]
+
+
+def match_terms(
+    terms: Sequence[str], frequencies: dict[str, int], *, bounded: bool
+) -> tuple[list[str], tuple[int, str] | None]:
+    """The terms a search matches and the rarest one held (None when no lesson holds any): recall
+    matches every held term, in query order; ``bounded`` (the near-duplicate check) takes
+    :func:`choose_terms`."""
+    if bounded:
+        return choose_terms(frequencies)
+    chosen = [term for term in terms if frequencies[term]]
+    return chosen, min(((frequencies[term], term) for term in chosen), default=None)

@@ -64,9 +64,9 @@ from lessonbank.scoping import check_id_free, visible
 from lessonbank.stores.lexical import (
     POSTINGS_BUDGET,
     bm25_factors,
-    choose_terms,
     common_idf,
     idf,
+    match_terms,
     query_terms,
 )
 from lessonbank.stores.memory_audit import MemoryAuditLog
@@ -392,11 +392,7 @@ class MemoryStore(MemoryJobQueue, FinishesJobs, MemoryAuditLog, MemoryConsolidat
             return []
         postings = space.content_postings if content_only else space.postings
         frequencies = {term: len(postings.get(term, ())) for term in wanted}
-        if content_only:
-            chosen, rarest = choose_terms(frequencies)
-        else:
-            chosen = [term for term in wanted if frequencies[term]]
-            rarest = min(((frequencies[t], t) for t in chosen), default=None)
+        chosen, rarest = match_terms(wanted, frequencies, bounded=content_only)
         if rarest is None:
             return []
         docs = len(space.docs)

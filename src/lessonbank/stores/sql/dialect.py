@@ -135,8 +135,10 @@ class LessonRows(Protocol):
         ...
 
 
-class LexicalIndex(Protocol):
-    """Recall candidates and the counters recall and outcomes move."""
+class BM25Search(Protocol):
+    """Recall candidates from a dialect's lexical index: FTS5 on SQLite
+    (:class:`~lessonbank.stores.sql.sqlite_search.FtsSearch`), the postings columns on PostgreSQL
+    (:class:`~lessonbank.stores.sql.postgres_search.PostingsIndex`)."""
 
     def search(
         self,
@@ -146,17 +148,29 @@ class LexicalIndex(Protocol):
         limit: int,
         *,
         content_only: bool = False,
-    ) -> list[Candidate]: ...
+    ) -> list[Candidate]:
+        """Top ``limit`` lessons by BM25 that pass the filters; ``content_only`` (the near-duplicate
+        check on every write) matches the content alone and bounds the work."""
+        ...
+
     def candidates(
         self, conn: Connection, query: LessonQuery, lesson_ids: Sequence[str]
     ) -> list[Candidate]: ...
+
+
+class SearchDialect(Protocol):
+    """Recall candidates (its ``lexical`` index) and the counters recall and outcomes move."""
+
+    @property
+    def lexical(self) -> BM25Search: ...
+
     def credit(
         self, conn: Connection, namespace: str, lesson_ids: Sequence[str], helpful: int, harmful: int
     ) -> int: ...
     def touch(self, conn: Connection, lesson_ids: Sequence[str], now: float) -> None: ...
 
 
-class Dialect(Database, Syntax, LessonRows, LexicalIndex, VectorStore, Protocol):
+class Dialect(Database, Syntax, LessonRows, SearchDialect, VectorStore, Protocol):
     """One SQL database under the shared store (see the module docstring). Its vectors are the
     :class:`~lessonbank.ports.VectorStore` port itself: their tables differ too much to share SQL."""
 

@@ -38,7 +38,7 @@ from pydantic import BaseModel
 
 from lessonbank.errors import ConfigError, StoreError
 from lessonbank.models import Decision, Episode, Lesson, from_timestamp
-from lessonbank.ports import Candidate, LessonQuery, VectorChanges
+from lessonbank.ports import VectorChanges
 from lessonbank.stores.connection import RetryBudget, redacted, split_options
 from lessonbank.stores.lexical import LEXICAL_SPACE, lesson_term_vector, term_vector_changed
 from lessonbank.stores.sql.dialect import Connection
@@ -128,7 +128,7 @@ class PostgresDialect:
         self._retry = RetryBudget(
             f"PostgreSQL at {redacted(url)}", (psycopg.OperationalError, PoolTimeout), budget_s=retry_s
         )
-        self.postings = PostingsIndex(self)
+        self.lexical = PostingsIndex(self)
         self._analyzed_rows, self._unanalyzed = 0.0, 0  # lessons at the last ANALYZE; imported since
         self._listeners: list[Callable[[], None]] = []
         self._listen_lock = threading.Lock()
@@ -284,7 +284,7 @@ class PostgresDialect:
         return Lesson.model_validate(row[0])
 
     def insert_lesson(self, conn: Connection, lesson: Lesson) -> bool:
-        row, terms = self.postings.values_and_terms(lesson)
+        row, terms = self.lexical.values_and_terms(lesson)
         inserted = conn.execute(
             f"INSERT INTO lessons ({COLUMNS}) VALUES ({PLACEHOLDERS}) "
             "ON CONFLICT (namespace, content_hash) DO NOTHING RETURNING id",
@@ -299,7 +299,7 @@ class PostgresDialect:
         names = [c.strip() for c in COLUMNS.split(",")][2:]
         placeholders = PLACEHOLDERS.split(",")[2:]
         assignments = ", ".join(f"{n} = {p}" for n, p in zip(names, placeholders, strict=True))
-        row, terms = self.postings.values_and_terms(lesson)
+        row, terms = self.lexical.values_and_terms(lesson)
         changed = conn.execute(
             f"UPDATE lessons SET {assignments} WHERE id = ? AND namespace = ?",
             (*row[2:], lesson.id, lesson.namespace),
@@ -359,7 +359,7 @@ class PostgresDialect:
         return "l.tags @> ?::text[]", [list(tags)]
 
     def lessons_changed(self, namespace: str) -> None:
-        self.postings.forget(namespace)
+        self.lexical.forget(namespace)
 
     def lock_pool(self, conn: Connection, namespace: str, pool: str) -> None:
         """A transaction-scoped advisory lock on the pool: row locks alone would not stop two
@@ -434,7 +434,7 @@ class PostgresDialect:
             new.append(lesson)
         new_ids = {lesson.id for lesson in new}
         final_new = [stored[(lesson.namespace, lesson.content_hash)] for lesson in new]
-        rows = [self.postings.values_and_terms(lesson) for lesson in final_new]
+        rows = [self.lexical.values_and_terms(lesson) for lesson in final_new]
         conn.executemany(f"INSERT INTO lessons ({COLUMNS}) VALUES ({PLACEHOLDERS})", [row for row, _ in rows])
         self.write_term_vectors(conn, final_new, [terms for _, terms in rows])
         for lesson_id, lesson in changed.items():
@@ -445,22 +445,6 @@ class PostgresDialect:
         return len(new), len(chunk) - len(new)
 
     # ----------------------------------------------------------------- recall
-
-    def search(
-        self,
-        conn: Connection,
-        query: LessonQuery,
-        terms: Sequence[str],
-        limit: int,
-        *,
-        content_only: bool = False,
-    ) -> list[Candidate]:
-        """BM25 over the postings index (every field: ``content_only``, the near-duplicate check,
-        only bounds the work)."""
-        return self.postings.search(conn, query, terms, limit, selective=content_only)
-
-    def candidates(self, conn: Connection, query: LessonQuery, lesson_ids: Sequence[str]) -> list[Candidate]:
-        return self.postings.candidates(conn, query, lesson_ids)
 
     @staticmethod
     def credit(

@@ -35,9 +35,9 @@ from lessonbank.stores.lexical import (
     CACHED_MIN_DF,
     FIELD_WEIGHTS,
     bm25_factors,
-    choose_terms,
     common_idf,
     idf,
+    match_terms,
     query_terms,
     weighted_term_vector,
     weighted_terms,
@@ -81,24 +81,21 @@ class PostingsIndex:
         terms: Sequence[str],
         limit: int,
         *,
-        selective: bool = False,
+        content_only: bool = False,
     ) -> list[Candidate]:
         """Top ``limit`` lessons by BM25 over every query word that pass the filters.
 
-        ``selective`` (the near-duplicate check on every write) bounds the work instead: words in
-        more lessons than the postings budget act as stopwords, and when every word is that common
-        the namespace's newest lessons holding the rarest are taken, all with the same relevance.
+        The postings cover every field: ``content_only`` (the near-duplicate check on every write)
+        only bounds the work: words in more lessons than the postings budget act as stopwords, and
+        when every word is that common the namespace's newest lessons holding the rarest are taken,
+        all with the same relevance.
         """
         terms = query_terms(terms)
         if not terms:
             return []
         docs, _ = self._corpus_stats(conn, query.namespace)
         frequencies = self._document_frequencies(conn, query.namespace, terms, docs)
-        if selective:
-            chosen, rarest = choose_terms(frequencies)
-        else:
-            chosen = [term for term in terms if frequencies[term]]
-            rarest = min(((frequencies[t], t) for t in chosen), default=None)
+        chosen, rarest = match_terms(terms, frequencies, bounded=content_only)
         if rarest is None:
             return []
         where, params = lesson_filter(self.dialect, query, self.dialect.clock())

@@ -40,7 +40,7 @@ from pydantic import BaseModel
 from lessonbank.errors import StoreError
 from lessonbank.lessons import CONFIDENCE_STEP
 from lessonbank.models import MAX_TAGS, Decision, Episode, Lesson, VerificationResult, from_timestamp
-from lessonbank.ports import Candidate, LessonQuery, VectorChanges
+from lessonbank.ports import VectorChanges
 from lessonbank.stores.lexical import LEXICAL_SPACE
 from lessonbank.stores.sql.dialect import Connection, question_marks
 from lessonbank.stores.sql.migrations.sqlite import MIGRATIONS
@@ -117,7 +117,7 @@ class SQLiteDialect:
         # busy_timeout's growing sleeps (which gave 50 concurrent writers a 2.4 s p99 under serve).
         self._writing = threading.Lock()
         self._closed = False
-        self.fts = FtsSearch(self)
+        self.lexical = FtsSearch(self)
         self._stop_checkpoints = threading.Event()
         self._checkpointer: threading.Thread | None = None
         self._uri, self.read_only = open_target(self.path)
@@ -381,20 +381,6 @@ class SQLiteDialect:
         return added, len(rows) + len(repeats) - added
 
     # ----------------------------------------------------------------- recall
-
-    def search(
-        self,
-        conn: Connection,
-        query: LessonQuery,
-        terms: Sequence[str],
-        limit: int,
-        *,
-        content_only: bool = False,
-    ) -> list[Candidate]:
-        return self.fts.search(conn, query, terms, limit, content_only=content_only)
-
-    def candidates(self, conn: Connection, query: LessonQuery, lesson_ids: Sequence[str]) -> list[Candidate]:
-        return self.fts.candidates(conn, query, lesson_ids)
 
     @staticmethod
     def credit(

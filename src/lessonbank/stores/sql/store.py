@@ -235,7 +235,7 @@ class SQLStore(ForwardsJobs, FinishesJobs, ForwardsVectors, ForwardsConsolidatio
             return None
         query = LessonQuery(lesson.namespace, kinds=[lesson.kind])
         with self.dialect.read() as conn:
-            found = self.dialect.search(conn, query, terms, NEAR_DUPLICATE_POOL, content_only=True)
+            found = self.dialect.lexical.search(conn, query, terms, NEAR_DUPLICATE_POOL, content_only=True)
             candidates = self._lessons_by_id(conn, [c.lesson_id for c in found])
         return pick_near_duplicate(lesson.content, candidates, threshold)
 
@@ -385,7 +385,7 @@ class SQLStore(ForwardsJobs, FinishesJobs, ForwardsVectors, ForwardsConsolidatio
     def search(self, query: LessonQuery, terms: Sequence[str], limit: int) -> list[Candidate]:
         def run() -> list[Candidate]:
             with self.dialect.read() as conn:
-                return self.dialect.search(conn, query, terms, limit)
+                return self.dialect.lexical.search(conn, query, terms, limit)
 
         return self.dialect.run(run)
 
@@ -395,7 +395,7 @@ class SQLStore(ForwardsJobs, FinishesJobs, ForwardsVectors, ForwardsConsolidatio
 
         def run() -> list[Candidate]:
             with self.dialect.read() as conn:
-                return self.dialect.candidates(conn, query, lesson_ids)
+                return self.dialect.lexical.candidates(conn, query, lesson_ids)
 
         return self.dialect.run(run)
 
