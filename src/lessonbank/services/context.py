@@ -17,7 +17,7 @@ are quarantined when written, never recalled (see :mod:`lessonbank.injection`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, replace
 
 from lessonbank.errors import InputError
 from lessonbank.models import LESSON_KINDS, LESSON_STATUSES, ContextBlock, Hit, Lesson
@@ -80,21 +80,15 @@ def _block(sections: Sequence[str]) -> str:
     return NOTES_LINE + "\n" + SECTION_SEPARATOR.join(sections) if sections else ""
 
 
+@dataclass(eq=False)
 class ContextBuilder:
     """Lesson filters, recall, and context blocks for one bank."""
 
-    def __init__(
-        self,
-        scope: Scope,
-        *,
-        retriever: Retriever,
-        count_tokens: TokenCounter,
-        last_contexts: LastContexts,
-    ) -> None:
-        self.scope = scope
-        self.retriever = retriever
-        self.count_tokens = count_tokens
-        self.last_contexts = last_contexts
+    scope: Scope
+    _: KW_ONLY
+    retriever: Retriever
+    count_tokens: TokenCounter
+    last_contexts: LastContexts
 
     def query(
         self,

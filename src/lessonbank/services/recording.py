@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from lessonbank.errors import InputError
@@ -44,21 +45,15 @@ def flush_answer(pending: dict[str, int], worker: Worker | None, deadline: float
     return False if time.monotonic() >= deadline else None
 
 
+@dataclass(eq=False)
 class Recorder:
     """Episodes in, jobs out. ``reflectors`` is the bank's registry (shared with the job handler)."""
 
-    def __init__(
-        self,
-        scope: Scope,
-        *,
-        reflection_llm: LLM | None,
-        reflectors: dict[str, Reflector],
-        last_contexts: LastContexts,
-    ) -> None:
-        self.scope = scope
-        self.reflection_llm = reflection_llm
-        self.reflectors = reflectors
-        self.last_contexts = last_contexts
+    scope: Scope
+    _: KW_ONLY
+    reflection_llm: LLM | None
+    reflectors: dict[str, Reflector]
+    last_contexts: LastContexts
 
     def record(
         self, episode: Episode | dict[str, Any], context_ids: Sequence[str] | None

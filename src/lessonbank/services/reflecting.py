@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import KW_ONLY, dataclass
 from functools import partial
 
 from lessonbank.errors import ConfigError
@@ -30,23 +31,16 @@ from lessonbank.services.writing import stamp_reflected, untrusted
 log = logging.getLogger("lessonbank")
 
 
+@dataclass(eq=False)
 class ReflectionHandler:
     """Runs reflection jobs for one bank: ``await handler.handle(job)`` → the job's result."""
 
-    def __init__(
-        self,
-        scope: Scope,
-        *,
-        reflection_llm: LLM | None,
-        reflectors: dict[str, Reflector],
-        retriever: Retriever,
-        pools: Pools,
-    ) -> None:
-        self.scope = scope
-        self.reflection_llm = reflection_llm
-        self.reflectors = reflectors
-        self.retriever = retriever
-        self.pools = pools
+    scope: Scope
+    _: KW_ONLY
+    reflection_llm: LLM | None
+    reflectors: dict[str, Reflector]
+    retriever: Retriever
+    pools: Pools
 
     async def handle(self, job: Job) -> JobResult:
         if self.reflection_llm is None:

@@ -67,32 +67,21 @@ log = logging.getLogger("lessonbank.consolidation")
 DECIDED = ("applied", "partially_applied", "rejected", "reverted")
 
 
+@dataclasses.dataclass(eq=False)
 class Consolidator:
     """Runs cycles for the bank's namespace and applies what a person decides."""
 
-    def __init__(
-        self,
-        scope: Scope,
-        *,
-        retriever: Retriever,
-        llm: LLM | None = None,
-        count_tokens: TokenCounter = estimate_tokens,
-    ) -> None:
-        self.scope = scope
-        self.retriever = retriever
-        self.llm = llm
-        self.count_tokens = count_tokens
+    scope: Scope
+    _: dataclasses.KW_ONLY
+    retriever: Retriever
+    llm: LLM | None = None
+    count_tokens: TokenCounter = estimate_tokens
 
     def for_namespace(self, namespace: str) -> Consolidator:
         """The same consolidator serving ``namespace`` (a worker runs cycles of many namespaces)."""
         if namespace == self.scope.namespace:
             return self
-        return Consolidator(
-            dataclasses.replace(self.scope, namespace=namespace),
-            retriever=self.retriever,
-            llm=self.llm,
-            count_tokens=self.count_tokens,
-        )
+        return dataclasses.replace(self, scope=dataclasses.replace(self.scope, namespace=namespace))
 
     # ------------------------------------------------------------------ the cycle
 
