@@ -6,6 +6,7 @@ without one, recall stays lexical. Importing this package never imports numpy or
 
 from typing import TYPE_CHECKING, Any
 
+from lessonbank.retrieval import embedders
 from lessonbank.retrieval.embedders import Embedder, HashEmbedder, make_embedder
 from lessonbank.retrieval.hybrid import RECALL_MODES, Retriever, vector_text
 from lessonbank.retrieval.hyde import HyDE
@@ -32,9 +33,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # OpenAIEmbedder needs the openai SDK: it loads when first asked for, not with the package
+    # OpenAIEmbedder needs the openai SDK: the embedders package loads it when first asked for
     if name == "OpenAIEmbedder":
-        from lessonbank.retrieval.embedders.openai import OpenAIEmbedder
-
-        return OpenAIEmbedder
+        return embedders.OpenAIEmbedder
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -87,7 +87,24 @@ def minilm_available() -> bool:
     return True
 
 
-class MiniLMEmbedder:
+class BundledModel:
+    """What the embedders computed from all-MiniLM-L6-v2's files share: where those files are (the
+    ``model_path`` given, else the bundled model package) and the check that they are installed."""
+
+    def __init__(self, model_path: str | Path | None) -> None:
+        self._model_path = Path(model_path) if model_path is not None else None
+
+    @property
+    def model_path(self) -> Path:
+        return self._model_path or model_dir()
+
+    def check_installed(self) -> None:
+        """Raise ConfigError now, with what to install, rather than at the first embedding."""
+        require_runtime()
+        _ = self.model_path
+
+
+class MiniLMEmbedder(BundledModel):
     """all-MiniLM-L6-v2 (384 dims), run locally.
 
     ``backend="numpy"`` needs only NumPy, tokenizers and safetensors. ``backend="onnx"`` runs the same
@@ -119,7 +136,7 @@ class MiniLMEmbedder:
         self.backend = backend
         self.batch_size = batch_size
         self.max_seq_length = max_seq_length
-        self._model_path = Path(model_path) if model_path is not None else None
+        super().__init__(model_path)
         self._loaded: Bert | None = None
         self.query_cache = QueryCache(query_cache_size)
 
@@ -137,14 +154,8 @@ class MiniLMEmbedder:
     def __repr__(self) -> str:
         return f"MiniLMEmbedder(backend={self.backend!r})"
 
-    @property
-    def model_path(self) -> Path:
-        return self._model_path or model_dir()
-
     def check_installed(self) -> None:
-        """Raise ConfigError now, with what to install, rather than at the first embedding."""
-        require_runtime()
-        _ = self.model_path
+        super().check_installed()
         if self.backend == "onnx":
             require_onnx()
 

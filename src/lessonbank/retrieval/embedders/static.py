@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from lessonbank.retrieval.embedders.base import check_text, check_texts, normalize_rows, require_numpy
 from lessonbank.retrieval.embedders.bert import blas_limit, clip, load_bert
-from lessonbank.retrieval.embedders.minilm import MAX_SEQ_LENGTH, model_dir, require_runtime
+from lessonbank.retrieval.embedders.minilm import MAX_SEQ_LENGTH, BundledModel, require_runtime
 
 if TYPE_CHECKING:
     import numpy as np
@@ -53,7 +53,7 @@ def default_cache_dir() -> Path:
     return Path(home).expanduser() / "models"
 
 
-class StaticEmbedder:
+class StaticEmbedder(BundledModel):
     """A static (lookup-table) model distilled from MiniLM on this machine, never downloaded.
 
     First use loads the cached matrix or, when it is missing or stale, distils it (about a minute
@@ -77,7 +77,7 @@ class StaticEmbedder:
         self._dim = dim
         self._cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.vocab_limit = vocab_limit
-        self._model_path = Path(model_path) if model_path is not None else None
+        super().__init__(model_path)
         self._lock = threading.Lock()
         self._matrix: Vectors | None = None
         self._tokenizer: Tokenizer | None = None
@@ -100,14 +100,6 @@ class StaticEmbedder:
     @property
     def cache_path(self) -> Path:
         return (self._cache_dir or default_cache_dir()) / f"{self.name}.npz"
-
-    @property
-    def model_path(self) -> Path:
-        return self._model_path or model_dir()
-
-    def check_installed(self) -> None:
-        require_runtime()
-        _ = self.model_path
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         import numpy as np
