@@ -22,7 +22,7 @@ from lessonbank.scoping import check_id_free
 from lessonbank.stores.applying import check_writes
 from lessonbank.stores.parts import Application
 from lessonbank.stores.sql.audit import insert_audit
-from lessonbank.stores.sql.dialect import Connection, Dialect
+from lessonbank.stores.sql.dialect import Connection, Dialect, question_marks
 
 # What the store lends for an apply: lock the pools of these lessons; evict what a written lesson
 # pushes out of its pool (both in the caller's transaction).
@@ -51,27 +51,13 @@ class SQLConsolidation:
         self.dialect.run(run)
 
     def _save(self, conn: Connection, proposal: Proposal) -> None:
-        d = self.dialect
-        held = conn.execute(
-            f"SELECT namespace FROM proposals WHERE id = ?{d.for_update}", (proposal.id,)
-        ).fetchone()
-        check_id_free("proposal", proposal.id, proposal.namespace, held[0] if held else None)
-        values = (
-            proposal.namespace,
-            proposal.status,
-            proposal.created_at.timestamp(),
-            d.dump_record(proposal),
-        )
-        if held is None:
-            conn.execute(
-                "INSERT INTO proposals (id, namespace, status, created_at, data) VALUES (?, ?, ?, ?, ?)",
-                (proposal.id, *values),
-            )
-        else:
-            conn.execute(
-                "UPDATE proposals SET namespace = ?, status = ?, created_at = ?, data = ? WHERE id = ?",
-                (*values, proposal.id),
-            )
+        columns = {
+            "namespace": proposal.namespace,
+            "status": proposal.status,
+            "created_at": proposal.created_at.timestamp(),
+            "data": self.dialect.dump_record(proposal),
+        }
+        _save_row(self.dialect, conn, "proposals", "proposal", proposal.id, columns)
 
     def get_proposal(self, proposal_id: str, *, namespace: str) -> Proposal:
         rows = self._read(
@@ -150,21 +136,8 @@ class SQLConsolidation:
 
         def write() -> None:
             with d.tx() as conn:
-                held = conn.execute(
-                    f"SELECT namespace FROM dream_log WHERE id = ?{d.for_update}", (run.id,)
-                ).fetchone()
-                check_id_free("dream run", run.id, run.namespace, held[0] if held else None)
-                values = (run.namespace, run.started_at.timestamp(), d.dump_record(run))
-                if held is None:
-                    conn.execute(
-                        "INSERT INTO dream_log (id, namespace, started_at, data) VALUES (?, ?, ?, ?)",
-                        (run.id, *values),
-                    )
-                else:
-                    conn.execute(
-                        "UPDATE dream_log SET namespace = ?, started_at = ?, data = ? WHERE id = ?",
-                        (*values, run.id),
-                    )
+                columns = {"namespace": run.namespace, "started_at": run.started_at.timestamp()}
+                _save_row(d, conn, "dream_log", "dream run", run.id, {**columns, "data": d.dump_record(run)})
 
         d.run(write)
 
@@ -201,3 +174,21 @@ class SQLConsolidation:
                 return conn.execute(sql, params).fetchall()
 
         return self.dialect.run(run)
+
+
+def _save_row(
+    d: Dialect, conn: Connection, table: str, kind: str, record_id: str, columns: dict[str, Any]
+) -> None:
+    """Insert the row ``record_id`` of ``table`` (a record with flat copies of what is filtered
+    on), or replace the stored one; an id another namespace holds is refused (``check_id_free``)."""
+    held = conn.execute(f"SELECT namespace FROM {table} WHERE id = ?{d.for_update}", (record_id,)).fetchone()
+    check_id_free(kind, record_id, columns["namespace"], held[0] if held else None)
+    names = ", ".join(columns)
+    if held is None:
+        conn.execute(
+            f"INSERT INTO {table} (id, {names}) VALUES (?, {question_marks(len(columns))})",
+            (record_id, *columns.values()),
+        )
+    else:
+        assignments = ", ".join(f"{name} = ?" for name in columns)
+        conn.execute(f"UPDATE {table} SET {assignments} WHERE id = ?", (*columns.values(), record_id))
