@@ -13,6 +13,7 @@ Built-in reflectors: :class:`lessonbank.reflectors.lesson.LessonReflector` (seed
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Protocol
@@ -21,6 +22,8 @@ from lessonbank.errors import ParseError
 from lessonbank.llm.base import LLM, Message, Usage
 from lessonbank.models import Episode, Lesson
 from lessonbank.redact import redact
+from lessonbank.reflectors.budget import PROMPT_BUDGET_TOKENS, Field, fit_fields
+from lessonbank.text import estimate_tokens
 
 
 @dataclass
@@ -95,6 +98,12 @@ class PromptReflector(ABC):
     @abstractmethod
     def user_prompt(self, episode: Episode, trigger: str) -> str:
         """The user message for ``episode``, within the reflector's prompt budget."""
+
+    def fit(self, fields: Sequence[Field], render: Callable[[dict[str, str]], str]) -> str:
+        """``render`` of ``fields``, cut (see :func:`fit_fields`) so that it and the system prompt
+        together stay within :data:`PROMPT_BUDGET_TOKENS`."""
+        budget = PROMPT_BUDGET_TOKENS - estimate_tokens(self.system_prompt)
+        return fit_fields(fields, render, budget, estimate_tokens)
 
 
 async def reflect(reflector: Reflector, llm: LLM, episode: Episode, trigger: str) -> ReflectorRun:

@@ -15,7 +15,7 @@ from typing import Any
 from lessonbank.errors import ParseError
 from lessonbank.models import Episode, Lesson
 from lessonbank.reflectors.base import Parsed, PromptReflector
-from lessonbank.reflectors.budget import PROMPT_BUDGET_TOKENS, Field, fit_fields
+from lessonbank.reflectors.budget import Field
 from lessonbank.reflectors.insight import strip_markdown
 from lessonbank.text import estimate_tokens
 
@@ -165,8 +165,7 @@ class DualReflector(PromptReflector):
             Field("outcome", outcome, 600),
             Field("actions", actions, 600),
         ]
-        budget = PROMPT_BUDGET_TOKENS - estimate_tokens(self.system_prompt)
-        return fit_fields(fields, render, budget, estimate_tokens)
+        return self.fit(fields, render)
 
     def parse(self, text: str) -> Parsed:
         return parse_dual(text)

@@ -18,8 +18,7 @@ from typing import Any
 from lessonbank.errors import InputError, ParseError
 from lessonbank.models import Episode, Lesson
 from lessonbank.reflectors.base import Parsed, PromptReflector
-from lessonbank.reflectors.budget import PROMPT_BUDGET_TOKENS, Field, fit_fields
-from lessonbank.text import estimate_tokens
+from lessonbank.reflectors.budget import Field
 
 INSIGHT_MAX_CHARS = 500
 INSIGHT_MAX_SENTENCES = 3
@@ -217,7 +216,6 @@ class InsightReflector(PromptReflector):
     )
 
     def user_prompt(self, episode: Episode, trigger: str) -> str:
-        frame_tokens = estimate_tokens(self.system_prompt)
         title = episode.goal_title or episode.task
 
         def render(values: dict[str, str]) -> str:
@@ -241,7 +239,7 @@ class InsightReflector(PromptReflector):
             Field("errors", _items(goal_errors(episode)), 1500),
             Field("outputs", _items(goal_outputs(episode)), 1500),
         ]
-        return fit_fields(fields, render, PROMPT_BUDGET_TOKENS - frame_tokens, estimate_tokens)
+        return self.fit(fields, render)
 
     def parse(self, text: str) -> Parsed:
         return parse_insight(text)

@@ -19,8 +19,8 @@ from lessonbank.models import Episode, Lesson
 from lessonbank.provenance import of_task, parse_examples, with_examples
 from lessonbank.redact import redact_value
 from lessonbank.reflectors.base import Parsed, PromptReflector
-from lessonbank.reflectors.budget import PROMPT_BUDGET_TOKENS, Field, fit_fields
-from lessonbank.text import STOPWORDS, estimate_tokens, keywords, truncate
+from lessonbank.reflectors.budget import Field
+from lessonbank.text import STOPWORDS, keywords, truncate
 
 ATTEMPT_MAX_CHARS = 1500
 OUTCOME_MAX_CHARS = 800
@@ -142,8 +142,7 @@ class LessonReflector(PromptReflector):
             Field("outcome", "\n".join(outcome_parts), OUTCOME_MAX_CHARS),
             Field("attempt", attempt, ATTEMPT_MAX_CHARS),
         ]
-        budget = PROMPT_BUDGET_TOKENS - estimate_tokens(self.system_prompt)
-        return fit_fields(fields, render, budget, estimate_tokens)
+        return self.fit(fields, render)
 
     def parse(self, text: str) -> Parsed:
         return parse_lesson(text)
