@@ -16,6 +16,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Generic, TypeVar
@@ -184,6 +185,15 @@ def transport_error(url: str, exc: httpx.HTTPError) -> StoreError:
     if isinstance(exc, httpx.TimeoutException):
         return StoreError(f"the lessonbank server at {shown} did not answer in time ({type(exc).__name__})")
     return StoreError(redact(f"cannot reach the lessonbank server at {shown}: {exc}"))
+
+
+@contextmanager
+def transport_errors(url: str) -> Iterator[None]:
+    """Inside it, an httpx error on the way to the server at ``url`` is :func:`transport_error`'s."""
+    try:
+        yield
+    except httpx.HTTPError as exc:
+        raise transport_error(url, exc) from exc
 
 
 # ---------------------------------------------------------------------- requests
