@@ -99,9 +99,11 @@ def test_import_export_forget(cli_in_process, tmp_path: Path) -> None:  # type: 
             ]
         )
     )
-    result = cli_in_process("import", str(source))
+    result = cli_in_process("import", str(source), ok=False)
+    assert result.returncode == 1  # some records were skipped, each named
     assert "added 2, reinforced 0, skipped 2" in result.stdout.decode()
     assert b"line 2 skipped" in result.stderr
+    assert b"line 3 skipped" in result.stderr
     exported = json.loads(cli_in_process("export", "--format", "json").stdout)
     assert {row["content"] for row in exported} == {
         "prefer small pull requests",

@@ -182,12 +182,24 @@ GROUPS: tuple[LazyCommand, ...] = (
     LazyCommand(
         "proposals",
         "lessonbank.cli.consolidation:proposals_app",
-        "What consolidation cycles proposed: list (default), show ID, revert ID.",
+        "What consolidation cycles proposed: list (default), show ID, approve ID, reject ID, revert ID.",
     ),
     LazyCommand(
         "keys", "lessonbank.cli.server:keys_app", "API keys of `lessonbank serve`: create, list, revoke."
     ),
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("lessonbank")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            number = "unknown (not installed)"
+        sys.stdout.write(f"lessonbank {number}\n")
+        raise typer.Exit()
 
 
 def main_options(
@@ -214,6 +226,10 @@ def main_options(
         ),
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log what the library does")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit"),
+    ] = False,
 ) -> None:
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
@@ -308,6 +324,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         if isinstance(exc, TimeoutError):
             _report(TimeoutError("timed out"), 1)
         raise
+    finally:
+        if connection := sys.modules.get("lessonbank.stores.connection"):
+            connection.RetryBudget.fail_fast = False  # the process default, for code run in-process after
 
 
 def _report(exc: Exception, code: int) -> NoReturn:

@@ -29,9 +29,14 @@ class Options:
     def __init__(self, db: str | None, namespace: str | None, llm: str | None, embedder: str | None) -> None:
         self.db, self.namespace, self.llm, self.embedder = db, namespace, llm, embedder
 
-    def bank(self, *, worker: bool = False, hyde: bool | None = None) -> LessonBank:
+    def bank(self, *, worker: bool = False, hyde: bool | None = None, patient: bool = False) -> LessonBank:
+        """The bank of the global options. An interactive command fails fast on an unreachable
+        database (one attempt, one error line); ``patient`` (``worker``) keeps retrying for the URL's
+        ``retry_s`` budget, as a server does."""
         from lessonbank.bank import LessonBank  # the stack loads when a command opens a bank, not at start-up
+        from lessonbank.stores.connection import RetryBudget
 
+        RetryBudget.fail_fast = not patient
         return LessonBank(
             self.db, namespace=self.namespace, llm=self.llm, worker=worker, embedder=self.embedder, hyde=hyde
         )
@@ -42,6 +47,26 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
     sys.stderr.write(f"error: {redact(message)}\n")
     raise typer.Exit(code)
+
+
+MCP_AT_LEAST = 2  # the server uses mcp.server.mcpserver and mcp_types, new in the MCP SDK 2.0
+
+
+def require_mcp_sdk(command: str) -> None:
+    """Stop with a clear error when the installed MCP SDK is older than the server needs (an older
+    ``mcp`` imports, then fails deep inside); a missing one is left to the import that names it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("mcp")
+    except PackageNotFoundError:
+        return
+    major = installed.split(".", 1)[0]
+    if major.isdigit() and int(major) < MCP_AT_LEAST:
+        fail(
+            f"`lessonbank {command}` needs the MCP SDK {MCP_AT_LEAST}.0 or newer, but mcp {installed} is "
+            f"installed: pip install --upgrade 'mcp>={MCP_AT_LEAST}.0' (or pip install --upgrade 'lessonbank[server]')"
+        )
 
 
 def emit_json(value: Any) -> None:

@@ -16,6 +16,7 @@ import typer
 from rich.table import Table
 
 from lessonbank.cli.common import emit_json, out
+from lessonbank.cli.progress import progress
 
 if TYPE_CHECKING:
     from lessonbank.proposals import Proposal
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 ACTOR = "cli"
 
 proposals_app = typer.Typer(
-    help="What consolidation cycles proposed: list (default), show ID, revert ID.",
+    help="What consolidation cycles proposed: list (default), show ID, approve ID, reject ID, revert ID.",
     invoke_without_command=True,
 )
 
@@ -60,7 +61,7 @@ def consolidate(
                 "runs it; `lessonbank consolidate --wait` runs it here; then `lessonbank proposals`"
             )
         return
-    with ctx.obj.bank() as bank:
+    with ctx.obj.bank() as bank, progress("consolidating (a dry run)" if dry_run else "consolidating"):
         proposal = bank.consolidate(dry_run=dry_run)
         text = (
             None
@@ -82,22 +83,41 @@ def consolidate(
     )
 
 
+_STATUS_HELP = "pending, applied, partially_applied, rejected, reverted"
+_LIMIT_HELP = "At most this many, newest first"
+
+
 @proposals_app.callback()
 def proposals(
     ctx: typer.Context,
-    status: Annotated[
-        str | None, typer.Option(help="pending, applied, partially_applied, rejected, reverted")
-    ] = None,
-    limit: Annotated[int, typer.Option(min=1, help="At most this many, newest first")] = 20,
+    status: Annotated[str | None, typer.Option(help=_STATUS_HELP)] = None,
+    limit: Annotated[int, typer.Option(min=1, help=_LIMIT_HELP)] = 20,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """List proposals, newest first (pending ones wait for you: approve or reject)."""
-    if ctx.invoked_subcommand is not None:
-        return
+    if ctx.invoked_subcommand is None:
+        _list_proposals(ctx, status, limit, as_json)
+
+
+@proposals_app.command("list")
+def list_proposals(
+    ctx: typer.Context,
+    status: Annotated[str | None, typer.Option(help=_STATUS_HELP)] = None,
+    limit: Annotated[int, typer.Option(min=1, help=_LIMIT_HELP)] = 20,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """List proposals, newest first (as `lessonbank proposals` alone does)."""
+    _list_proposals(ctx, status, limit, as_json)
+
+
+def _list_proposals(ctx: typer.Context, status: str | None, limit: int, as_json: bool) -> None:
     with ctx.obj.bank() as bank:
         found = bank.proposals(status=status, limit=limit)
     if as_json:
         emit_json([proposal.model_dump(mode="json") for proposal in found])
+        return
+    if not found:
+        out.print(f"no {status + ' ' if status else ''}proposals: lessonbank consolidate proposes some")
         return
     table = Table()
     for name in ("id", "created", "status", "trigger", "operations", "summary"):
@@ -279,3 +299,8 @@ def _counts(proposal: Proposal) -> str:
         if op.status != "dropped":
             kinds[op.kind] = kinds.get(op.kind, 0) + 1
     return ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())) or "none"
+
+
+# `lessonbank proposals approve ID` and `proposals reject ID`, beside the top-level commands.
+proposals_app.command("approve")(approve)
+proposals_app.command("reject")(reject)

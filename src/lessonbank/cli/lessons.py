@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, BinaryIO
+from typing import Annotated, Any, BinaryIO
 
 import typer
 from rich.table import Table
@@ -22,7 +23,9 @@ from lessonbank.cli.common import (
     print_lessons,
     writable_file,
 )
+from lessonbank.cli.progress import progress
 from lessonbank.errors import InputError
+from lessonbank.services.transfer import RecordReader
 
 
 def add(
@@ -131,7 +134,7 @@ def import_(
 
     The input is read a piece at a time, so a backup of any size imports in flat memory. A file
     holding a JSON array is read through once first: if it is broken, nothing is imported."""
-    from lessonbank.services.transfer import IMPORT_BATCH, RecordReader, batched
+    from lessonbank.services.transfer import IMPORT_BATCH, batched
 
     what = "stdin" if path == "-" else path
     if path != "-" and not Path(path).is_file():
@@ -139,21 +142,25 @@ def import_(
     try:
         with ctx.obj.bank() as bank, _opened(path) as stream:
             if path != "-" and _starts_array(stream):
-                for _ in RecordReader(stream, what):  # parse only: a broken array stops here
+                for _ in _NumberedReader(stream, what):  # parse only: a broken array stops here
                     pass
                 stream.seek(0)
-            reader = RecordReader(
+            reader = _NumberedReader(
                 stream, what, on_skip=lambda message: err.print(message, markup=False, soft_wrap=True)
             )
-            records = (
-                {"content": r} if isinstance(r, str) else r if isinstance(r, dict) else {} for r in reader
-            )
+            records = (record for record in map(reader.checked, reader) if record is not None)
             total = {"added": 0, "reinforced": 0, "skipped": 0}
+            size = Path(path).stat().st_size if path != "-" else None
             try:
                 # Batches from here, so a read that breaks half way (stdin) can say what was kept.
-                for batch in batched(records, IMPORT_BATCH):
-                    result = bank.import_lessons(batch)
-                    total = {key: total[key] + result[key] for key in total}
+                with progress(f"importing {what}", total=size) as advance:
+                    done = 0
+                    for batch in batched(records, IMPORT_BATCH):
+                        result = bank.import_lessons(batch)
+                        total = {key: total[key] + result[key] for key in total}
+                        read = stream.tell() if size is not None else done + len(batch)
+                        advance(read - done)
+                        done = read
             except InputError as exc:
                 if any(total.values()):
                     fail(f"{exc}; imported before it: {_counts(total, reader.skipped)}", 2)
@@ -163,6 +170,66 @@ def import_(
     if reader.empty:
         err.print(f"{what} is empty: nothing to import", markup=False, soft_wrap=True)
     out.print(_counts(total, reader.skipped))
+    if total["skipped"] + reader.skipped:
+        raise typer.Exit(1)  # some records were not imported: each is named above
+
+
+class _NumberedReader(RecordReader):
+    """The import's reader: knows the line (JSON Lines) or position (array) of each record, and
+    :meth:`checked` turns a record that is not a valid lesson into one line naming it, on stderr."""
+
+    line = 0
+
+    def _line(self, number: int, raw: bytes) -> Iterator[Any]:
+        self.line = number
+        return super()._line(number, raw)
+
+    def checked(self, record: Any) -> dict[str, Any] | None:
+        from pydantic import ValidationError
+
+        from lessonbank.models import Lesson
+        from lessonbank.services.transfer import STATE_KEY
+
+        where = f"record {self.records}" if self.is_array else f"line {self.line}"
+        if isinstance(record, str):
+            record = {"content": record}
+        if not isinstance(record, dict):
+            self._refuse(where, f"not a lesson (a JSON object or a string), but {type(record).__name__}")
+            return None
+        data = {k: v for k, v in record.items() if v is not None and k not in ("content_hash", STATE_KEY)}
+        data.setdefault("namespace", "default")
+        data.setdefault("source", "import")
+        try:
+            Lesson.model_validate(data)
+        except ValidationError as exc:
+            self._refuse(where, _invalid(exc))
+            return None
+        except ValueError as exc:
+            self._refuse(where, " ".join(str(exc).split()))
+            return None
+        return record
+
+    def _refuse(self, where: str, why: str) -> None:
+        self.skipped += 1
+        if self.on_skip:
+            self.on_skip(f"{where} skipped: {why}")
+        return None
+
+
+def _invalid(exc: Any) -> str:
+    """A pydantic error as a person reads it: each field and what is wrong, no links."""
+    parts = []
+    for error in exc.errors():
+        field = ".".join(str(p) for p in error["loc"]) or "record"
+        if error["type"] == "missing":
+            parts.append(f'"{field}" is missing')
+        elif error["type"] == "extra_forbidden":
+            parts.append(f'"{field}" is not a lesson field')
+        else:
+            parts.append(
+                f'"{field}": {error["msg"].removeprefix("Value error, ")} (got {error.get("input")!r})'
+            )
+    return "; ".join(parts)
 
 
 def _counts(result: dict[str, int], unreadable: int) -> str:
@@ -182,6 +249,65 @@ def _starts_array(stream: BinaryIO) -> bool:
             break
     stream.seek(0)
     return first.startswith(b"[")
+
+
+def _stat_lines(numbers: dict[str, Any]) -> list[tuple[str, str]]:
+    """``stats`` as readable lines, one per subject (``--json`` keeps every raw field)."""
+
+    def counts(value: Any) -> str:
+        if not isinstance(value, dict):
+            return str(value)
+        total = sum(v for v in value.values() if isinstance(v, int))
+        parts = ", ".join(f"{name} {count}" for name, count in value.items())
+        return f"{total} ({parts})" if parts else "0"
+
+    known = {"namespace", "episodes", "lessons", "lessons_by_status", "reflections", "jobs", "tokens_in"}
+    known |= {"tokens_out", "llm_calls", "cost_usd", "size_bytes", "llm", "consolidation"}
+    known |= {"by_reflector", "by_day"}
+    lines = [
+        ("namespace", str(numbers.get("namespace", ""))),
+        ("episodes", counts(numbers.get("episodes", 0))),
+        ("lessons", counts(numbers.get("lessons", {}))),
+        ("  by status", counts(numbers.get("lessons_by_status", {}))),
+        ("reflections", counts(numbers.get("reflections", {}))),
+        ("jobs", counts(numbers.get("jobs", {}))),
+        (
+            "LLM use",
+            f"{numbers.get('llm_calls', 0):,} call(s), {numbers.get('tokens_in', 0):,} tokens in, "
+            f"{numbers.get('tokens_out', 0):,} out, ${numbers.get('cost_usd', 0.0):.4f}",
+        ),
+        ("llm", str(numbers.get("llm") or "none configured (--llm or LESSONBANK_LLM)")),
+    ]
+    if "size_bytes" in numbers:
+        lines.append(("size", _size(numbers["size_bytes"])))
+    cycle = numbers.get("consolidation")
+    if isinstance(cycle, dict):
+        cap = cycle.get("daily_cap")
+        lines.append(
+            (
+                "consolidation",
+                f"breaker {cycle.get('breaker')} ({cycle.get('failed_or_empty_in_a_row', 0)} failed or empty "
+                f"in a row, opens at {cycle.get('breaker_limit')}); today {cycle.get('tokens_today', 0):,} "
+                f"tokens, ${cycle.get('cost_usd_today', 0.0):.4f}"
+                + (f" of a ${cap} cap" if cap is not None else ", no daily cap"),
+            )
+        )
+    for key, value in numbers.items():  # anything a newer bank reports, shown as it is
+        if key not in known:
+            lines.append(
+                (key, json.dumps(value, default=str) if isinstance(value, dict | list) else str(value))
+            )
+    return lines
+
+
+def _size(size: Any) -> str:
+    if not isinstance(size, int | float):
+        return str(size)
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:,.0f} {unit}" if unit == "bytes" else f"{size:,.1f} {unit}"
+        size /= 1024
+    return str(size)
 
 
 class _ExportFormat(StrEnum):
@@ -229,11 +355,8 @@ def stats(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json")] =
     if as_json:
         emit_json(numbers)
         return
-    table = Table(show_header=False)
-    for key, value in numbers.items():
-        if key not in ("by_reflector", "by_day"):
-            table.add_row(key, json.dumps(value) if isinstance(value, dict) else str(value))
-    out.print(table)
+    for label, value in _stat_lines(numbers):
+        out.print(f"{label:<14} {value}", markup=False, soft_wrap=True)
     for key, title in (("by_reflector", "reflector"), ("by_day", "day (UTC)")):
         rows = numbers.get(key) or {}
         if not rows:

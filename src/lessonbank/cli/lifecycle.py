@@ -32,17 +32,42 @@ def edit(
         bool | None, typer.Option("--pin/--unpin", help="Pinned: never decays, always in core memory")
     ] = None,
     tag: Annotated[
-        list[str] | None, typer.Option("--tag", help="Set the tags (repeat); replaces them")
+        list[str] | None,
+        typer.Option(
+            "--tag",
+            help="Replace all the lesson's tags with these (repeat); --add-tag / --remove-tag change one",
+        ),
     ] = None,
     importance: Annotated[float | None, typer.Option(min=0.0, max=1.0, help="From 0 to 1")] = None,
+    add_tag: Annotated[
+        list[str] | None, typer.Option("--add-tag", help="Add this tag, keeping the others (repeat)")
+    ] = None,
+    remove_tag: Annotated[
+        list[str] | None, typer.Option("--remove-tag", help="Remove this tag, keeping the others (repeat)")
+    ] = None,
 ) -> None:
     """Pin or unpin a lesson, set its tags or importance (audited; its text is not edited in place)."""
     with ctx.obj.bank() as bank:
-        lesson = bank.edit_lesson(lesson_id, pinned=pin, tags=tag, importance=importance, actor=ACTOR)
+        tags = tag
+        if add_tag or remove_tag:
+            tags = _changed_tags(
+                tag if tag is not None else bank.get_lesson(lesson_id).tags, add_tag, remove_tag
+            )
+        lesson = bank.edit_lesson(lesson_id, pinned=pin, tags=tags, importance=importance, actor=ACTOR)
     state = "pinned" if lesson.pinned else "not pinned"
     out.print(
         f"{lesson_id}: {state}, tags {', '.join(lesson.tags) or '-'}, importance {lesson.importance:.2f}"
     )
+
+
+def _changed_tags(tags: list[str], added: list[str] | None, removed: list[str] | None) -> list[str]:
+    """``tags`` plus ``added``, less ``removed`` (compared without case), in their order."""
+    gone = {name.strip().lower() for name in removed or []}
+    result: list[str] = []
+    for name in [*tags, *(added or [])]:
+        if name.strip().lower() not in gone and name.strip().lower() not in {t.lower() for t in result}:
+            result.append(name.strip())
+    return result
 
 
 def restore(ctx: typer.Context, lesson_id: Annotated[str, typer.Argument(help="Lesson id (les_…)")]) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import typer
 
-from lessonbank.cli.common import Options, fail
+from lessonbank.cli.common import Options, fail, require_mcp_sdk
 from lessonbank.settings import Settings
 
 
@@ -18,6 +18,7 @@ def mcp(ctx: typer.Context) -> None:
 
     In Claude Code: claude mcp add lessonbank -- lessonbank mcp
     """
+    require_mcp_sdk("mcp")
     try:
         from lessonbank.server.auth import ALL, Principal
         from lessonbank.server.banks import Banks

@@ -122,7 +122,7 @@ def worker(
     from lessonbank.services.consolidation.triggers import TICK_S, Scheduler, describe
 
     namespace_given = ctx.obj.namespace is not None or "LESSONBANK_NAMESPACE" in os.environ
-    with ctx.obj.bank() as bank:
+    with ctx.obj.bank(patient=True) as bank:
         if bank.reflection_llm is None:
             fail("no LLM configured: set LESSONBANK_LLM or pass --llm")
         bank.settings = bank.settings.with_overrides(worker_concurrency=concurrency)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sys
+from contextlib import nullcontext
 from typing import Annotated
 
 import typer
 
-from lessonbank.cli.common import emit_json, fail, lesson_row, out, print_lessons
+from lessonbank.cli.common import emit_json, err, fail, lesson_row, out, print_lessons
+from lessonbank.cli.progress import progress
 
 
 def recall(
@@ -32,9 +34,19 @@ def recall(
 ) -> None:
     """Show the lessons most relevant to a task."""
     with ctx.obj.bank(hyde=hyde) as bank:
-        hits = bank.recall(
-            query, k=k, kind=kind, tags=tag or [], mode=mode, agent=agent, task_type=task_type, goal_id=goal
-        )
+        # the first recall with an embedder embeds what has no vector yet (static: distils its model)
+        note = "recalling" if bank.embedder is None else f"recalling with {bank.embedder.name}"
+        with progress(note) if bank.embedder is not None else nullcontext():
+            hits = bank.recall(
+                query,
+                k=k,
+                kind=kind,
+                tags=tag or [],
+                mode=mode,
+                agent=agent,
+                task_type=task_type,
+                goal_id=goal,
+            )
     if as_json:
         emit_json(
             [
@@ -79,8 +91,16 @@ def context(
         )
     if as_json:
         emit_json(block.model_dump())
-    else:
-        sys.stdout.write(block.text + ("\n" if block.text else ""))
+        return
+    sys.stdout.write(block.text + ("\n" if block.text else ""))
+    if not block.text:
+        # stdout stays empty (a prompt gets nothing); the person at the terminal learns why
+        err.print(
+            f"nothing to inject: no stored lesson matches this task within {budget} tokens "
+            f"(namespace {bank.namespace})",
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 def embed(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
@@ -90,8 +110,9 @@ def embed(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json")] =
             fail(
                 "no embedder configured: pass --embedder minilm (or static, hash, openai:MODEL) or set LESSONBANK_EMBEDDER"
             )
-        count = bank.embed_missing()
         name = bank.embedder.name
+        with progress(f"embedding lessons with {name}"):
+            count = bank.embed_missing()
     if as_json:
         emit_json({"embedded": count, "embedder": name})
     else:

@@ -4,13 +4,15 @@
 
 from __future__ import annotations
 
+import errno
 import ipaddress
+import socket
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from lessonbank.cli.common import emit_json, err, fail, out
+from lessonbank.cli.common import emit_json, err, fail, out, require_mcp_sdk
 from lessonbank.settings import Settings
 
 LOOPBACK = "127.0.0.1"
@@ -49,6 +51,7 @@ def serve(
 ) -> None:
     """Serve the bank: the REST API (/api/v1, OpenAPI at /docs), the MCP endpoint (/mcp) and the
     dashboard (/). Without any API key it is open to whoever can reach it, so it binds to 127.0.0.1 only."""
+    require_mcp_sdk("serve")
     try:
         import uvicorn
 
@@ -73,13 +76,44 @@ def serve(
     else:
         active = sum(key.revoked_at is None for key in keys.all())
         err.print(f"API keys required ({active} active)")
+    listening = _bind(chosen, port)  # before anything starts: a taken port is one clear error
     app = create_app(
         settings, keys=keys, bound_host=chosen, allow_hosts=allow_host or (), worker=not workers_off
     )
     err.print(
         f"lessonbank serving {settings.db_url} on http://{chosen}:{port} (docs /docs, MCP /mcp, dashboard /)"
     )
-    uvicorn.run(app, host=chosen, port=port, log_level="warning")
+    server = uvicorn.Server(uvicorn.Config(app, host=chosen, port=port, log_level="warning"))
+    try:
+        server.run(sockets=[listening])
+    except KeyboardInterrupt:
+        pass
+    finally:
+        listening.close()
+    if not server.started:
+        fail("the server did not start (see above)")
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (uvicorn listens on it), or a clear error when it cannot be."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as exc:
+        fail(f"cannot serve on {host}: {exc.strerror}", 2)
+    listening = socket.socket(family, kind, proto)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+    try:
+        listening.bind(address)
+    except OSError as exc:
+        listening.close()
+        if exc.errno == errno.EADDRINUSE:
+            fail(
+                f"port {port} on {host} is already in use (another lessonbank serve?); "
+                f"stop that one or pick another port with --port"
+            )
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    listening.set_inheritable(True)
+    return listening
 
 
 def _is_loopback(host: str) -> bool:

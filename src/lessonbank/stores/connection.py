@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Mapping
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from lessonbank.errors import StoreError
@@ -49,7 +49,13 @@ class RetryBudget:
 
     After the budget the caller gets a :class:`StoreError` naming the server and the last error.
     Only calls that are safe to repeat are wrapped (writes are idempotent or checked by id).
+
+    :attr:`fail_fast` (process-wide, off by default) makes one attempt whatever the budget: the
+    interactive CLI commands set it, so a wrong URL is one error line, not a minute of retries;
+    servers and workers leave it off and ride out a restarting database.
     """
+
+    fail_fast: ClassVar[bool] = False
 
     def __init__(
         self, what: str, transient: tuple[type[BaseException], ...], *, budget_s: float = 15.0
@@ -60,6 +66,14 @@ class RetryBudget:
 
     def call(self, fn: Callable[[], T]) -> T:
         attempts = 1
+        if RetryBudget.fail_fast:
+            try:
+                return fn()
+            except self.transient as exc:
+                raise StoreError(
+                    f"{self.what} is unreachable ({type(exc).__name__}: {_one_line(exc)}); "
+                    "check that the server is up and the URL is right"
+                ) from exc
 
         def retrying(exc: BaseException, retry: int, delay: float) -> None:
             nonlocal attempts
