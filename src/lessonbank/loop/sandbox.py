@@ -14,18 +14,15 @@ deliberately hostile code; run that in a container or VM.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from lessonbank.errors import InputError
+from lessonbank.loop.evaluators import run_command
 from lessonbank.text import truncate
 
 SandboxStatus = Literal["pass", "fail", "timeout", "memory", "blocked"]
@@ -92,29 +89,9 @@ def run_python(
             str(max(1, int(timeout_s) + 1)),
         ]
         env = {"PATH": "/usr/bin:/bin", "HOME": scratch, "TMPDIR": scratch, "LANG": "C.UTF-8"}
-        start = time.monotonic()
-        process = subprocess.Popen(
-            argv,
-            cwd=scratch,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        timed_out = False
-        try:
-            out, err = process.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            out, err = process.communicate()
-        duration = int((time.monotonic() - start) * 1000)
-    stdout, stderr = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-    code_ = None if timed_out else process.returncode
+        code_, stdout, stderr, duration = run_command(argv, cwd=scratch, timeout_s=timeout_s, env=env)
     status: SandboxStatus
-    if timed_out or code_ in (-signal.SIGXCPU, -signal.SIGKILL):
+    if code_ is None or code_ in (-signal.SIGXCPU, -signal.SIGKILL):
         status = "timeout"
     elif code_ == 0:
         status = "pass"
