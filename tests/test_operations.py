@@ -151,3 +151,22 @@ def test_a_request_reads_one_string_as_the_bank_does() -> None:
     with pytest.raises(ValueError):
         rq.FinishGoalRequest(goal_id="g", outputs="one string is not a list of outputs")  # type: ignore[arg-type]
     assert rq.result_of(rq.RecallRequest) == list[rq.Hit]
+
+
+def test_a_request_is_made_of_a_methods_arguments_by_name() -> None:
+    def edit_lesson(
+        lesson_id: str, *, pinned: bool | None = None, actor: str = "api"
+    ) -> rq.EditLessonRequest:
+        tags, importance = None, 0.5  # read by name, like the parameters
+        return rq.EditLessonRequest.of(locals())
+
+    request = edit_lesson("les_1", pinned="yes")  # type: ignore[arg-type]
+    # Every field read from the arguments, nothing else; not validated (the bank checks, in its words).
+    assert (request.lesson_id, request.pinned, request.tags, request.importance, request.actor) == (
+        "les_1",
+        "yes",
+        None,
+        0.5,
+        "api",
+    )
+    assert set(request.model_fields_set) == set(rq.EditLessonRequest.model_fields)
