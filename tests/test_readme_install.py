@@ -1,0 +1,148 @@
+"""The README's install line and its ``claude mcp add`` lines, exactly as shown, work.
+
+The install line installs this folder with the server extra; the wheel it builds (built here offline,
+with no build isolation) carries the ``lessonbank`` console script. Each ``claude mcp add`` line is
+read as Claude Code's CLI reads it (commander: ``-e`` / ``-H`` take every value up to the next option,
+so the server's name comes first; the command after ``--``); where Claude Code is installed
+(``claude`` on PATH), each line is also run against a temporary HOME and its saved entry checked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+VARIADIC = {"-e", "--env", "-H", "--header"}
+PIP_WHEEL = (sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index")
+VALUED = {"-s", "--scope", "-t", "--transport", "--client-id", "--callback-port"}
+
+
+def bash_lines() -> list[str]:
+    blocks = re.findall(r"```bash\n(.*?)```", README, flags=re.S)
+    return [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def install_lines() -> list[str]:
+    """The install section's lines: its command block and the alternatives named in its text."""
+    section = README.split("puts `lessonbank` on your PATH", 1)[1].split("\n\n", 3)
+    block, alternatives = section[1], section[2]
+    shown = [line.strip() for line in block.splitlines() if line.strip() and not line.startswith("```")]
+    return shown + re.findall(r"`((?:pipx|pip|uv tool) install [^`]+)`", alternatives)
+
+
+def claude_lines() -> list[str]:
+    return [line for line in bash_lines() if line.startswith("claude mcp add ")]
+
+
+def parse_mcp_add(line: str) -> dict[str, object]:
+    """``claude mcp add …`` as Claude Code's CLI reads it, or ``ValueError`` saying what it rejects."""
+    words = shlex.split(line)[3:]
+    options: dict[str, list[str]] = {}
+    positional: list[str] = []
+    index = 0
+    while index < len(words):
+        word = words[index]
+        if word == "--":
+            positional.extend(words[index + 1 :])
+            break
+        if word in VALUED:
+            options.setdefault(word.lstrip("-")[:1], []).append(words[index + 1])
+            index += 2
+            continue
+        if word in VARIADIC:
+            index += 1
+            taken = options.setdefault(word.lstrip("-")[:1], [])
+            while index < len(words) and not words[index].startswith("-"):
+                taken.append(words[index])
+                index += 1
+            continue
+        if word.startswith("-") and not positional:
+            raise ValueError(f"unknown option {word}")
+        positional.append(word)
+        index += 1
+    for value in options.get("e", []):
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", value):
+            raise ValueError(f"Invalid environment variable format: {value}")
+    if len(positional) < 2:
+        raise ValueError("missing the server's name or its command")
+    return {"name": positional[0], "command": positional[1:], "env": options.get("e", [])}
+
+
+def test_the_readme_installs_from_the_clone_with_the_server_extra() -> None:
+    lines = install_lines()
+    assert lines, "the README shows no install line"
+    assert {shlex.split(line)[0] for line in lines} >= {"pipx", "uv", "pip"}
+    for line in lines:
+        target = shlex.split(line)[-1]
+        assert target == ".[server]", line
+
+
+def test_the_wheel_the_install_builds_has_the_lessonbank_command(tmp_path: Path) -> None:
+    built = subprocess.run(
+        [*PIP_WHEEL, "-w", str(tmp_path), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PIP_NO_INPUT": "1"},
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    (wheel,) = tmp_path.glob("lessonbank-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        (entry_points,) = [name for name in archive.namelist() if name.endswith("entry_points.txt")]
+        scripts = archive.read(entry_points).decode()
+        metadata = archive.read(entry_points.replace("entry_points.txt", "METADATA")).decode()
+    assert "lessonbank = lessonbank.cli:main" in scripts
+    assert 'Requires-Dist: mcp>=2.0; extra == "server"' in metadata
+
+
+def test_the_claude_code_lines_parse_as_claude_code_reads_them() -> None:
+    lines = claude_lines()
+    assert len(lines) >= 2
+    stdio = [parse_mcp_add(line) for line in lines if "--transport" not in line]
+    for added in stdio:
+        assert added["name"] == "lessonbank"
+        assert added["command"][:2] == ["lessonbank", "mcp"]  # type: ignore[index]
+    assert any(added["env"] for added in stdio)
+
+
+def test_the_old_order_is_what_claude_code_refuses() -> None:
+    old = "claude mcp add --scope user -e A=1 lessonbank -- lessonbank mcp"
+    with pytest.raises(ValueError, match="Invalid environment variable format: lessonbank"):
+        parse_mcp_add(old)
+
+
+@pytest.mark.skipif(
+    shutil.which("claude") is None, reason="Claude Code is not installed (npm i -g @anthropic-ai/claude-code)"
+)
+def test_claude_code_saves_each_line_as_the_readme_means(tmp_path: Path) -> None:
+    claude = shutil.which("claude")
+    assert claude is not None
+    for number, line in enumerate(claude_lines()):
+        home = tmp_path / f"home{number}"
+        home.mkdir()
+        env = {
+            "HOME": str(home),
+            "PATH": os.environ.get("PATH", ""),
+            "DISABLE_TELEMETRY": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+        done = subprocess.run(
+            [claude, *shlex.split(line)[1:]], capture_output=True, text=True, timeout=120, env=env, cwd=home
+        )
+        assert done.returncode == 0, f"{line}\n{done.stdout}{done.stderr}"
+        config = json.loads((home / ".claude.json").read_text())
+        servers = {**config.get("mcpServers", {})}
+        for project in config.get("projects", {}).values():
+            servers.update(project.get("mcpServers", {}))
+        assert "lessonbank" in servers, config
