@@ -56,7 +56,8 @@ class Operation:
     the bank method's parameters, so a surface calls ``bank.<name>(**arguments)``. ``envelope``: the
     REST answer wraps the result as ``{envelope: result}`` (a bare count, flag or text is no JSON
     object). ``mcp_title`` and ``idempotent`` describe the MCP tool (read-only comes from the role).
-    ``cli`` is the command that runs it (``"proposals show"``: a group's command).
+    ``cli`` is the command that runs it (``"proposals show"``: a group's command). ``tag`` and
+    ``description`` place and explain the REST route in the OpenAPI document.
     """
 
     name: str
@@ -70,6 +71,8 @@ class Operation:
     mcp_title: str | None = None
     idempotent: bool = False
     cli: str | None = None
+    tag: str | None = None  # the REST API's section (OpenAPI tag)
+    description: str | None = None  # the REST route's longer description, when the summary is not enough
 
     @property
     def result(self) -> Any:
@@ -105,6 +108,8 @@ _TABLE = (
         request=rq.RecordRequest,
         mcp_title="Record an episode",
         cli="record",
+        tag="episodes",
+        description="Store one attempt at a task; its reflection (if the policy wants one) is queued, never awaited.",
     ),
     Operation(
         "reflect",
@@ -113,6 +118,8 @@ _TABLE = (
         ("POST", f"{_NS}/episodes/{{episode_id}}/reflect"),
         request=rq.ReflectRequest,
         cli="reflect",
+        tag="episodes",
+        description="Queue a reflection on a stored episode (trigger ``manual``), whatever the policy said.",
     ),
     Operation(
         "decisions",
@@ -120,6 +127,7 @@ _TABLE = (
         "The policy's latest decisions",
         ("GET", f"{_NS}/decisions"),
         request=rq.DecisionsRequest,
+        tag="episodes",
     ),
     Operation(
         "show",
@@ -129,6 +137,8 @@ _TABLE = (
         dashboard=("GET", "/episodes/{episode_id}"),
         request=rq.ShowRequest,
         cli="show",
+        tag="episodes",
+        description="A lesson, episode (with its decision and reflections), job or reflection of this namespace.",
     ),
     Operation(
         "search_reflections",
@@ -138,6 +148,8 @@ _TABLE = (
         mcp="search_reflections",
         request=rq.SearchReflectionsRequest,
         mcp_title="Search past reflections",
+        tag="episodes",
+        description="AIWG reflection records, newest first, by failure category, confidence and keywords.",
     ),
     # ------------------------------------------------------------------ lessons
     Operation(
@@ -149,6 +161,8 @@ _TABLE = (
         request=rq.AddLessonRequest,
         mcp_title="Add a lesson",
         cli="add",
+        tag="lessons",
+        description="Store a lesson without an LLM (tags ``reflexion``, ``trigger:manual``, ``user-supplied``). Adding it pinned is what editing reserves for admin.",
     ),
     Operation("pin_lesson", "admin", "Add a lesson already pinned"),
     Operation(
@@ -159,6 +173,8 @@ _TABLE = (
         dashboard=("GET", "/lessons"),
         request=rq.LessonsRequest,
         cli="lessons",
+        tag="lessons",
+        description="Stored lessons, filtered (repeat ``kind``, ``tags``, ``status`` for several) and sorted; with ``tier`` only those whose decay score is in that tier now.",
     ),
     Operation(
         "get_lesson",
@@ -169,6 +185,7 @@ _TABLE = (
         dashboard=("GET", "/lessons/{lesson_id}"),
         request=rq.GetLessonRequest,
         mcp_title="Show a lesson",
+        tag="lessons",
     ),
     Operation(
         "forget",
@@ -178,6 +195,8 @@ _TABLE = (
         dashboard=("POST", "/lessons/{lesson_id}/forget"),
         request=rq.ForgetRequest,
         cli="forget",
+        tag="lessons",
+        description="Delete a lesson for good (audited); archive it instead to keep it.",
     ),
     Operation(
         "archive",
@@ -187,6 +206,8 @@ _TABLE = (
         dashboard=("POST", "/lessons/{lesson_id}/archive"),
         request=rq.ArchiveRequest,
         cli="archive",
+        tag="lessons",
+        description="Soft-delete: kept and audited, no longer recalled or injected.",
     ),
     Operation(
         "propose_archive",
@@ -204,6 +225,8 @@ _TABLE = (
         dashboard=("POST", "/lessons/{lesson_id}/edit"),
         request=rq.EditLessonRequest,
         cli="edit",
+        tag="lessons",
+        description="Pin or unpin a lesson, set its tags or importance (audited). A person's word: admin, since a pinned lesson never decays and no cycle merges or archives it.",
     ),
     Operation(
         "restore",
@@ -213,6 +236,8 @@ _TABLE = (
         dashboard=("POST", "/lessons/{lesson_id}/restore"),
         request=rq.RestoreRequest,
         cli="restore",
+        tag="lessons",
+        description="Make an archived lesson active again. For a quarantined or pending lesson this is its approval, which needs an admin key.",
     ),
     Operation("approve_lesson", "admin", "Approve a quarantined or pending lesson (its restore)"),
     Operation(
@@ -224,6 +249,8 @@ _TABLE = (
         request=rq.RecallRequest,
         mcp_title="Recall lessons",
         cli="recall",
+        tag="lessons",
+        description="The ``k`` best lessons with their score parts (lexical, vector, temporal, utility).",
     ),
     Operation(
         "context",
@@ -235,9 +262,18 @@ _TABLE = (
         request=rq.ContextRequest,
         mcp_title="Get prompt context",
         cli="context",
+        tag="lessons",
+        description="The lessons to inject for ``task``, rendered, never over ``budget_tokens``; counts as use.",
     ),
     Operation(
-        "audit", "read", "The audit log", ("GET", f"{_NS}/audit"), request=rq.AuditRequest, cli="audit"
+        "audit",
+        "read",
+        "The audit log",
+        ("GET", f"{_NS}/audit"),
+        request=rq.AuditRequest,
+        cli="audit",
+        tag="lessons",
+        description="Who changed what and when, newest first (of one lesson when given).",
     ),
     Operation(
         "import_lessons",
@@ -246,6 +282,8 @@ _TABLE = (
         ("POST", f"{_NS}/import"),
         request=rq.ImportRequest,
         cli="import",
+        tag="lessons",
+        description="Bulk-add lessons (same content reinforces; invalid records are counted and skipped). Counters and pins (``helpful``, ``harmful``, ``access_count``, ``last_accessed``, ``pinned``) are kept for an admin key only: for any other they are dropped, counted in ``counters_ignored`` and logged.",
     ),
     Operation("import_counters", "admin", "Import lessons with their counters and pins"),
     Operation(
@@ -255,6 +293,8 @@ _TABLE = (
         ("GET", f"{_NS}/export"),
         request=rq.ExportRequest,
         cli="export",
+        tag="lessons",
+        description="The namespace's lessons as json, jsonl or markdown, streamed a page at a time.",
     ),
     Operation(
         "embed_missing",
@@ -264,6 +304,7 @@ _TABLE = (
         request=rq.EmbedMissingRequest,
         envelope="count",
         cli="embed",
+        tag="lessons",
     ),
     Operation(
         "expand",
@@ -272,6 +313,8 @@ _TABLE = (
         ("POST", f"{_NS}/expand"),
         request=rq.ExpandRequest,
         cli="expand",
+        tag="lessons",
+        description="Ask the LLM for example tasks that need each lesson and index them with it; ``dry_run``: only the plan (lessons, tokens, cost at most), nothing sent.",
     ),
     Operation(
         "rescreen",
@@ -280,6 +323,7 @@ _TABLE = (
         ("POST", f"{_NS}/rescreen"),
         request=rq.RescreenRequest,
         cli="rescreen",
+        tag="lessons",
     ),
     Operation(
         "apply_retention",
@@ -288,6 +332,8 @@ _TABLE = (
         ("POST", f"{_NS}/retention"),
         request=rq.RetentionRequest,
         cli="purge",
+        tag="lessons",
+        description="Lessons are never deleted here.",
     ),
     # ------------------------------------------------------------------ goals, rules, replay
     Operation(
@@ -299,6 +345,8 @@ _TABLE = (
         request=rq.FinishGoalRequest,
         mcp_title="Finish a goal",
         cli="goal finish",
+        tag="goals and rules",
+        description="The goal's insight is reflected in the background.",
     ),
     Operation(
         "insights",
@@ -307,6 +355,7 @@ _TABLE = (
         ("GET", f"{_NS}/insights"),
         request=rq.InsightsRequest,
         cli="insights",
+        tag="goals and rules",
     ),
     Operation(
         "rules",
@@ -317,6 +366,8 @@ _TABLE = (
         request=rq.RulesRequest,
         mcp_title="List learned rules",
         cli="rules",
+        tag="goals and rules",
+        description="Live rules (kind ``principle``), strategic first.",
     ),
     Operation(
         "confirm_rule",
@@ -324,6 +375,8 @@ _TABLE = (
         "Confirm a rule",
         ("POST", f"{_NS}/rules/{{rule_id}}/confirm"),
         request=rq.ConfirmRuleRequest,
+        tag="goals and rules",
+        description="Extends the rule and, confirmed across 4+ weeks, promotes it to strategic.",
     ),
     Operation(
         "replay",
@@ -332,6 +385,7 @@ _TABLE = (
         ("GET", f"{_NS}/replay"),
         request=rq.ReplayRequest,
         cli="replay",
+        tag="goals and rules",
     ),
     # ------------------------------------------------------------------ jobs and state
     Operation(
@@ -342,9 +396,15 @@ _TABLE = (
         dashboard=("GET", "/jobs"),
         request=rq.JobsRequest,
         cli="jobs",
+        tag="jobs",
     ),
     Operation(
-        "pending", "read", "Jobs counted by status", ("GET", f"{_NS}/jobs/pending"), request=rq.PendingRequest
+        "pending",
+        "read",
+        "Jobs counted by status",
+        ("GET", f"{_NS}/jobs/pending"),
+        request=rq.PendingRequest,
+        tag="jobs",
     ),
     Operation(
         "retry_jobs",
@@ -354,6 +414,7 @@ _TABLE = (
         dashboard=("POST", "/jobs/retry"),
         request=rq.RetryJobsRequest,
         envelope="count",
+        tag="jobs",
     ),
     Operation(
         "purge_jobs",
@@ -362,6 +423,7 @@ _TABLE = (
         ("POST", f"{_NS}/jobs/purge"),
         request=rq.PurgeJobsRequest,
         envelope="count",
+        tag="jobs",
     ),
     Operation(
         "flush",
@@ -370,6 +432,7 @@ _TABLE = (
         ("POST", f"{_NS}/flush"),
         request=rq.FlushRequest,
         envelope="done",
+        tag="jobs",
     ),
     Operation(
         "stats",
@@ -379,6 +442,7 @@ _TABLE = (
         dashboard=("GET", "/"),
         request=rq.StatsRequest,
         cli="stats",
+        tag="jobs",
     ),
     Operation(
         "analytics",
@@ -387,6 +451,8 @@ _TABLE = (
         ("GET", f"{_NS}/analytics"),
         request=rq.AnalyticsRequest,
         cli="analytics",
+        tag="jobs",
+        description="Success rate, iterations, learning rate, failure categories and lesson reuse of the loops.",
     ),
     # ------------------------------------------------------------------ consolidation
     Operation(
@@ -398,9 +464,17 @@ _TABLE = (
         request=rq.ConsolidateRequest,
         mcp_title="Propose a consolidation",
         cli="consolidate",
+        tag="consolidation",
+        description="A pending proposal (null when there is nothing to propose, or with ``wait: false``); never applied.",
     ),
     Operation(
-        "end_session", "write", "End a session", ("POST", f"{_NS}/sessions/end"), request=rq.EndSessionRequest
+        "end_session",
+        "write",
+        "End a session",
+        ("POST", f"{_NS}/sessions/end"),
+        request=rq.EndSessionRequest,
+        tag="consolidation",
+        description="Queue a session-end cycle; null when a daily cap or the circuit breaker refused it.",
     ),
     Operation(
         "proposals",
@@ -412,6 +486,7 @@ _TABLE = (
         request=rq.ProposalsRequest,
         mcp_title="List proposals",
         cli="proposals",
+        tag="consolidation",
     ),
     Operation(
         "proposal",
@@ -421,6 +496,7 @@ _TABLE = (
         dashboard=("GET", "/proposals/{proposal_id}"),
         request=rq.ProposalRequest,
         cli="proposals show",
+        tag="consolidation",
     ),
     Operation(
         "proposal_markdown",
@@ -428,6 +504,7 @@ _TABLE = (
         "A proposal as the pending reflection (Markdown)",
         ("GET", f"{_NS}/proposals/{{proposal_id}}/markdown"),
         request=rq.ProposalMarkdownRequest,
+        tag="consolidation",
     ),
     Operation(
         "approve",
@@ -437,6 +514,8 @@ _TABLE = (
         dashboard=("POST", "/proposals/{proposal_id}/approve"),
         request=rq.ApproveRequest,
         cli="approve",
+        tag="consolidation",
+        description="Apply it, all or nothing: ``only`` some operation ids (``core``: the core memory rewrite), ``edits`` the text to write instead of the cycle's. 409 if a lesson it touches changed since.",
     ),
     Operation(
         "reject",
@@ -446,6 +525,7 @@ _TABLE = (
         dashboard=("POST", "/proposals/{proposal_id}/reject"),
         request=rq.RejectRequest,
         cli="reject",
+        tag="consolidation",
     ),
     Operation(
         "revert",
@@ -455,9 +535,17 @@ _TABLE = (
         dashboard=("POST", "/proposals/{proposal_id}/revert"),
         request=rq.RevertRequest,
         cli="proposals revert",
+        tag="consolidation",
     ),
     Operation(
-        "dreams", "read", "The dream log", ("GET", f"{_NS}/dreams"), request=rq.DreamsRequest, cli="dreams"
+        "dreams",
+        "read",
+        "The dream log",
+        ("GET", f"{_NS}/dreams"),
+        request=rq.DreamsRequest,
+        cli="dreams",
+        tag="consolidation",
+        description="Every consolidation cycle of this namespace, newest first.",
     ),
     Operation(
         "core_memory",
@@ -467,6 +555,7 @@ _TABLE = (
         request=rq.CoreMemoryRequest,
         envelope="text",
         cli="core",
+        tag="consolidation",
     ),
 )
 

@@ -217,112 +217,25 @@ def _proposal_markdown(bank: LessonBank, request: Any, who: Principal, namespace
 
 # ---------------------------------------------------------------------- the routes, in the table's order
 
-_EPISODES, _LESSONS, _GOALS, _JOBS, _CYCLES = (
-    ["episodes"],
-    ["lessons"],
-    ["goals and rules"],
-    ["jobs"],
-    ["consolidation"],
-)
+# Routes that add something to the bank's call: their handler, and FastAPI options beside the table's.
+_SPECIAL: dict[str, tuple[Handler | None, dict[str, Any]]] = {
+    "record": (None, {"status_code": 201}),
+    "add_lesson": (_add_lesson, {"status_code": 201}),
+    "restore": (_restore, {}),
+    "import_lessons": (_import_lessons, {}),
+    "export": (_export, {"returns": StreamingResponse}),
+    "analytics": (_analytics, {}),
+    "proposal_markdown": (
+        _proposal_markdown,
+        {"returns": PlainTextResponse, "response_class": PlainTextResponse},
+    ),
+}
+_WRITTEN_OUT = {"flush"}  # a route of its own below
 
-_serve(
-    "record",
-    "Store one attempt at a task; its reflection (if the policy wants one) is queued, never awaited.",
-    status_code=201,
-    tags=_EPISODES,
-)
-_serve(
-    "reflect",
-    "Queue a reflection on a stored episode (trigger ``manual``), whatever the policy said.",
-    tags=_EPISODES,
-)
-_serve("decisions", tags=_EPISODES)
-_serve(
-    "show",
-    "A lesson, episode (with its decision and reflections), job or reflection of this namespace.",
-    tags=_EPISODES,
-)
-_serve(
-    "search_reflections",
-    "AIWG reflection records, newest first, by failure category, confidence and keywords.",
-    tags=_EPISODES,
-)
-_serve(
-    "add_lesson",
-    "Store a lesson without an LLM (tags ``reflexion``, ``trigger:manual``, ``user-supplied``). "
-    "Adding it pinned is what editing reserves for admin.",
-    _add_lesson,
-    status_code=201,
-    tags=_LESSONS,
-)
-_serve(
-    "lessons",
-    "Stored lessons, filtered (repeat ``kind``, ``tags``, ``status`` for several) and sorted; with "
-    "``tier`` only those whose decay score is in that tier now.",
-    tags=_LESSONS,
-)
-_serve("get_lesson", tags=_LESSONS)
-_serve("forget", "Delete a lesson for good (audited); archive it instead to keep it.", tags=_LESSONS)
-_serve("archive", "Soft-delete: kept and audited, no longer recalled or injected.", tags=_LESSONS)
-_serve(
-    "edit_lesson",
-    "Pin or unpin a lesson, set its tags or importance (audited). A person's word: admin, since a "
-    "pinned lesson never decays and no cycle merges or archives it.",
-    tags=_LESSONS,
-)
-_serve(
-    "restore",
-    "Make an archived lesson active again. For a quarantined or pending lesson this is its "
-    "approval, which needs an admin key.",
-    _restore,
-    tags=_LESSONS,
-)
-_serve(
-    "recall",
-    "The ``k`` best lessons with their score parts (lexical, vector, temporal, utility).",
-    tags=_LESSONS,
-)
-_serve(
-    "context",
-    "The lessons to inject for ``task``, rendered, never over ``budget_tokens``; counts as use.",
-    tags=_LESSONS,
-)
-_serve("audit", "Who changed what and when, newest first (of one lesson when given).", tags=_LESSONS)
-_serve(
-    "import_lessons",
-    "Bulk-add lessons (same content reinforces; invalid records are counted and skipped). Counters "
-    "and pins (``helpful``, ``harmful``, ``access_count``, ``last_accessed``, ``pinned``) are kept for "
-    "an admin key only: for any other they are dropped, counted in ``counters_ignored`` and logged.",
-    _import_lessons,
-    tags=_LESSONS,
-)
-_serve(
-    "export",
-    "The namespace's lessons as json, jsonl or markdown, streamed a page at a time.",
-    _export,
-    returns=StreamingResponse,
-    tags=_LESSONS,
-)
-_serve("embed_missing", tags=_LESSONS)
-_serve(
-    "expand",
-    "Ask the LLM for example tasks that need each lesson and index them with it; ``dry_run``: only "
-    "the plan (lessons, tokens, cost at most), nothing sent.",
-    tags=_LESSONS,
-)
-_serve("rescreen", tags=_LESSONS)
-_serve("apply_retention", "Lessons are never deleted here.", tags=_LESSONS)
-_serve("finish_goal", "The goal's insight is reflected in the background.", tags=_GOALS)
-_serve("insights", tags=_GOALS)
-_serve("rules", "Live rules (kind ``principle``), strategic first.", tags=_GOALS)
-_serve(
-    "confirm_rule", "Extends the rule and, confirmed across 4+ weeks, promotes it to strategic.", tags=_GOALS
-)
-_serve("replay", tags=_GOALS)
-_serve("jobs", tags=_JOBS)
-_serve("pending", tags=_JOBS)
-_serve("retry_jobs", tags=_JOBS)
-_serve("purge_jobs", tags=_JOBS)
+for _operation in OPERATIONS.values():
+    if _operation.rest is not None and _operation.name not in _WRITTEN_OUT:
+        _handler, _options = _SPECIAL.get(_operation.name, (None, {}))
+        _serve(_operation.name, _operation.description, _handler, tags=[_operation.tag], **_options)
 
 
 @_route("flush", tags=["jobs"])
@@ -348,42 +261,3 @@ def _flush_looks() -> anyio.CapacityLimiter:
     if limiter is None:
         limiter = _FLUSH_LIMITERS[loop] = anyio.CapacityLimiter(FLUSH_LOOK_THREADS)
     return limiter
-
-
-_serve("stats", tags=_JOBS)
-_serve(
-    "analytics",
-    "Success rate, iterations, learning rate, failure categories and lesson reuse of the loops.",
-    _analytics,
-    tags=_JOBS,
-)
-_serve(
-    "consolidate",
-    "A pending proposal (null when there is nothing to propose, or with ``wait: false``); never applied.",
-    tags=_CYCLES,
-)
-_serve(
-    "end_session",
-    "Queue a session-end cycle; null when a daily cap or the circuit breaker refused it.",
-    tags=_CYCLES,
-)
-_serve("proposals", tags=_CYCLES)
-_serve("proposal", tags=_CYCLES)
-_serve(
-    "proposal_markdown",
-    None,
-    _proposal_markdown,
-    returns=PlainTextResponse,
-    response_class=PlainTextResponse,
-    tags=_CYCLES,
-)
-_serve(
-    "approve",
-    "Apply it, all or nothing: ``only`` some operation ids (``core``: the core memory rewrite), "
-    "``edits`` the text to write instead of the cycle's. 409 if a lesson it touches changed since.",
-    tags=_CYCLES,
-)
-_serve("reject", tags=_CYCLES)
-_serve("revert", tags=_CYCLES)
-_serve("dreams", "Every consolidation cycle of this namespace, newest first.", tags=_CYCLES)
-_serve("core_memory", tags=_CYCLES)
