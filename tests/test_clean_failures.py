@@ -13,7 +13,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -89,9 +88,9 @@ def test_redis_database_index_out_of_range(cli_in_process) -> None:  # type: ign
     ],
 )
 def test_postgres_pool_options_are_checked_before_connecting(cli_in_process, query: str, says: bytes) -> None:  # type: ignore[no-untyped-def]
-    started = time.monotonic()
-    _clean_error(cli_in_process("--db", f"postgresql://127.0.0.1:1/x?{query}", "stats", ok=False), 1, says)
-    assert time.monotonic() - started < 10  # refused before any connection attempt
+    done = cli_in_process("--db", f"postgresql://127.0.0.1:1/x?{query}", "stats", ok=False)
+    _clean_error(done, 1, says)
+    assert b"unreachable" not in done.stderr  # refused before any connection attempt
 
 
 def test_namespace_with_invalid_utf8(cli) -> None:  # type: ignore[no-untyped-def]
@@ -165,11 +164,10 @@ def _bank_with_a_lesson(folder: Path, cli) -> tuple[str, str]:  # type: ignore[n
 
 def _reads(url: str, lesson_id: str, cli) -> None:  # type: ignore[no-untyped-def]
     for args in (("lessons", "--json"), ("show", lesson_id), ("recall", "rotate logs", "--json")):
-        started = time.monotonic()
+        # the writer never commits while it reads: a read that waited behind it would never finish
         proc = cli("--db", url, *args, ok=False)
         assert proc.returncode == 0 and b"Traceback" not in proc.stderr, (args, proc.stderr[-2000:])
         assert b"rotate the logs" in proc.stdout, args
-        assert time.monotonic() - started < 10, args
 
 
 def test_reads_do_not_wait_behind_another_process_write(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
