@@ -183,3 +183,17 @@ def test_the_agent_rule_holds_with_vectors(store_url: str) -> None:
             h.lesson.id for h in bank.recall("editing large go files", agent="coder", k=5, mode="vector")
         }
         assert shared.id in found and theirs.id not in found
+
+
+def test_a_rule_without_an_agent_is_listed_for_every_agent(store_url: str) -> None:
+    """The rules listing follows the one scope rule, as the learned-rules section of a context does."""
+    with LessonBank(store_url, worker=False) as bank:
+        shared = bank.add_lesson("IF a migration fails THEN restore the snapshot first", kind="principle")
+        mine = bank.add_lesson("IF the linter fails THEN run it with --fix", kind="principle", agent="coder")
+        theirs = bank.add_lesson("IF a pager fires THEN ack within 5 min", kind="principle", agent="ops")
+        assert {rule.id for rule in bank.rules(agent="coder")} == {shared.id, mine.id}
+        assert [rule.id for rule in bank.rules(agent="coder")][0] == mine.id  # the agent's own first
+        assert {rule.id for rule in bank.rules(agent="nobody")} == {shared.id}
+        assert {rule.id for rule in bank.rules()} == {shared.id, mine.id, theirs.id}
+        block = bank.context("fix the failing migration", agent="coder", formats=["learned_rules"])
+        assert set(block.lesson_ids) == {shared.id, mine.id}

@@ -282,10 +282,12 @@ def context_rules(store: LessonStore, namespace: str, agent: str | None) -> list
 
 
 def list_rules(store: LessonStore, namespace: str, agent: str | None, stream: str | None) -> list[Lesson]:
-    """Live rules, strategic first: one agent's, or every agent's when ``agent`` is None."""
+    """Live rules, strategic first: those an agent is given (its own, then the agent-less ones, as
+    a context injects them: a rule without an agent serves every agent), or every rule when
+    ``agent`` is None."""
     if stream not in (None, "tactical", "strategic"):
         raise InputError(f"stream must be tactical or strategic, got {stream!r}", field="stream")
-    found = rules_all(store, namespace) if agent is None else rules(store, namespace, agent)
+    found = context_rules(store, namespace, agent)
     return [rule for rule in found if stream is None or stream_of(rule) == stream]
 
 
