@@ -192,7 +192,7 @@ def test_a_rule_without_an_agent_is_listed_for_every_agent(store_url: str) -> No
         mine = bank.add_lesson("IF the linter fails THEN run it with --fix", kind="principle", agent="coder")
         theirs = bank.add_lesson("IF a pager fires THEN ack within 5 min", kind="principle", agent="ops")
         assert {rule.id for rule in bank.rules(agent="coder")} == {shared.id, mine.id}
-        assert [rule.id for rule in bank.rules(agent="coder")][0] == mine.id  # the agent's own first
+        assert bank.rules(agent="coder")[0].id == mine.id  # the agent's own first
         assert {rule.id for rule in bank.rules(agent="nobody")} == {shared.id}
         assert {rule.id for rule in bank.rules()} == {shared.id, mine.id, theirs.id}
         block = bank.context("fix the failing migration", agent="coder", formats=["learned_rules"])
