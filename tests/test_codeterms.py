@@ -97,14 +97,10 @@ def test_query_words_respect_the_limit_and_keep_room_for_code() -> None:
     assert query_words("", 64) == [] and query_words("   ", 64) == []
 
 
-def test_a_huge_query_is_read_in_bounded_time() -> None:
-    import time
-
+def test_a_huge_query_is_read_whole_and_capped() -> None:
     big = "Some prose about the deploy.\n    x = call_me(a_b, cD)\n" * 20_000  # 1.2 MB
-    start = time.perf_counter()
     words = query_words(big, 64)
     assert {"call", "cd", "c", "d"} <= set(words) and len(words) <= 64
-    assert time.perf_counter() - start < 5  # a generous bound: ~0.1 s here, linear in the text
 
 
 def test_inline_code_of_a_lesson() -> None:

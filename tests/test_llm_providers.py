@@ -11,7 +11,6 @@ import json
 import socket
 import sys
 import threading
-import time
 import tracemalloc
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -473,11 +472,9 @@ def test_a_20_mb_reply_is_refused_after_reading_at_most_the_cap(
     llm = RetryingLLM(_make(provider, server), attempts=3, base_delay_s=0.01)
 
     tracemalloc.start()
-    started = time.perf_counter()
     try:
         with pytest.raises(LLMReplyTooLargeError) as caught:
             _run(llm)
-        elapsed = time.perf_counter() - started
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -488,9 +485,8 @@ def test_a_20_mb_reply_is_refused_after_reading_at_most_the_cap(
     assert error.provider == provider
     assert "over the 1,048,576-byte limit" in str(error) and "LESSONBANK_LLM_MAX_REPLY_BYTES" in str(error)
     assert len(str(error)) < 300 and API_KEY not in str(error)
-    # Bounded: a few MB at most in memory (the body is 20 MB), well under a second on a laptop.
+    # Bounded: a few MB at most in memory (the body is 20 MB): the reply is read up to its cap only.
     assert peak < 6 * 1024 * 1024, f"peak {peak / 1e6:.1f} MB"
-    assert elapsed < 5.0
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

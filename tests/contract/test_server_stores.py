@@ -200,6 +200,7 @@ class Proxy:
         self.conns: list[socket.socket] = []
         self.lock = threading.Lock()
         self.up = True
+        self.refused = 0  # connections turned away while cut: the client's attempts to reconnect
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -209,6 +210,7 @@ class Proxy:
             except OSError:
                 return
             if not self.up:
+                self.refused += 1
                 client.close()
                 continue
             upstream = socket.create_connection(("127.0.0.1", self.target))
@@ -281,18 +283,17 @@ def test_dropped_connections_are_retried_and_nothing_acknowledged_is_lost(
         ]
         proxy.cut()  # the server "restarts": every connection drops, new ones are refused
         threading.Timer(1.5, proxy.restore).start()
-        started = time.monotonic()
         late = store.write_lesson(Lesson(content="written while the server was away")).lesson
-        assert time.monotonic() - started >= 1.0  # it waited for the server, then succeeded
+        assert proxy.refused >= 1  # it tried while the server was away, then succeeded
         written.append(late.id)
         assert [lesson.id for lesson in store.get_lessons(written)] == written
         assert len(store.list_lessons(LessonQuery("default"))) == 11
 
         proxy.cut()  # gone for good: a clear error once the budget is spent
-        started = time.monotonic()
+        refused = proxy.refused
         with pytest.raises(StoreError, match=r"unreachable after .* attempts over 6s"):
             store.write_lesson(Lesson(content="this one cannot be written"))
-        assert 5 <= time.monotonic() - started < 30
+        assert proxy.refused - refused >= 2  # retried within its budget before giving up
     finally:
         proxy.close()
         store.close()
