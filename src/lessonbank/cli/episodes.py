@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import sys
-from enum import StrEnum
 from typing import Annotated
 
 import typer
 
 from lessonbank.cli.common import emit_json, err, fail, load_json, out, read_text
-from lessonbank.models import Episode
-
-
-class _Status(StrEnum):
-    success = "success"
-    failure = "failure"
-    partial = "partial"
+from lessonbank.models import Episode, Status
 
 
 def record(
@@ -23,7 +16,7 @@ def record(
     task: Annotated[
         str | None, typer.Option(help="The task (omit to read an Episode as JSON on stdin)")
     ] = None,
-    status: Annotated[_Status | None, typer.Option(help="success, failure or partial")] = None,
+    status: Annotated[Status | None, typer.Option(help="success, failure or partial")] = None,
     error: Annotated[str | None, typer.Option(help="The error, if any")] = None,
     attempt: Annotated[str | None, typer.Option(help="What the agent tried")] = None,
     output: Annotated[str | None, typer.Option(help="What came out")] = None,
@@ -53,7 +46,7 @@ def record(
     else:
         data = {
             "task": task,
-            "status": status.value if status else None,
+            "status": status,
             "error": error,
             "attempt": attempt,
             "output": output,

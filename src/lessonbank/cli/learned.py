@@ -15,13 +15,9 @@ from rich.table import Table
 
 from lessonbank.cli.common import emit_json, err, fail, out
 from lessonbank.models import Lesson
+from lessonbank.requests import GoalState
 
 goal_app = typer.Typer(help="Report goals reaching a terminal state (their insight is reflected).")
-
-
-class _GoalStatus(StrEnum):
-    completed = "completed"
-    failed = "failed"
 
 
 def _when(value: Any) -> str:
@@ -41,7 +37,7 @@ def goal_finish(
     ctx: typer.Context,
     goal_id: Annotated[str, typer.Argument(help="The goal's id")],
     title: Annotated[str | None, typer.Option(help="The goal's title, shown in [PAST REFLECTIONS]")] = None,
-    status: Annotated[_GoalStatus, typer.Option(help="completed or failed")] = _GoalStatus.completed,
+    status: Annotated[GoalState, typer.Option(help="completed or failed")] = "completed",
     output: Annotated[list[str] | None, typer.Option("--output", help="A task output (repeatable)")] = None,
     error: Annotated[list[str] | None, typer.Option("--error", help="An error message (repeatable)")] = None,
     agent: Annotated[str | None, typer.Option(help="Which agent")] = None,
@@ -52,7 +48,7 @@ def goal_finish(
     """Record that a goal completed or failed; its insight is reflected in the background (or now, with --wait)."""
     with ctx.obj.bank(worker=wait) as bank:
         episode = bank.finish_goal(
-            goal_id, title=title, status=status.value, outputs=output or [], errors=error or [], agent=agent
+            goal_id, title=title, status=status, outputs=output or [], errors=error or [], agent=agent
         )
         drained = bank.flush(timeout=timeout) if wait else None
         shown = bank.show(episode.id)

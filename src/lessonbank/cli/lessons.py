@@ -7,7 +7,6 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, BinaryIO
 
@@ -25,7 +24,7 @@ from lessonbank.cli.common import (
 )
 from lessonbank.cli.progress import progress
 from lessonbank.errors import InputError
-from lessonbank.services.transfer import RecordReader
+from lessonbank.services.transfer import ExportFormat, RecordReader
 
 
 def add(
@@ -310,15 +309,9 @@ def _size(size: Any) -> str:
     return str(size)
 
 
-class _ExportFormat(StrEnum):
-    json = "json"
-    jsonl = "jsonl"
-    markdown = "markdown"
-
-
 def export(
     ctx: typer.Context,
-    fmt: Annotated[_ExportFormat, typer.Option("--format", "-f")] = _ExportFormat.json,
+    fmt: Annotated[ExportFormat, typer.Option("--format", "-f")] = "json",
     output: Annotated[
         Path | None,
         typer.Option(
@@ -343,7 +336,7 @@ def export(
         writable_file(output)
     with ctx.obj.bank() as bank:
         try:
-            bank.export_to(output or sys.stdout, fmt.value, live_only=live_only)
+            bank.export_to(output or sys.stdout, fmt, live_only=live_only)
         except OSError as exc:
             fail(f"cannot write {output or 'stdout'}: {exc.strerror or exc}", 2)
 
