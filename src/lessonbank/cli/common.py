@@ -15,6 +15,10 @@ import typer
 from rich.console import Console
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from rich.table import Table
+
     from lessonbank.bank import LessonBank
     from lessonbank.models import Hit, Lesson
 
@@ -78,6 +82,16 @@ def lesson_row(lesson: Lesson) -> dict[str, Any]:
 
     # utility: the share of helpful outcomes that recall weighs (0.5 before any outcome).
     return {**lesson.model_dump(mode="json"), "utility": round(utility(lesson.helpful, lesson.harmful), 4)}
+
+
+def listing(columns: Sequence[str], *, title: str | None = None) -> Table:
+    """A listing's table: one column per name, long values folded rather than cut."""
+    from rich.table import Table
+
+    made = Table(title=title, show_lines=False)
+    for name in columns:
+        made.add_column(name, overflow="fold")
+    return made
 
 
 def print_lessons(lessons: list[Lesson], hits: list[Hit] | None = None) -> None:

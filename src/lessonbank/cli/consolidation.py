@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from lessonbank.cli.common import emit_json, out
+from lessonbank.cli.common import emit_json, listing, out
 from lessonbank.cli.progress import progress
 
 if TYPE_CHECKING:
@@ -119,9 +118,7 @@ def _list_proposals(ctx: typer.Context, status: str | None, limit: int, as_json:
     if not found:
         out.print(f"no {status + ' ' if status else ''}proposals: lessonbank consolidate proposes some")
         return
-    table = Table()
-    for name in ("id", "created", "status", "trigger", "operations", "summary"):
-        table.add_column(name, overflow="fold")
+    table = listing(("id", "created", "status", "trigger", "operations", "summary"))
     for proposal in found:
         table.add_row(
             proposal.id,
@@ -277,9 +274,7 @@ def dreams(
     if as_json:
         emit_json([run.model_dump(mode="json") for run in runs])
         return
-    table = Table()
-    for name in ("started", "trigger", "seconds", "items", "outcome", "proposal", "summary"):
-        table.add_column(name, overflow="fold")
+    table = listing(("started", "trigger", "seconds", "items", "outcome", "proposal", "summary"))
     for run in runs:
         table.add_row(
             run.started_at.strftime("%Y-%m-%d %H:%M:%S"),

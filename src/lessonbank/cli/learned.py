@@ -11,9 +11,8 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
-from lessonbank.cli.common import emit_json, err, fail, out
+from lessonbank.cli.common import emit_json, err, fail, listing, out
 from lessonbank.models import Lesson
 from lessonbank.requests import GoalState
 
@@ -78,9 +77,7 @@ def insights(
     if as_json:
         emit_json([_row(lesson) for lesson in found])
         return
-    table = Table()
-    for name in ("id", "goal", "importance", "expires", "insight"):
-        table.add_column(name, overflow="fold")
+    table = listing(("id", "goal", "importance", "expires", "insight"))
     for lesson in found:
         title = lesson.metadata.get("goal_title") or lesson.goal_id or ""
         table.add_row(
@@ -120,9 +117,7 @@ def rules(
     if as_json:
         emit_json([_row(lesson) for lesson in found])
         return
-    table = Table()
-    for name in ("id", "agent", "stream", "confirmed", "last confirmed", "expires", "rule"):
-        table.add_column(name, overflow="fold")
+    table = listing(("id", "agent", "stream", "confirmed", "last confirmed", "expires", "rule"))
     for rule in found:
         meta = rule.metadata
         table.add_row(

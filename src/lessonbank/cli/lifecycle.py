@@ -6,9 +6,8 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from lessonbank.cli.common import emit_json, out
+from lessonbank.cli.common import emit_json, listing, out
 
 ACTOR = "cli"
 
@@ -95,9 +94,7 @@ def audit(
     if as_json:
         emit_json([row.model_dump(mode="json") for row in rows])
         return
-    table = Table(show_lines=False)
-    for name in ("when", "actor", "action", "lesson", "summary"):
-        table.add_column(name, overflow="fold")
+    table = listing(("when", "actor", "action", "lesson", "summary"))
     for row in rows:
         when = row.at.strftime("%Y-%m-%d %H:%M:%S")
         table.add_row(when, row.actor, row.action, row.lesson_id or "", row.summary)

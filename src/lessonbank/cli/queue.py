@@ -10,9 +10,8 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
-from lessonbank.cli.common import emit_json, err, fail, out
+from lessonbank.cli.common import emit_json, err, fail, listing, out
 
 
 class _JobsAction(StrEnum):
@@ -46,17 +45,17 @@ def jobs(
             if as_json:
                 emit_json([job.model_dump(mode="json") for job in found])
                 return
-            table = Table()
-            for name in (
-                "id",
-                "status",
-                "attempts",
-                "trigger",
-                "reflector",
-                "episode",
-                "detail / last error",
-            ):
-                table.add_column(name, overflow="fold")
+            table = listing(
+                (
+                    "id",
+                    "status",
+                    "attempts",
+                    "trigger",
+                    "reflector",
+                    "episode",
+                    "detail / last error",
+                )
+            )
             for job in found:
                 why = job.last_error if job.status == "dead" else (job.detail or job.last_error or "")
                 table.add_row(
@@ -88,9 +87,7 @@ def _print_decisions(rows: list[dict[str, Any]], as_json: bool, *, title: str | 
     if as_json:
         emit_json(rows)
         return
-    table = Table(title=title)
-    for name in ("episode", "agent", "status", "decision", "trigger", "reflector", "reason"):
-        table.add_column(name, overflow="fold")
+    table = listing(("episode", "agent", "status", "decision", "trigger", "reflector", "reason"), title=title)
     for row in rows:
         table.add_row(
             row["episode_id"],

@@ -10,9 +10,8 @@ import socket
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from lessonbank.cli.common import emit_json, err, fail, out, require_mcp_sdk
+from lessonbank.cli.common import emit_json, err, fail, listing, out, require_mcp_sdk
 from lessonbank.settings import Settings
 
 LOOPBACK = "127.0.0.1"
@@ -161,9 +160,7 @@ def list_keys(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json"
     if as_json:
         emit_json([{k: v for k, v in vars(key).items() if k != "digest"} for key in keys])
         return
-    table = Table()
-    for column in ("id", "name", "role", "namespaces", "created", "revoked"):
-        table.add_column(column, overflow="fold")
+    table = listing(("id", "name", "role", "namespaces", "created", "revoked"))
     for key in keys:
         table.add_row(
             key.id,
