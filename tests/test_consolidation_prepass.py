@@ -35,7 +35,15 @@ def test_the_same_lesson_retyped_is_a_cluster_and_siblings_are_not() -> None:
     ]
     found = find_candidates(lessons, NOW)
     assert found.clusters == [["a", "b"]]
-    assert found.counts == {"lessons": 5, "live": 5, "marks": 0, "words": 1, "vectors": 0}
+    assert found.counts == {
+        "lessons": 5,
+        "live": 5,
+        "marks": 0,
+        "words": 1,
+        "paraphrases": 0,
+        "vectors": 0,
+        "opposed": 0,  # after / before: two lessons, neither merged nor opposed
+    }
 
 
 def test_a_words_mark_joins_only_the_same_lesson_and_a_vector_mark_is_trusted() -> None:

@@ -17,6 +17,12 @@ expired at ``now``). A pinned lesson is the person's word: never clustered, neve
     words stemmed and in order, the same negations, code spans, identifiers and numbers. Found by
     hashing each text's signature (content stems, literals, negation count), then checking the
     lessons that share one: linear in the bank, exact;
+  - **paraphrases** (words): :func:`~.paraphrase.relation` — the IDF-weighted overlap of the two
+    texts' stemmed terms (synonyms folded, order ignored) at least :data:`~.paraphrase.PARAPHRASE`,
+    no opposition, not siblings. Only lessons sharing one of their :data:`RARE_TERMS` rarest terms
+    are compared (blocks of at most :data:`MAX_BLOCK`); a pair that is opposed instead ("always" /
+    "never", "use" / "avoid", a negation) is a contradiction candidate, never merged. Figures:
+    ``bench/consolidation_pairs.py``;
   - **marked by an embedder**: the lesson names the other in ``metadata["similar_to"]`` with
     ``by="vector:<embedder>"`` (write-time dedup, :mod:`lessonbank.retrieval.dedup`, already
     applied its sibling guard). A mark ``by="words"`` counts only when the texts are the same lesson;
@@ -34,7 +40,9 @@ expired at ``now``). A pinned lesson is the person's word: never clustered, neve
   those of one problem) it makes 20 clusters without vectors and 42 with MiniLM at 0.92, none
   joining two problems. The cycle proposes, a person decides: a merge keeps every source, superseded.
 - **Contradictions**: pairs named in ``metadata["contradicts"]`` when both are still live (pinned or
-  not: a flag writes nothing, the person decides).
+  not: a flag writes nothing, the person decides) and their texts show opposition
+  (:func:`~.paraphrase.opposed`: "use Edit, not a rewrite" / "use Edit rather than rewriting" is a
+  paraphrase), and the opposed pairs the word and vector passes found.
 - **Promotions**: tactical rules confirmed at least twice whose first confirmation is 4 weeks old
   or more (:data:`~lessonbank.services.pools.PROMOTE_AFTER_S`): the next confirmation promotes them;
   a cycle may propose it sooner.
@@ -58,10 +66,10 @@ from typing import TYPE_CHECKING
 from lessonbank.lessons import passes, stream_of
 from lessonbank.models import Lesson
 from lessonbank.ports import LessonQuery
-from lessonbank.retrieval.dedup import TEMPLATE_JACCARD, same_polarity
 from lessonbank.services.consolidation.decay import decay_score, tier_of
+from lessonbank.services.consolidation.paraphrase import Relation, Weights, opposed, relation, siblings, terms
 from lessonbank.services.pools import PROMOTE_AFTER_S
-from lessonbank.text import STOPWORDS, jaccard, literals, negations, same_lesson, stem, words
+from lessonbank.text import STOPWORDS, literals, negations, same_lesson, stem, words
 
 if TYPE_CHECKING:
     import numpy as np
@@ -69,6 +77,8 @@ if TYPE_CHECKING:
 COSINE = 0.92  # the default of ``find_candidates``: dedup's threshold with MiniLM (bench/dedup.py)
 NEIGHBOURS = 5  # nearest neighbours of each lesson compared by vector
 BLOCK_CELLS = 8_000_000  # similarities computed at once: 32 MB of float32
+RARE_TERMS = 4  # each lesson is compared by words with the lessons sharing one of its rarest terms
+MAX_BLOCK = 200  # a term shared by more lessons than this is too common to pair lessons by
 
 Pair = tuple[str, str]
 
@@ -136,20 +146,30 @@ def find_candidates(
     for lesson in mergeable:
         groups[scope_key(lesson)].append(lesson)
 
-    marked = set(_marked_pairs(by_id))
+    weights = {key: Weights.of(lesson.content for lesson in group) for key, group in groups.items()}
+    opposed_pairs: set[Pair] = set()
+    marked = set(_marked_pairs(by_id, weights, opposed_pairs))
     same = set(_same_lesson_pairs(groups.values()))
+    worded: set[Pair] = set()
+    for key, group in groups.items():
+        for found, kind in _lexical_pairs(group, weights[key]):
+            (worded if kind == "paraphrase" else opposed_pairs).add(found)
+    worded -= same
     close: set[Pair] = set()
     if vectors:
-        for group in groups.values():
-            close.update(_vector_pairs(group, vectors, cosine))
+        for key, group in groups.items():
+            for found, kind in _vector_pairs(group, vectors, cosine, weights[key]):
+                (close if kind == "paraphrase" else opposed_pairs).add(found)
     parents = _UnionFind()
-    for a, b in marked | same | close:
+    for a, b in (marked | same | worded | close) - opposed_pairs:
         parents.union(a, b)
     clusters = sorted(sorted(members) for members in parents.groups() if len(members) > 1)
+    contradictions = _contradictions(live, weights, marked)
+    found_by_words = opposed_pairs - set(contradictions)
 
     return Candidates(
         clusters=clusters,
-        contradictions=_contradictions(live),
+        contradictions=sorted(set(contradictions) | opposed_pairs),
         archive=sorted(archive),
         promotions=sorted(_promotions(live.values(), now)),
         counts={
@@ -157,7 +177,9 @@ def find_candidates(
             "live": len(live),
             "marks": len(marked),
             "words": len(same),
+            "paraphrases": len(worded),
             "vectors": len(close),
+            "opposed": len(found_by_words),
         },
     )
 
@@ -166,16 +188,28 @@ def _pair(a: str, b: str) -> Pair:
     return (a, b) if a < b else (b, a)
 
 
-def _marked_pairs(by_id: Mapping[str, Lesson]) -> Iterator[Pair]:
-    """``similar_to`` marks between two mergeable lessons of one scope: an embedder's always, a
-    word-overlap mark only when the two are the same lesson (else they are siblings)."""
+def _marked_pairs(
+    by_id: Mapping[str, Lesson], weights: Mapping[tuple[str, ...], Weights], opposed_pairs: set[Pair]
+) -> Iterator[Pair]:
+    """``similar_to`` marks between two mergeable lessons of one scope: an embedder's unless the two
+    texts are opposed (then a contradiction candidate) or siblings; a word-overlap mark when the
+    texts are a paraphrase (:func:`~.paraphrase.relation`)."""
     for lesson in by_id.values():
         for mark in _marks(lesson, "similar_to"):
             other = by_id.get(str(mark.get("id")))
             if other is None or other.id == lesson.id or scope_key(other) != scope_key(lesson):
                 continue
-            if str(mark.get("by", "")).startswith("vector:") or same_lesson(lesson.content, other.content):
+            found = relation(
+                lesson.content,
+                other.content,
+                weights[scope_key(lesson)],
+                cosine=1.0 if str(mark.get("by", "")).startswith("vector:") else None,
+                min_cosine=0.0,
+            )
+            if same_lesson(lesson.content, other.content) or found == "paraphrase":
                 yield _pair(lesson.id, other.id)
+            elif found == "contradiction":
+                opposed_pairs.add(_pair(lesson.id, other.id))
 
 
 def _marks(lesson: Lesson, key: str) -> list[dict[str, object]]:
@@ -207,9 +241,33 @@ def _same_lesson_pairs(groups: Iterable[list[Lesson]]) -> Iterator[Pair]:
                     yield _pair(head.id, lesson.id)
 
 
+def _lexical_pairs(group: Sequence[Lesson], weights: Weights) -> Iterator[tuple[Pair, Relation]]:
+    """Pairs of one scope that are paraphrases or contradiction candidates by their words. Only
+    lessons sharing one of their :data:`RARE_TERMS` rarest terms are compared, in blocks of at most
+    :data:`MAX_BLOCK` lessons (a term more common than that tells nothing): linear in the bank."""
+    blocks: dict[str, list[Lesson]] = defaultdict(list)
+    for lesson in group:
+        found = sorted(terms(lesson.content), key=lambda t: (weights.frequency[t], t))
+        for term in found[:RARE_TERMS]:
+            blocks[term].append(lesson)
+    seen: set[Pair] = set()
+    for block in blocks.values():
+        if len(block) < 2 or len(block) > MAX_BLOCK:
+            continue
+        for i, a in enumerate(block):
+            for b in block[i + 1 :]:
+                key = _pair(a.id, b.id)
+                if key in seen:
+                    continue
+                seen.add(key)
+                found_relation = relation(a.content, b.content, weights)
+                if found_relation is not None:
+                    yield key, found_relation
+
+
 def _vector_pairs(
-    group: Sequence[Lesson], vectors: Mapping[str, np.ndarray], cosine: float
-) -> Iterator[Pair]:
+    group: Sequence[Lesson], vectors: Mapping[str, np.ndarray], cosine: float, weights: Weights
+) -> Iterator[tuple[Pair, Relation]]:
     """Pairs of one scope at cosine ≥ ``cosine`` among each lesson's nearest neighbours that pass
     the sibling guard. The similarities are computed a block of rows at a time."""
     import numpy as np  # only with vectors: an embedder brings NumPy, the base install does not
@@ -237,30 +295,37 @@ def _vector_pairs(
             a = members[start + int(row)]
             for col in cols:
                 b = members[start + int(col)]
-                if near_duplicate_texts(a.content, b.content):
-                    yield _pair(a.id, b.id)
+                found = relation(
+                    a.content, b.content, weights, cosine=float(sims[row, col]), min_cosine=cosine
+                )
+                if same_lesson(a.content, b.content):
+                    yield _pair(a.id, b.id), "paraphrase"
+                elif found is not None:
+                    yield _pair(a.id, b.id), found
 
 
 def near_duplicate_texts(a: str, b: str) -> bool:
-    """Whether two texts an embedder finds close are one lesson: the same lesson, or the same
-    polarity, worded differently (siblings of one template share most words and differ in the one
-    that matters), and naming the same things when both name any (code spans, identifiers, numbers:
-    "an indentation error in ``is_prime``" and "... in ``sum_of_digits``" are two lessons)."""
-    if same_lesson(a, b):
-        return True
-    named_a, named_b = literals(a), literals(b)
-    if named_a and named_b and named_a != named_b:
-        return False
-    return same_polarity(a, b) and jaccard(words(a), words(b)) < TEMPLATE_JACCARD
+    """Whether two texts an embedder finds close are one lesson: the same lesson, or neither opposed
+    (:func:`~.paraphrase.opposed`: "use X" / "never use X", "before" / "after") nor siblings
+    (:func:`~.paraphrase.siblings`: different code spans, identifiers or numbers — "an indentation
+    error in ``is_prime``" and "... in ``sum_of_digits``" — or one word swapped for another)."""
+    return same_lesson(a, b) or not (opposed(a, b) or siblings(a, b))
 
 
-def _contradictions(live: Mapping[str, Lesson]) -> list[Pair]:
-    found = {
-        _pair(lesson.id, str(mark.get("id")))
-        for lesson in live.values()
-        for mark in _marks(lesson, "contradicts")
-        if str(mark.get("id")) in live and mark.get("id") != lesson.id
-    }
+def _contradictions(
+    live: Mapping[str, Lesson], weights: Mapping[tuple[str, ...], Weights], merged: set[Pair]
+) -> list[Pair]:
+    """Pairs named in ``metadata["contradicts"]``, both live, whose texts show opposition
+    (:func:`~.paraphrase.opposed`); a mark between a paraphrase's two texts is not a contradiction."""
+    found = set()
+    for lesson in live.values():
+        for mark in _marks(lesson, "contradicts"):
+            other = live.get(str(mark.get("id")))
+            if other is None or other.id == lesson.id:
+                continue
+            pair = _pair(lesson.id, other.id)
+            if pair not in merged and opposed(lesson.content, other.content):
+                found.add(pair)
     return sorted(found)
 
 

@@ -1,0 +1,186 @@
+"""Pair-level figures of the consolidation pre-pass (``prepass.find_candidates``) on the labelled pairs of
+``tests/data/lesson_pairs.jsonl`` (built by ``bench/_pairdata.py``: two documentations of one check,
+successive reflections on one problem, documented alternative rules, ruff's sibling rules, hand-written).
+
+For each half (``tune``: the thresholds of ``services/consolidation/paraphrase.py`` were chosen on it;
+``held``: never looked at while tuning) every distinct text of the half is one lesson of one bank (one
+scope), and the pre-pass runs once on that bank. Reported:
+
+- **paraphrase recall**: labelled paraphrase pairs that end in one cluster (also per source);
+- **paraphrase precision**: of the labelled pairs that end in one cluster, the share labelled paraphrase;
+  and **bank precision**: of all pairs joined in a cluster, the share whose two texts belong to one item
+  (one rule, one task, one hand-written pair; texts of different items joined count as wrong);
+- **contradiction precision / recall**: of every pair the pre-pass proposes as a contradiction, the share
+  labelled contradiction; of the labelled contradictions, the share proposed;
+- **distinct merged**: labelled distinct pairs that end in one cluster (target 0).
+
+    .venv/bin/python bench/consolidation_pairs.py                   # words only (no embedder)
+    .venv/bin/python bench/consolidation_pairs.py --embedder minilm   # with MiniLM vectors (cached)
+    .venv/bin/python bench/consolidation_pairs.py --sweep             # the tuning half over thresholds
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import _pairdata
+from lessonbank.models import Lesson
+from lessonbank.services.consolidation import paraphrase
+from lessonbank.services.consolidation.prepass import COSINE, find_candidates
+
+RESULTS = Path(__file__).resolve().parent / "results"
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+
+
+def bank_of(records: Sequence[Mapping[str, Any]]) -> tuple[list[Lesson], dict[str, str], dict[str, str]]:
+    """The half's distinct texts as lessons; text → lesson id; lesson id → item (the key its text
+    belongs to: one rule, task or hand-written pair; each side of a distinct or contradiction pair its own)."""
+    ids: dict[str, str] = {}
+    items: dict[str, str] = {}
+    for record in records:
+        for side in ("a", "b"):
+            text = record[side]
+            if text not in ids:
+                ids[text] = f"l{len(ids):04d}"
+                same = record["label"] == "paraphrase"
+                items[ids[text]] = record["key"] if same else f"{record['key']}:{side}"
+    lessons = [Lesson(id=i, content=text, created_at=NOW - timedelta(days=1)) for text, i in ids.items()]
+    return lessons, ids, items
+
+
+def measure(
+    records: Sequence[Mapping[str, Any]], vectors: Mapping[str, Any] | None, cosine: float
+) -> dict[str, Any]:
+    lessons, ids, items = bank_of(records)
+    by_text = {lesson.content: lesson.id for lesson in lessons}
+    lesson_vectors = (
+        {by_text[text]: vector for text, vector in vectors.items() if text in by_text} if vectors else None
+    )
+    found = find_candidates(lessons, NOW, vectors=lesson_vectors, cosine=cosine)
+    cluster_of = {member: n for n, cluster in enumerate(found.clusters) for member in cluster}
+    joined = {(a, b) for cluster in found.clusters for a, b in combinations(sorted(cluster), 2)}
+    flagged = set(found.contradictions)
+
+    def together(record: Mapping[str, Any]) -> bool:
+        a, b = ids[record["a"]], ids[record["b"]]
+        return a in cluster_of and cluster_of.get(a) == cluster_of.get(b)
+
+    def pair_of(record: Mapping[str, Any]) -> tuple[str, str]:
+        a, b = ids[record["a"]], ids[record["b"]]
+        return (a, b) if a < b else (b, a)
+
+    by_label: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for record in records:
+        by_label[record["label"]].append(record)
+    paraphrases = by_label["paraphrase"]
+    merged_labelled = [record for record in records if together(record)]
+    per_source: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for record in paraphrases:
+        per_source[record["source"]][0] += together(record)
+        per_source[record["source"]][1] += 1
+    contradictions = {pair_of(record) for record in by_label["contradiction"]}
+    return {
+        "lessons": len(lessons),
+        "pairs": {label: len(found_records) for label, found_records in sorted(by_label.items())},
+        "paraphrase_recall": _share(sum(together(r) for r in paraphrases), len(paraphrases)),
+        "paraphrase_recall_by_source": {s: _share(*counts) for s, counts in sorted(per_source.items())},
+        "paraphrase_precision": _share(
+            sum(r["label"] == "paraphrase" for r in merged_labelled), len(merged_labelled)
+        ),
+        "bank_precision": _share(sum(items[a] == items[b] for a, b in joined), len(joined)),
+        "joined_pairs": len(joined),
+        "contradiction_precision": _share(len(flagged & contradictions), len(flagged)),
+        "contradiction_recall": _share(len(flagged & contradictions), len(contradictions)),
+        "contradictions_proposed": len(flagged),
+        "distinct_merged": sum(together(r) for r in by_label["distinct"]),
+        "counts": found.counts,
+    }
+
+
+def _share(hits: int, total: int) -> float | None:
+    return round(hits / total, 3) if total else None
+
+
+def vectors_for(records: Sequence[Mapping[str, Any]], name: str) -> dict[str, Any]:
+    import _vectorcache
+    from lessonbank.retrieval.embedders import make_embedder
+
+    inner = make_embedder(name)
+    if inner is None:
+        return {}
+    embedder = _vectorcache.CachedEmbedder(inner, _vectorcache.DEFAULT_PATH)
+    texts = sorted({record[side] for record in records for side in ("a", "b")})
+    return dict(zip(texts, embedder.embed_documents(texts), strict=True))
+
+
+def _fmt(value: Any) -> str:
+    return "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+ROWS = (
+    "lessons",
+    "paraphrase_recall",
+    "paraphrase_precision",
+    "bank_precision",
+    "joined_pairs",
+    "contradiction_precision",
+    "contradiction_recall",
+    "contradictions_proposed",
+    "distinct_merged",
+)
+
+
+def table(results: Mapping[str, Mapping[str, Any]]) -> str:
+    lines = [f"{'':28} {'tune':>8} {'held':>8}"]
+    lines += [f"{row:28} {_fmt(results['tune'][row]):>8} {_fmt(results['held'][row]):>8}" for row in ROWS]
+    sources = sorted(
+        set(results["tune"]["paraphrase_recall_by_source"])
+        | set(results["held"]["paraphrase_recall_by_source"])
+    )
+    for source in sources:
+        cells = [_fmt(results[half]["paraphrase_recall_by_source"].get(source)) for half in ("tune", "held")]
+        lines.append(f"{'  recall ' + source:28} {cells[0]:>8} {cells[1]:>8}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--embedder", default="none", help="none, minilm, static, hash (vectors cached)")
+    parser.add_argument("--cosine", type=float, default=COSINE)
+    parser.add_argument("--sweep", action="store_true", help="the tuning half over thresholds")
+    args = parser.parse_args(argv)
+    records = _pairdata.load()
+    vectors = vectors_for(records, args.embedder) if args.embedder != "none" else None
+    halves = {half: [r for r in records if r["half"] == half] for half in ("tune", "held")}
+    if args.sweep:
+        for para in (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8):
+            for contra in (0.4, 0.5, 0.6, 0.7):
+                paraphrase.PARAPHRASE, paraphrase.CONTRADICTION = para, contra
+                got = measure(halves["tune"], vectors, args.cosine)
+                print(para, contra, *(f"{k}={_fmt(got[k])}" for k in ROWS[1:]))
+        return 0
+    results = {half: measure(found, vectors, args.cosine) for half, found in halves.items()}
+    print(
+        f"embedder: {args.embedder}  cosine: {args.cosine}  paraphrase: {paraphrase.PARAPHRASE}  "
+        f"contradiction: {paraphrase.CONTRADICTION}"
+    )
+    print(table(results))
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"consolidation_pairs-{args.embedder.replace(':', '_')}.json"
+    out.write_text(
+        json.dumps({"embedder": args.embedder, "cosine": args.cosine, "results": results}, indent=2)
+    )
+    print(f"-> {out.relative_to(RESULTS.parent.parent)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,238 @@
+"""What two lessons of one scope are to each other, from their words alone: the same advice in other
+words (a paraphrase), opposite advice about the same thing (a contradiction), or two lessons.
+
+Pure and deterministic; no LLM, no store. Used by the consolidation pre-pass (:mod:`.prepass`).
+
+- **Terms**: each text's content words, stemmed (the stems the lexical index keeps), with a few
+  synonyms folded ("execute" → "run", "prior to" → "before") and the cues of polarity and contrast
+  left out ("not", "never", "avoid", "rather than", "instead of"). Weighted by their inverse document
+  frequency among the lessons compared (:class:`Weights`): a word every lesson uses tells little.
+- **Likeness**: the weighted Dice overlap of two texts' terms (order ignored: "Before pushing, run the
+  linter" and "Run the linter before pushing" are 1.0).
+- **Opposition**, the only evidence of a contradiction: one text negates and the other does not (a
+  contrast such as "use X, not Y" or "X rather than Y" is not a negation), or each holds one side of
+  an opposite pair the other lacks (always / never, use / avoid, before / after, enable / disable, …).
+- **Siblings are not paraphrases**: texts naming different code spans, identifiers or numbers
+  (``*args`` / ``**kwargs``, D203 / D211), or differing by one word on each side, or by one word added,
+  everything else shared ("*arithmetic* operator" / "*bitwise* operator", "public class" / "public
+  *nested* class"), are two lessons.
+
+A pair is a paraphrase when it is not opposed, not siblings, and its likeness is at least
+:data:`PARAPHRASE` (or, with vectors, its cosine is at least the caller's threshold); a contradiction
+candidate when it is opposed, names the same things, and the likeness of its terms is at least
+:data:`CONTRADICTION`. Thresholds tuned on the tuning half of ``tests/data/lesson_pairs.jsonl``
+(``bench/consolidation_pairs.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Literal
+
+from lessonbank.text import STOPWORDS, literals, stem, words
+
+PARAPHRASE = 0.8  # weighted Dice of terms at or above which two unopposed texts are one lesson
+CONTRADICTION = 0.7  # weighted Dice at or above which two opposed texts are about the same thing
+
+Relation = Literal["paraphrase", "contradiction"]
+
+# Contrasts that name the alternative, not a negation of the advice: "use Edit, not a rewrite".
+_CONTRAST = re.compile(
+    r"(?:,|;|—|-|\band)\s*(?:but\s+)?not\b|\brather than\b|\binstead of\b|\bnot\s+just\b", re.I
+)
+_NEGATION = re.compile(
+    r"\b(not|never|don't|dont|doesn't|avoid|avoids|avoiding|shouldn't|mustn't|can't|cannot|no)\b"
+    r"|\bdo\s+not\b",
+    re.I,
+)
+# Opposite pairs (stems). Each side is a set of stems meaning the same.
+_OPPOSITES: tuple[tuple[frozenset[str], frozenset[str]], ...] = tuple(
+    (frozenset(stem(w) for w in a.split()), frozenset(stem(w) for w in b.split()))
+    for a, b in (
+        ("always", "never"),
+        ("use using prefer", "avoid"),
+        ("before prior", "after"),
+        ("enable enabled", "disable disabled"),
+        ("allow allowed permit", "forbid forbidden disallow disallowed"),
+        ("add", "remove"),
+        ("include", "exclude"),
+        ("increase raise", "decrease lower"),
+        ("first", "second last"),
+        ("required require", "allowed"),
+        ("above", "below"),
+        ("open", "close"),
+        ("start", "stop"),
+        ("true", "false"),
+        ("single", "double"),
+        ("preceded", "followed"),
+    )
+)
+# Opposite places ("whitespace *before* / *after* keywords") oppose two texts only when both prescribe
+# ("the summary should start at the *first* / *second* line"); otherwise they are two lessons.
+_POSITIONAL = frozenset(
+    pair for pair in _OPPOSITES if pair[0] & {stem(w) for w in ("before", "first", "above", "preceded")}
+)
+_MODAL = re.compile(r"\b(should|must|always|never|only|required)\b", re.I)
+_OPPOSITE_STEMS = frozenset(term for pair in _OPPOSITES for side in pair for term in side)
+_SYNONYMS = {
+    stem(a): stem(b)
+    for a, b in (
+        ("execute", "run"),
+        ("executing", "run"),
+        ("prior", "before"),
+        ("employ", "use"),
+        ("utilize", "use"),
+        ("prefer", "use"),
+        ("repo", "repository"),
+        ("finishes", "end"),
+        ("finish", "end"),
+        ("ends", "end"),
+        ("rewriting", "rewrite"),
+        ("whole", "full"),
+        ("entire", "full"),
+        ("modify", "change"),
+        ("alter", "change"),
+        ("verify", "check"),
+        ("ensure", "check"),
+    )
+}
+# Words that carry polarity, contrast or emphasis, not the subject: left out of the terms.
+_CUES = frozenset(
+    stem(w)
+    for w in (
+        [
+            "not",
+            "never",
+            "avoid",
+            "always",
+            "rather",
+            "than",
+            "instead",
+            "dont",
+            "don",
+            "doesn",
+            "no",
+            "should",
+            "must",
+        ]
+    )
+)
+
+
+@lru_cache(maxsize=65536)
+def terms(text: str) -> frozenset[str]:
+    """The text's content stems, synonyms folded, cues of polarity and contrast left out."""
+    found = set()
+    for word in words(text):
+        if word in STOPWORDS:
+            continue
+        term = stem(word)
+        term = _SYNONYMS.get(term, term)
+        if term not in _CUES:
+            found.add(term)
+    return frozenset(found)
+
+
+def negated(text: str) -> bool:
+    """Whether the text negates its advice ("do not", "never", "avoid"), contrasts aside."""
+    return bool(_NEGATION.search(_CONTRAST.sub(" ", text)))
+
+
+@lru_cache(maxsize=65536)
+def _stems(text: str) -> frozenset[str]:
+    return frozenset(stem(word) for word in words(text))
+
+
+def opposed(a: str, b: str) -> bool:
+    """Evidence that two texts give opposite advice: one negates and the other does not, or each
+    holds one side of an opposite pair that the other lacks."""
+    if negated(a) != negated(b):
+        return True
+    stems_a, stems_b = _stems(a), _stems(b)
+    prescribed = bool(_MODAL.search(a) and _MODAL.search(b))
+    return any(
+        _split(stems_a, stems_b, one, other) and (prescribed or (one, other) not in _POSITIONAL)
+        for one, other in _OPPOSITES
+    )
+
+
+def _split(
+    stems_a: frozenset[str], stems_b: frozenset[str], one: frozenset[str], other: frozenset[str]
+) -> bool:
+    return bool(
+        (stems_a & one and stems_b & other and not stems_a & other and not stems_b & one)
+        or (stems_a & other and stems_b & one and not stems_a & one and not stems_b & other)
+    )
+
+
+def siblings(a: str, b: str) -> bool:
+    """Two lessons of one template: they name different things (code spans, identifiers, numbers),
+    or each has exactly one term the other lacks, everything else shared."""
+    named_a, named_b = literals(a), literals(b)
+    if named_a and named_b and named_a != named_b:
+        return True
+    if any(_split(_stems(a), _stems(b), *pair) for pair in _POSITIONAL):
+        return True
+    terms_a, terms_b = terms(a), terms(b)
+    only_a, only_b = len(terms_a - terms_b), len(terms_b - terms_a)
+    return len(terms_a & terms_b) >= 2 and sorted((only_a, only_b)) in ([0, 1], [1, 1])
+
+
+@dataclass
+class Weights:
+    """Inverse document frequencies of terms among the lessons compared (smoothed, so a term of
+    one lesson in two weighs more than one in every lesson, and none weighs 0)."""
+
+    frequency: Counter[str] = field(default_factory=Counter)
+    documents: int = 0
+
+    @classmethod
+    def of(cls, texts: Iterable[str]) -> Weights:
+        weights = cls()
+        for text in texts:
+            weights.frequency.update(terms(text))
+            weights.documents += 1
+        return weights
+
+    def weight(self, term: str) -> float:
+        return math.log(1.0 + (self.documents + 1) / (self.frequency.get(term, 0) + 1))
+
+    def likeness(self, a: str, b: str, *, drop: frozenset[str] = frozenset()) -> float:
+        """Weighted Dice overlap of the two texts' terms (less ``drop``), in [0, 1]."""
+        terms_a, terms_b = terms(a) - drop, terms(b) - drop
+        total = sum(self.weight(t) for t in terms_a) + sum(self.weight(t) for t in terms_b)
+        if not total:
+            return 0.0
+        return 2.0 * sum(self.weight(t) for t in terms_a & terms_b) / total
+
+
+def relation(
+    a: str,
+    b: str,
+    weights: Weights,
+    *,
+    cosine: float | None = None,
+    min_cosine: float = 1.1,
+    paraphrase: float | None = None,
+    contradiction: float | None = None,
+) -> Relation | None:
+    """What ``b`` is to ``a`` (see the module docstring); None for two lessons. ``cosine`` is the
+    pair's vector similarity when an embedder is configured, counted from ``min_cosine`` on."""
+    named_a, named_b = literals(a), literals(b)
+    if named_a and named_b and named_a != named_b:
+        return None
+    likeness = weights.likeness(a, b)
+    paraphrase = PARAPHRASE if paraphrase is None else paraphrase
+    contradiction = CONTRADICTION if contradiction is None else contradiction
+    if opposed(a, b):  # about the same thing once the opposite words are left out
+        same_subject = weights.likeness(a, b, drop=_OPPOSITE_STEMS)
+        return "contradiction" if same_subject >= contradiction else None
+    if siblings(a, b):
+        return None
+    close = cosine is not None and cosine >= min_cosine
+    return "paraphrase" if likeness >= paraphrase or close else None

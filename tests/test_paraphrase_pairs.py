@@ -1,0 +1,123 @@
+"""Paraphrases and contradictions told apart by the consolidation pre-pass, without an LLM: the issue's
+examples, and a fixed sample of the labelled pairs in ``tests/data/lesson_pairs.jsonl`` with the tuned
+thresholds (the full set and its figures: ``bench/consolidation_pairs.py``)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lessonbank.lessons import similar_to
+from lessonbank.models import Lesson
+from lessonbank.services.consolidation.paraphrase import Weights, opposed, relation
+from lessonbank.services.consolidation.prepass import find_candidates
+
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+PAIRS = Path(__file__).parent / "data" / "lesson_pairs.jsonl"
+
+
+def lesson(content: str, lesson_id: str) -> Lesson:
+    return Lesson(id=lesson_id, content=content, created_at=NOW - timedelta(days=1))
+
+
+def test_the_pip_mirror_lessons_in_other_words_are_one_cluster() -> None:
+    a = lesson("Set PIP_INDEX_URL to the internal mirror before pip install in CI", "a")
+    b = lesson("In CI, point PIP_INDEX_URL at the internal mirror before running pip install", "b")
+    other = lesson("Set UV_INDEX_URL to the internal mirror in CI.", "c")
+    assert find_candidates([a, b], NOW).clusters == [["a", "b"]]
+    close = {key: np.ones(4, dtype=np.float32) for key in "abc"}  # an embedder finds all three close
+    assert find_candidates([a, b, other], NOW, vectors=close).clusters == [["a", "b"]]
+
+
+def test_a_reordered_lesson_marked_similar_by_words_is_a_cluster() -> None:
+    a = lesson("Before pushing, run the linter", "a")
+    b = similar_to(lesson("Run the linter before pushing", "b"), "a", 1.0, "words")
+    found = find_candidates([a, b], NOW)
+    assert found.clusters == [["a", "b"]]
+    assert found.contradictions == []
+
+
+def test_a_contrast_is_not_a_contradiction() -> None:
+    a = lesson("use the Edit tool, not a full file rewrite", "a")
+    b = similar_to(
+        lesson("use the Edit tool rather than rewriting the full file", "b"),
+        "a",
+        0.93,
+        "vector:minilm",
+        key="contradicts",
+    )
+    found = find_candidates([a, b], NOW)
+    assert found.contradictions == []
+    assert found.clusters == [["a", "b"]]
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("Always run the migrations before deploying.", "Never run the migrations before deploying."),
+        ("Enable the cache in CI builds.", "Disable the cache in CI builds."),
+        ("Always run the linter before pushing.", "Always run the linter after pushing."),
+        ("Retry flaky network calls.", "Do not retry flaky network calls."),
+    ],
+)
+def test_opposite_advice_about_one_thing_is_a_contradiction_not_a_cluster(a: str, b: str) -> None:
+    assert opposed(a, b)
+    found = find_candidates([lesson(a, "a"), lesson(b, "b")], NOW)
+    assert found.clusters == []
+    assert found.contradictions == [("a", "b")]
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        (
+            "Annotate `*args` with the type of one positional argument.",
+            "Annotate `**kwargs` with the type of one keyword argument.",
+        ),
+        (
+            "Use one blank line before a class docstring (D203).",
+            "Use one blank line before a class docstring (D211).",
+        ),
+        ("Missing whitespace around arithmetic operator", "Missing whitespace around bitwise operator"),
+        ("Missing docstring in public class", "Missing docstring in public nested class"),
+    ],
+)
+def test_distinct_lessons_sharing_most_words_are_not_merged(a: str, b: str) -> None:
+    found = find_candidates([lesson(a, "a"), lesson(b, "b")], NOW)
+    assert found.clusters == []
+    assert relation(a, b, Weights.of([a, b])) != "paraphrase"
+
+
+def sample() -> list[dict[str, str]]:
+    """Every hand-written and documented-alternative pair, and every 8th of the others (file order)."""
+    records = [json.loads(line) for line in PAIRS.read_text().splitlines() if line.strip()]
+    return [
+        record
+        for n, record in enumerate(records)
+        if record["source"] in ("hand", "ruff-alternative") or n % 8 == 0
+    ]
+
+
+def test_on_a_sample_of_the_labelled_pairs_no_distinct_pair_is_merged_and_contradictions_are_found() -> None:
+    records = sample()
+    texts = sorted({record[side] for record in records for side in ("a", "b")})
+    ids = {text: f"l{n:04d}" for n, text in enumerate(texts)}
+    found = find_candidates([lesson(text, ids[text]) for text in texts], NOW)
+    cluster_of = {member: n for n, cluster in enumerate(found.clusters) for member in cluster}
+
+    def merged(record: dict[str, str]) -> bool:
+        a, b = ids[record["a"]], ids[record["b"]]
+        return a in cluster_of and cluster_of.get(a) == cluster_of.get(b)
+
+    distinct = [record for record in records if record["label"] == "distinct"]
+    contradictions = [record for record in records if record["label"] == "contradiction"]
+    assert len(distinct) >= 10 and len(contradictions) >= 8
+    assert [record["key"] for record in distinct if merged(record)] == []
+    flagged = {frozenset(pair) for pair in found.contradictions}
+    missed = [r["key"] for r in contradictions if frozenset((ids[r["a"]], ids[r["b"]])) not in flagged]
+    assert len(missed) <= 1, missed
+    assert not any(merged(record) for record in contradictions)
