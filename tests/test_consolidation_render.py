@@ -103,6 +103,7 @@ Two duplicates merged, one lesson faded.
   - les_e: Use eval on trusted input.
   - les_n: Never use eval.
   - why: marked as contradicting when written
+  - decide: keep-a (keep les_e, archive les_n) | keep-b (keep les_n, archive les_e) | both (each with a narrower scope) | dismiss (not a contradiction); approved as is, nothing changes
 
 ## ✏️ Core Memory Changes
 ```diff

@@ -34,6 +34,8 @@ PROPOSAL_STATUSES: tuple[str, ...] = get_args(ProposalStatus)
 DreamOutcome = Literal["proposed", "empty", "failed", "skipped"]
 CycleTrigger = Literal["manual", "schedule", "session_end", "threshold", "inactivity"]
 CYCLE_TRIGGERS: tuple[str, ...] = get_args(CycleTrigger)
+FlagDecision = Literal["keep-a", "keep-b", "both", "dismiss"]
+FLAG_DECISIONS: tuple[str, ...] = get_args(FlagDecision)
 LinkType = Literal["related", "refines", "depends_on", "example_of", "contradicts"]
 
 
@@ -46,7 +48,10 @@ class Operation(Record):
     - ``merge``: ``lesson`` is the merged lesson listing its sources; ``lesson_ids`` the sources,
       superseded by it once applied;
     - ``connect``: ``lesson_ids`` the two lessons, ``link`` the type of link;
-    - ``flag``: ``lesson_ids`` the lessons that contradict each other (nothing is written);
+    - ``flag``: ``lesson_ids`` the lessons that contradict each other (A and B); nothing is written
+      unless a person decides (``decision``): keep A (B archived), keep B (A archived), keep both with
+      the text and scope each keeps in ``revisions`` (by lesson id), or dismiss (not a contradiction:
+      recorded on both lessons);
     - ``archive``: ``lesson_ids`` the one lesson, ``score`` its decay score;
     - ``evolve``: ``text`` an evolution-log entry;
     - ``admit``: ``lesson_ids`` one quarantined lesson of an untrusted agent, made active (seed 002's
@@ -62,6 +67,8 @@ class Operation(Record):
     text: str | None = None
     reason: str = ""
     status: OperationStatus = "proposed"
+    decision: FlagDecision | None = None  # a FLAG's, by the person who approved it
+    revisions: dict[str, dict[str, str | None]] = Field(default_factory=dict)  # a FLAG kept "both"
     note: str | None = None  # why it was dropped, what a person changed, or "quarantined on approval: <why>"
 
     @property

@@ -31,7 +31,7 @@ def seeded(bank: LessonBank, clock: Clock) -> dict[str, Lesson]:
         {"id": "les_yes", "content": "cache the auth token between calls"},
         {
             "id": "les_no",
-            "content": "keep auth tokens out of any cache",
+            "content": "never cache the auth token between calls",
             "metadata": {"contradicts": [{"id": "les_yes", "similarity": 0.95, "by": "vector:test"}]},
         },
     ]

@@ -191,7 +191,10 @@ def approve(
             from lessonbank.services.consolidation.edits import read_edit_file
 
             proposal = bank.proposal(proposal_id)
-            text = _edited(edit_file_text(proposal)) if edit else _read(edit_file)
+            # a flag's lessons, with their text and scope, for the person to decide on
+            flagged = sorted({i for op in proposal.operations if op.kind == "flag" for i in op.lesson_ids})
+            lessons = {i: bank.get_lesson(i) for i in flagged} if edit else None
+            text = _edited(edit_file_text(proposal, lessons=lessons)) if edit else _read(edit_file)
             kept, edits = read_edit_file(text, proposal)
             chosen = [i for i in kept if chosen is None or i in chosen]
         decided = bank.approve(proposal_id, only=chosen, edits=edits, actor=ACTOR)

@@ -4,8 +4,9 @@ cycle reads the lessons before and stores the writes after (:mod:`.cycle`).
 
 A MERGE adds the merged lesson (written onto a source whose text it keeps) and marks the other
 sources ``superseded_by`` it; an EXTRACT or PATTERN adds its lesson; an ARCHIVE archives (soft); an
-ADMIT makes a quarantined lesson active; a CONNECT writes the typed link on both lessons. A lesson
-two operations change carries both changes. FLAG and EVOLVE write no lesson.
+ADMIT makes a quarantined lesson active; a CONNECT writes the typed link on both lessons; a FLAG
+what the person decided (:mod:`.flags`). A lesson two operations change carries both changes.
+EVOLVE writes no lesson.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 from lessonbank.errors import ConflictError
 from lessonbank.models import AuditAction, AuditEntry, Lesson
 from lessonbank.proposals import Operation, Proposal
+from lessonbank.services.consolidation.flags import decided_writes
+from lessonbank.services.consolidation.merges import summed_counters
 from lessonbank.text import normalize
 
 
@@ -66,6 +69,8 @@ def changes(
         )
         if survivor is not None:
             update.update(id=survivor.id, created_at=survivor.created_at)
+        if op.kind == "merge":  # the sources' counters as they are now, uses since the proposal too
+            update.update(summed_counters([current[i] for i in op.lesson_ids]))
         added = op.lesson.model_copy(update=update)
         summary = f"{op.reason}; {op.note}" if op.note else op.reason
         write("merge" if op.kind == "merge" else "extract", summary, survivor, added)
@@ -100,5 +105,7 @@ def changes(
                 update={"metadata": {**source.metadata, "links": links}, "updated_at": now}
             )
             write("connect", f"{op.link} link with {other}", source, linked)
-    # flag and evolve write no lesson: a flag is for the person to read, an evolution goes to the log.
+    elif op.kind == "flag" and op.decision is not None:
+        decided_writes(op, latest, write, now)
+    # evolve writes no lesson (its entry goes to the log), nor does a flag no one decided.
     return None

@@ -9,8 +9,10 @@ Deciding, by a person (``actor``):
 
 - **approve** (all operations, or ``only`` some by id: a partial approval, the others rejected) applies
   them in one transaction (``Store.apply_proposal``): a MERGE adds the merged lesson and marks its
-  sources ``superseded_by`` it (never deleted); an ARCHIVE archives (soft); an EXTRACT or PATTERN adds
-  its lesson. Each change is an audit row naming the proposal. If a lesson an operation touches
+  sources ``superseded_by`` it (never deleted; :mod:`.merges`: the union of their scopes, the model's
+  wording when it passes, counters summed); an ARCHIVE archives (soft); an EXTRACT or PATTERN adds
+  its lesson; a FLAG what the person decided for it (:mod:`.flags`: keep A, keep B, both narrowed,
+  dismiss), given as the flag's edit. Each change is an audit row naming the proposal. If a lesson an operation touches
   changed since the proposal was made, nothing is applied (:class:`~lessonbank.errors.ConflictError`).
   A lesson the screens found reading as instructions (:mod:`.screens`, applied when the proposal is
   made and again on approval) is added ``quarantined``, and a merge into it supersedes nothing.
@@ -47,7 +49,9 @@ from lessonbank.retrieval import Retriever
 from lessonbank.services.consolidation.applying import changes
 from lessonbank.services.consolidation.documents import EMPTY_CORE, Documents, with_pinned
 from lessonbank.services.consolidation.edits import CORE_ID, apply_edits, keep_pinned
+from lessonbank.services.consolidation.flags import open_flags
 from lessonbank.services.consolidation.inputs import gather, pending_review
+from lessonbank.services.consolidation.merges import prefer_model_wording
 from lessonbank.services.consolidation.mirror import mirror_decision
 from lessonbank.services.consolidation.operations import admissions, deterministic_operations, validate
 from lessonbank.services.consolidation.phases import Budget, PhaseResult, Phases, past_deadline
@@ -191,7 +195,8 @@ class Consolidator:
             )
             run_sync(Phases(llm, budget, self.count_tokens, deadline=deadline).run(data, spent))
             seen = remembered | {op.fingerprint for op in operations}
-            operations += [op for op in spent.operations if op.fingerprint not in seen]
+            model = [op for op in spent.operations if op.fingerprint not in seen]
+            operations = prefer_model_wording(operations, model, by_id, now)
             core = with_pinned(spent.core_memory or core, pinned, self.count_tokens)
         pending = store.list_proposals(namespace, statuses=["pending"], limit=PENDING_SCAN)
         operations = fresh(operations, by_id, documents, pending)
@@ -280,6 +285,12 @@ class Consolidator:
             lessons,
             next_cycle=next_cycle,
             current_core=current if isinstance(current, str) else None,
+        )
+
+    def open_flags(self) -> dict[str, list[str]]:
+        """Lesson id -> the lessons a pending proposal flags it as contradicting (:mod:`.flags`)."""
+        return open_flags(
+            self.scope.store.list_proposals(self.scope.namespace, statuses=["pending"], limit=PENDING_SCAN)
         )
 
     def dreams(self, *, limit: int = 50) -> list[DreamRun]:

@@ -5,7 +5,8 @@ What can be edited is what an operation writes: the text of the lesson an EXTRAC
 adds, the entry an EVOLVE adds, and the core memory rewrite (id :data:`CORE_ID`). The CLI offers
 them as one text file (:func:`edit_file`), opened in ``$EDITOR`` or read from a file; each block
 starts with a ``=== <id> <kind>`` line, and :func:`read_edit_file` reads it back: a changed block is
-an edit, a deleted block leaves that operation out (as with ``--only``). The edited proposal keeps
+an edit, a deleted block leaves that operation out (as with ``--only``). A FLAG's block holds the
+person's decision (:mod:`.flags`: ``decision: keep-a | keep-b | both | dismiss``). The edited proposal keeps
 what the cycle proposed in ``metadata["edits"]`` (by id), and each edited operation's note says
 who changed it.
 """
@@ -24,6 +25,7 @@ from lessonbank.services.consolidation.documents import (
     core_sections,
     missing_pinned,
 )
+from lessonbank.services.consolidation.flags import UNDECIDED, flag_text, read_decision
 from lessonbank.services.consolidation.phases import check_core
 from lessonbank.text import TokenCounter, estimate_tokens
 
@@ -34,13 +36,15 @@ _PINNED_LINE = re.compile(r"\[les_[\w-]+\]\s*$")
 EDIT_HELP = """\
 # Approve with changes: edit the text under each === line, then save and close.
 # Delete a whole block (its === line too) to leave that change out; the others are applied.
-# Lines starting with # are ignored. Operations that write no text (archive, connect, flag,
-# admit) are applied as proposed unless you delete their line.
+# Lines starting with # are ignored. Operations that write no text (archive, connect, admit)
+# are applied as proposed unless you delete their line. A flag is applied as you decide on its
+# decision line; left as it is, it changes nothing.
 """
 
 
-def edit_file(proposal: Proposal) -> str:
-    """The editable parts of ``proposal`` as one text file (see the module docstring)."""
+def edit_file(proposal: Proposal, *, lessons: Mapping[str, Lesson] | None = None) -> str:
+    """The editable parts of ``proposal`` as one text file (see the module docstring); ``lessons``
+    (by id) gives a flag's lessons their text and scope to narrow."""
     parts = [EDIT_HELP]
     for op in proposal.operations:
         if op.status == "dropped":
@@ -49,6 +53,8 @@ def edit_file(proposal: Proposal) -> str:
             parts.append(f"=== {op.id} {op.kind}\n{op.lesson.content}\n")
         elif op.kind == "evolve":
             parts.append(f"=== {op.id} evolve\n{op.text or ''}\n")
+        elif op.kind == "flag":
+            parts.append(f"=== {op.id} flag\n{flag_text(op, lessons)}\n")
         else:
             parts.append(f"=== {op.id} {op.kind}\n")
     if proposal.core_memory is not None:
@@ -81,9 +87,13 @@ def read_edit_file(text: str, proposal: Proposal) -> tuple[list[str], dict[str, 
             current.append(line)
     edits: dict[str, str] = {}
     originals = original_texts(proposal)
+    flags = {op.id: op for op in proposal.operations if op.kind == "flag"}
     for block_id, lines in blocks.items():
         body = "\n".join(lines).strip()
-        if block_id in originals and body != originals[block_id].strip():
+        if block_id in flags:
+            if read_decision(body, flags[block_id])[0] is not None:
+                edits[block_id] = body
+        elif block_id in originals and body != originals[block_id].strip():
             edits[block_id] = body
     return [i for i in blocks], edits
 
@@ -95,6 +105,9 @@ def original_texts(proposal: Proposal) -> dict[str, str]:
         if op.status == "dropped" or op.kind not in EDITABLE:
             continue
         texts[op.id] = op.lesson.content if op.lesson is not None else (op.text or "")
+    for op in proposal.operations:
+        if op.kind == "flag" and op.status != "dropped":
+            texts[op.id] = UNDECIDED
     if proposal.core_memory is not None:
         texts[CORE_ID] = proposal.core_memory
     return texts
@@ -136,6 +149,14 @@ def apply_edits(
         edited = edits.get(op.id)
         if edited is None:
             operations.append(op)
+        elif op.kind == "flag":
+            decision, revisions = read_decision(edited, op)
+            decided = {
+                "decision": decision,
+                "revisions": revisions,
+                "note": f"decided by {actor}: {decision}",
+            }
+            operations.append(op.model_copy(update=decided) if decision is not None else op)
         elif op.lesson is not None:
             if len(edited.strip()) > LESSON_MAX_CHARS:
                 raise InputError(f"the edit of {op.id} is over {LESSON_MAX_CHARS} characters", field="edits")

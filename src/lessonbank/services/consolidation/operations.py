@@ -6,7 +6,8 @@ besides the LLM's operations):
 
 - **MERGE** per cluster of near duplicates: a new lesson (source ``consolidation``) with the content
   of the cluster's best lesson (most used, then most confident, then most helpful, then oldest),
-  the union of the tags (the best lesson's first, at most ``MAX_TAGS``), the highest importance and
+  the union of the sources' scopes (:func:`union_scope`: never narrower than any source), the union
+  of the tags (the best lesson's first, at most ``MAX_TAGS``), the highest importance and
   confidence, the summed counters (uses, helpful, harmful), the latest use, and
   ``metadata["merged_from"]``: the sources, best first. Once applied the sources are superseded by
   it, never deleted;
@@ -64,9 +65,24 @@ def best_lesson(lessons: Sequence[Lesson]) -> Lesson:
     )
 
 
+SCOPE_FIELDS = ("agent", "task_type", "goal_id")
+
+
+def union_scope(sources: Sequence[Lesson]) -> dict[str, str | None]:
+    """The scope a merge of ``sources`` serves: each of agent, task type and goal the sources share,
+    else None (every one). A source for every agent makes the merge for every agent, and so do two
+    sources of different agents: a lesson holds one agent, and a merge is never narrower than a source."""
+    scope: dict[str, str | None] = {}
+    for name in SCOPE_FIELDS:
+        values = {getattr(lesson, name) for lesson in sources}
+        scope[name] = values.pop() if len(values) == 1 else None
+    return scope
+
+
 def merged_lesson(sources: Sequence[Lesson], now: datetime) -> Lesson:
     """One lesson standing for ``sources`` (see the module docstring)."""
     base = best_lesson(sources)
+    scope = union_scope(sources)
     ordered = [base, *(lesson for lesson in sources if lesson.id != base.id)]
     tags = list(dict.fromkeys(tag for lesson in ordered for tag in lesson.tags))[:MAX_TAGS]
     used = [lesson.last_accessed for lesson in sources if lesson.last_accessed is not None]
@@ -89,9 +105,9 @@ def merged_lesson(sources: Sequence[Lesson], now: datetime) -> Lesson:
         learned_from=base.learned_from,
         trigger=base.trigger,
         tags=tags,
-        task_type=base.task_type,
-        agent=base.agent,
-        goal_id=base.goal_id,
+        task_type=scope["task_type"],
+        agent=scope["agent"],
+        goal_id=scope["goal_id"],
         importance=max(lesson.importance for lesson in sources),
         confidence=max(lesson.confidence for lesson in sources),
         source="consolidation",

@@ -162,7 +162,27 @@ def _archive(op: Operation, lessons_by_id: Mapping[str, Lesson], proposal: Propo
 
 def _flag(op: Operation, lessons_by_id: Mapping[str, Lesson]) -> str:
     line = f"{_head(op)}: {' ↔ '.join(_text(i) for i in op.lesson_ids)}"
-    return "\n".join([line, *(_named(i, lessons_by_id) for i in op.lesson_ids), *_why(op)])
+    return "\n".join([line, *(_named(i, lessons_by_id) for i in op.lesson_ids), *_why(op), _decision_of(op)])
+
+
+def _decision_of(op: Operation) -> str:
+    """What a person chose for a flag, or, while it is open, the choices and what each does."""
+    ids = [_text(i) for i in op.lesson_ids]
+    if op.decision is None:
+        if op.status != "proposed":
+            return "  - decision: none (nothing changed)"
+        a, b = [*ids, "A", "B"][:2]
+        return (
+            f"  - decide: keep-a (keep {a}, archive {b}) | keep-b (keep {b}, archive {a}) | "
+            "both (each with a narrower scope) | dismiss (not a contradiction); approved as is, nothing changes"
+        )
+    done = {
+        "keep-a": f"kept {ids[0]}, archived {ids[-1]}",
+        "keep-b": f"kept {ids[-1]}, archived {ids[0]}",
+        "both": "kept both, narrowed",
+        "dismiss": "not a contradiction",
+    }[op.decision]
+    return f"  - decision: {op.decision}: {done}"
 
 
 def _evolve(op: Operation) -> str:
