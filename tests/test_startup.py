@@ -60,6 +60,7 @@ LISTED = [
     "loop",
     "proposals",
     "keys",
+    "claude",
 ]
 
 

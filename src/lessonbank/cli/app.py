@@ -187,6 +187,11 @@ GROUPS: tuple[LazyCommand, ...] = (
     LazyCommand(
         "keys", "lessonbank.cli.server:keys_app", "API keys of `lessonbank serve`: create, list, revoke."
     ),
+    LazyCommand(
+        "claude",
+        "lessonbank.cli.claude:claude_app",
+        "Wire lessonbank into Claude Code: install, uninstall (hooks and MCP server), plugin DIR.",
+    ),
 )
 
 

@@ -1,0 +1,1 @@
+"""Integrations with the agents people run: Claude Code (hooks, install, plugin)."""
