@@ -507,8 +507,9 @@ def proposal_page(request: Request, proposal_id: str) -> Response:
 def approve(request: Request, proposal_id: str, form: Form) -> Response:
     def run(p: Page) -> Response:
         bank = p.bank("approve")
-        originals = proposal_views.original_texts(bank.proposal(proposal_id))
-        edits = {}
+        proposal = bank.proposal(proposal_id)
+        originals = proposal_views.original_texts(proposal)
+        edits = proposal_views.flag_edits(proposal, form)
         for key, values in form.items():
             if key.startswith("edit:") and key[5:] in originals:
                 text = values[0].replace("\r\n", "\n")  # browsers send a textarea's lines as CRLF

@@ -1,9 +1,10 @@
 """The proposal pages: the list, and one proposal as a readable diff with its decision forms.
 
 A pending proposal is one form: a checkbox per operation (approve some), a text area for each text
-an operation would write and for the core memory rewrite (approve with changes), and two buttons
-(approve all, approve the ticked ones); reject and revert are forms of their own. Pure functions:
-markup out, every value escaped.
+an operation would write and for the core memory rewrite (approve with changes), a FLAG's decision
+(keep A, keep B, both with the scope and text each keeps, dismiss, or none: see
+:mod:`lessonbank.services.consolidation.flags`), and two buttons (approve all, approve the ticked
+ones); reject and revert are forms of their own. Pure functions: markup out, every value escaped.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from lessonbank.server.ui.html import (
 from lessonbank.server.ui.views import lesson_link
 from lessonbank.services.consolidation.edits import CORE_ID as CORE
 from lessonbank.services.consolidation.edits import EDITABLE
+from lessonbank.services.consolidation.flags import SIDES, decision_text
+from lessonbank.services.consolidation.operations import SCOPE_FIELDS
 
 
 def proposals(ns: str, listed: Sequence[Proposal]) -> str:
@@ -130,6 +133,8 @@ def _operation(ns: str, op: Operation, lessons: Mapping[str, Lesson], pending: b
         if pending and live
         else ""
     )
+    if op.kind == "flag" and pending and live:  # decided below; no decision changes nothing
+        pick = hidden("only", op.id)
     head = f'<div class="head">{pick}{badge(op.kind.upper())}{badge(op.status, "muted")}<code>{esc(op.id)}</code>'
     head += (
         (f"{badge(op.link)}" if op.link else "")
@@ -148,6 +153,8 @@ def _operation(ns: str, op: Operation, lessons: Mapping[str, Lesson], pending: b
             body += f'<textarea name={attr("edit:" + op.id)} maxlength="20000">{esc(original)}</textarea>'
         else:
             body += f'<pre class="diff"><span class="add">{esc(original)}</span></pre>'
+    if op.kind == "flag" and live and len(op.lesson_ids) == 2:
+        body += _flag_decision(op, lessons) if pending else _flag_decided(op)
     reason = f'<p class="muted">why: {esc(op.reason)}</p>' if op.reason.strip() else ""
     note = f'<p class="muted">note: {esc(op.note)}</p>' if op.note else ""
     return f'<div class="card op {esc(op.kind)}">{head}{body}{reason}{note}</div>'
@@ -178,3 +185,70 @@ def original_texts(proposal: Proposal) -> dict[str, str]:
     if proposal.core_memory is not None:
         found[CORE] = proposal.core_memory
     return found
+
+
+FLAG_CHOICES = (
+    ("", "No decision: nothing changes"),
+    ("keep-a", "Keep A, archive B"),
+    ("keep-b", "Keep B, archive A"),
+    ("both", "Keep both, each with the narrower scope and text below"),
+    ("dismiss", "Dismiss: they do not contradict (not proposed again)"),
+)
+
+
+def _flag_decision(op: Operation, lessons: Mapping[str, Lesson]) -> str:
+    """A flag's choices, and each lesson's text and scope to narrow for "both"."""
+    name = f"flag:{op.id}"
+    a, b = op.lesson_ids
+    choices = "".join(
+        f'<div><label class="choice"><input type="radio" name={attr(name)} value={attr(value)}'
+        f"{' checked' if not value else ''}> {esc(label.replace('A', f'A ({a})', 1).replace('B', f'B ({b})', 1) if value.startswith('keep-') else label)}</label></div>"
+        for value, label in FLAG_CHOICES
+    )
+    sides = []
+    for side, lesson_id in zip(SIDES, op.lesson_ids, strict=False):
+        lesson = lessons.get(lesson_id)
+        text = lesson.content if lesson is not None else ""
+        scope = "".join(
+            f"<label>{esc(field.replace('_', ' '))} <input name={attr(f'{name}:{side}.{field}')} "
+            f"value={attr(getattr(lesson, field) or '' if lesson is not None else '')} "
+            f'placeholder="every" maxlength="200"></label>'
+            for field in SCOPE_FIELDS
+        )
+        sides.append(
+            f'<div class="flag-side"><strong>{side.upper()}</strong> <code>{esc(lesson_id)}</code>'
+            f'<textarea name={attr(f"{name}:{side}.text")} maxlength="20000">{esc(text)}</textarea>'
+            f"{scope}</div>"
+        )
+    return f'<fieldset class="flag-decision"><legend>Decide</legend>{choices}{"".join(sides)}</fieldset>'
+
+
+def _flag_decided(op: Operation) -> str:
+    a, b = op.lesson_ids
+    said = {
+        None: "no decision: nothing changed",
+        "keep-a": f"kept {a}, archived {b}",
+        "keep-b": f"kept {b}, archived {a}",
+        "both": "kept both, narrowed",
+        "dismiss": "dismissed: not a contradiction",
+    }
+    return f'<p class="muted">decision: {esc(said.get(op.decision, op.decision or ""))}</p>'
+
+
+def flag_edits(proposal: Proposal, form: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """The flags' decisions a proposal form sends, as their edits (in the proposal's edit format)."""
+    edits: dict[str, str] = {}
+    for op in proposal.operations:
+        name = f"flag:{op.id}"
+        decision = (form.get(name) or [""])[0].strip()
+        if op.kind != "flag" or op.status == "dropped" or not decision:
+            continue
+        fields: dict[str, str] = {}
+        if decision == "both":
+            for side in SIDES:
+                for field in ("text", *SCOPE_FIELDS):
+                    values = form.get(f"{name}:{side}.{field}")
+                    if values:
+                        fields[f"{side}.{field}"] = values[0]
+        edits[op.id] = decision_text(decision, fields)
+    return edits
