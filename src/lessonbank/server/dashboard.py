@@ -2,7 +2,8 @@
 
 Pages (each takes ``?ns=`` for the namespace): the overview with charts of learning, lessons (recall
 search, filters, utility, decay tier, links, supersession), one lesson (archive, restore, forget,
-its history), one episode (the policy's decision, its reflections and lessons), "why" (what
+its history, the episode it was learned from), the latest episodes, one episode (the policy's
+decision, its reflections and lessons), "why" (what
 ``context()`` would inject for a task and why the rest was left out), jobs (failures, dead letters,
 retry) and proposals (a readable diff; approve, approve some, approve with edits, reject, revert).
 
@@ -250,7 +251,9 @@ def overview(request: Request) -> Response:
             buckets[min(9, int(utility(lesson.helpful, lesson.harmful) * 10))] += 1
         loops = analyze(bank).loops[-6:]
         drawn = [
-            charts.bars("Reflections per day", [(day[5:], float(row.get("calls", 0))) for day, row in days]),
+            charts.bars(
+                "Reflections per day", [(day[5:], float(row.get("reflections", 0))) for day, row in days]
+            ),
             charts.bars(
                 "Reflection cost per day",
                 [(day[5:], float(row.get("cost_usd", 0.0))) for day, row in days],
@@ -264,7 +267,9 @@ def overview(request: Request) -> Response:
             ),
             charts.lines("Loop reward per iteration", [(s.loop_id, s.rewards) for s in loops]),
         ]
-        return p.render("Overview", "overview", views.overview(p.ns, stats, drawn))
+        pending = len(bank.proposals(status="pending", limit=1000))
+        cycles = bank.dreams(limit=1000)
+        return p.render("Overview", "overview", views.overview(p.ns, stats, drawn, pending, cycles))
 
     return _guarded(request, build)
 
@@ -392,6 +397,16 @@ def _edit(bank: LessonBank, lesson_id: str, form: Mapping[str, list[str]], actor
 # ---------------------------------------------------------------------- episode and why
 
 
+@router.get("/episodes")
+def episodes(request: Request, agent: str = "") -> Response:
+    def build(p: Page) -> Response:
+        bank = p.bank("decisions")
+        listed = bank.store.recent_episodes(p.ns, agent=agent.strip() or None, limit=LIST_LIMIT)
+        return p.render("Episodes", "episodes", views.episodes(p.ns, agent, listed))
+
+    return _guarded(request, build)
+
+
 @router.get("/episodes/{episode_id}")
 def episode_page(request: Request, episode_id: str) -> Response:
     def build(p: Page) -> Response:
@@ -405,7 +420,7 @@ def episode_page(request: Request, episode_id: str) -> Response:
                 produced.append(bank.get_lesson(lesson_id))
             except NotFoundError:
                 continue  # forgotten since
-        return p.render("Episode", "", views.episode_detail(p.ns, shown, produced))
+        return p.render("Episode", "episodes", views.episode_detail(p.ns, shown, produced))
 
     return _guarded(request, build)
 

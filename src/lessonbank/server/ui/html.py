@@ -8,14 +8,20 @@ untrusted: an agent, a model or a poisoned episode wrote it. Nothing here emits 
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from html import escape
+from typing import Any
 from urllib.parse import urlencode
+
+from markdown_it import MarkdownIt
 
 NAV = (
     ("overview", "/", "Overview"),
     ("lessons", "/lessons", "Lessons"),
+    ("episodes", "/episodes", "Episodes"),
     ("why", "/why", "Why"),
     ("jobs", "/jobs", "Jobs"),
     ("proposals", "/proposals", "Proposals"),
@@ -71,12 +77,19 @@ def clip(text: str, limit: int = 160) -> str:
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, empty: str = "Nothing here yet.") -> str:
-    """A table of cells that are already markup; ``headers`` are plain text."""
-    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    """A table of cells that are already markup; ``headers`` are plain text. On a narrow screen
+    the stylesheet shows each row as a block of labelled cells."""
+    labels = [attr(h) for h in headers]  # a narrow screen shows each cell under its header's name
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td data-label={label}>{cell}</td>" for label, cell in zip(labels, row, strict=False))
+        + "</tr>"
+        for row in rows
+    )
     if not body:
         return f'<p class="empty">{esc(empty)}</p>'
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def pairs(items: Mapping[str, str]) -> str:
@@ -141,3 +154,45 @@ def page(
         f'<header><span class="brand">lessonbank</span><nav>{nav}</nav>{selector}</header>'
         f"<main><h1>{esc(title)}</h1>{flash}{body}</main></body></html>"
     )
+
+
+# ---------------------------------------------------------------------- Markdown
+
+# Markdown as the bank writes it for a chat (seed 002's pending reflection): raw HTML stays text,
+# images show their alt text (the CSP would block them), headings start at <h3> under the page's.
+_MARKDOWN = MarkdownIt("commonmark", {"html": False, "breaks": True}).enable(["table", "strikethrough"])
+_MARKDOWN.add_render_rule("image", lambda _r, tokens, idx, _o, _e: esc(tokens[idx].content))
+HEADING_SHIFT = 2
+# A line addressed to a chat reader ("Reply with `approve`, …"): on a page the forms decide.
+_CHAT_LINE = re.compile(r"^\s*(?:>\s*)?reply with\b.*$", re.IGNORECASE | re.MULTILINE)
+_JOINERS = {"\u200d", "\ufe0e", "\ufe0f", "\u20e3"}
+
+
+def _pictograph(char: str) -> bool:
+    """An emoji or pictographic symbol: the dashboard's fonts (system sans) have no glyph for most."""
+    code = ord(char)
+    if char in _JOINERS or 0x1F3FB <= code <= 0x1F3FF:  # joiners, presentation selectors, skin tones
+        return True
+    return (code >= 0x2600 and unicodedata.category(char) == "So") or code >= 0x1F000
+
+
+def plain_symbols(text: str) -> str:
+    """``text`` without emoji and pictographs (spaces around a dropped one collapse)."""
+    if all(ord(char) < 0x2600 for char in text):
+        return text
+    kept = "".join("\x00" if _pictograph(char) else char for char in text)
+    kept = re.sub(r"[ \t]*\x00+[ \t]*(?=[.,;:!?)]|$)", "", kept, flags=re.MULTILINE)
+    return re.sub(r"[ \t]*\x00+[ \t]*", " ", kept).replace("\n ", "\n")
+
+
+def render_markdown(text: str) -> str:
+    """``text`` (Markdown, untrusted) as safe HTML: raw HTML is escaped, never passed through; no
+    image is loaded; headings become ``<h3>``…``<h6>``; emoji are dropped (the page's fonts lack
+    them); lines telling a chat reader how to reply (``Reply with `approve` …``) are left out."""
+    cleaned = plain_symbols(_CHAT_LINE.sub("", text))
+    tokens = _MARKDOWN.parse(cleaned)
+    for token in tokens:
+        if token.type in ("heading_open", "heading_close"):
+            token.tag = f"h{min(6, int(token.tag[1]) + HEADING_SHIFT)}"
+    options: Any = _MARKDOWN.options
+    return f'<div class="markdown">{_MARKDOWN.renderer.render(tokens, options, {})}</div>'

@@ -24,6 +24,7 @@ from lessonbank.server.ui.html import (
     link,
     pairs,
     post_form,
+    render_markdown,
     segment,
     table,
     when,
@@ -122,7 +123,7 @@ def proposal_detail(
         + "<h2>Operations</h2>"
         + form
         + (f'<div class="actions">{"".join(others)}</div>' if others else "")
-        + f"<h2>As the pending reflection reads</h2><pre>{esc(rendered)}</pre>"
+        + f"<h2>As the pending reflection reads</h2>{render_markdown(rendered)}"
     )
 
 

@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, get_args
 
-from lessonbank.models import LESSON_KINDS, LESSON_STATUSES, Hit, Job, Lesson
+from lessonbank.models import LESSON_KINDS, LESSON_STATUSES, Decision, Episode, Hit, Job, Lesson
+from lessonbank.proposals import DreamRun
 from lessonbank.retrieval.scoring import utility
 from lessonbank.server.ui.html import (
     attr,
@@ -19,6 +20,7 @@ from lessonbank.server.ui.html import (
     clip,
     esc,
     hidden,
+    href,
     link,
     options,
     pairs,
@@ -34,6 +36,15 @@ from lessonbank.services.context import Considered
 KINDS = LESSON_KINDS
 STATUSES = LESSON_STATUSES
 TIERS: tuple[str, ...] = get_args(Tier)
+STATUS_TONES = {  # of lessons, reflections and episodes (their outcome)
+    "active": "good",
+    "quarantined": "bad",
+    "pending": "warn",
+    "archived": "muted",
+    "success": "good",
+    "failure": "bad",
+    "partial": "warn",
+}
 TIER_TONES = {"active": "good", "fading": "warn", "dormant": "muted", "archive": "bad"}
 
 
@@ -61,49 +72,68 @@ def tier_badge(decayed: Decayed) -> str:
 
 
 def status_badge(status: str) -> str:
-    tone = {"active": "good", "quarantined": "bad", "pending": "warn", "archived": "muted"}.get(status, "")
+    tone = STATUS_TONES.get(status, "")
     return badge(status, tone)
 
 
 # ---------------------------------------------------------------------- overview
 
 
-def overview(ns: str, stats: Mapping[str, Any], charts: Sequence[str]) -> str:
+def overview(
+    ns: str, stats: Mapping[str, Any], charts: Sequence[str], pending: int, cycles: Sequence[DreamRun]
+) -> str:
+    """Cards that link to what they count, the charts, and the spend: one row per reflector (a
+    reflection is one episode reflected on; it may take more than one LLM call) and one for the
+    consolidation cycles, so the cards' totals are the table's."""
     by_status = stats.get("lessons_by_status", {})
-    jobs = stats.get("jobs", {})
+    reflectors = stats.get("by_reflector", {})
     numbers = [
-        ("lessons", sum(stats.get("lessons", {}).values())),
-        ("active", by_status.get("active", 0)),
-        ("quarantined", by_status.get("quarantined", 0)),
-        ("episodes", stats.get("episodes", 0)),
-        ("reflections", sum(stats.get("reflections", {}).values())),
-        ("dead jobs", jobs.get("dead", 0)),
-        ("LLM calls", stats.get("llm_calls", 0)),
-        ("cost", f"${float(stats.get('cost_usd') or 0.0):.4f}"),
+        ("active lessons", by_status.get("active", 0), "/lessons", {}),
+        ("proposals pending review", pending, "/proposals", {}),
+        ("quarantined lessons", by_status.get("quarantined", 0), "/lessons", {"status": "quarantined"}),
+        ("episodes", stats.get("episodes", 0), "/episodes", {}),
+        ("reflections on episodes", sum(stats.get("reflections", {}).values()), "/episodes", {}),
+        ("LLM calls of reflections", stats.get("llm_calls", 0), "#spend", {}),
+        ("reflection cost", f"${float(stats.get('cost_usd') or 0.0):.4f}", "#spend", {}),
+        ("dead jobs", stats.get("jobs", {}).get("dead", 0), "/jobs", {"status": "dead"}),
     ]
     cards = "".join(
-        f'<div class="card"><div class="n">{esc(value)}</div><div class="l">{esc(label)}</div></div>'
-        for label, value in numbers
+        f'<a class="card" href={attr(target) if target.startswith("#") else href(target, ns, **params)}>'
+        f'<span class="n">{esc(value)}</span><span class="l">{esc(label)}</span></a>'
+        for label, value, target, params in numbers
     )
-    reflectors = stats.get("by_reflector", {})
-    spend = table(
-        ["reflector", "calls", "tokens in", "tokens out", "cost"],
-        (
+    rows = [
+        [
+            esc(name),
+            esc(int(row.get("reflections", 0))),
+            esc(int(row.get("calls", 0))),
+            esc(int(row.get("tokens_in", 0))),
+            esc(int(row.get("tokens_out", 0))),
+            esc(f"${float(row.get('cost_usd', 0.0)):.4f}"),
+        ]
+        for name, row in sorted(reflectors.items())
+    ]
+    if cycles:
+        rows.append(
             [
-                esc(name),
-                esc(int(row.get("calls", 0))),
-                esc(int(row.get("tokens_in", 0))),
-                esc(int(row.get("tokens_out", 0))),
-                esc(f"${float(row.get('cost_usd', 0.0)):.4f}"),
+                link("/proposals", ns, "consolidation cycles"),
+                esc(len(cycles)),
+                '<span class="muted">—</span>',
+                esc(sum(run.tokens_in for run in cycles)),
+                esc(sum(run.tokens_out for run in cycles)),
+                esc(f"${sum(run.cost_usd or 0.0 for run in cycles):.4f}"),
             ]
-            for name, row in sorted(reflectors.items())
-        ),
+        )
+    spend = table(
+        ["reflector", "runs", "LLM calls", "tokens in", "tokens out", "cost"],
+        rows,
         empty="No reflection has run yet.",
     )
     return (
         f'<div class="cards">{cards}</div><h2>Learning</h2><div class="charts">{"".join(charts)}</div>'
-        f"<h2>Per reflector</h2>{spend}"
-        f'<p class="muted">Model: {esc(stats.get("llm") or "none configured")}</p>'
+        f'<h2 id="spend">Spend</h2>{spend}'
+        '<p class="muted">Runs: reflections on episodes, or consolidation cycles. Cost counts models '
+        f"with a known price. Model: {esc(stats.get('llm') or 'none configured')}</p>"
     )
 
 
@@ -196,15 +226,11 @@ def lesson_detail(
             or "namespace-wide"
         ),
         "source": esc(f"{lesson.source}" + (f", trigger {lesson.trigger}" if lesson.trigger else "")),
-        "learned from": (
-            link(f"/episodes/{segment(lesson.episode_id)}", ns, lesson.episode_id)
-            if lesson.episode_id
-            else "—"
-        ),
+        "learned from": provenance(ns, lesson),
         "created": when(lesson.created_at),
         "expires": when(lesson.expires_at),
     }
-    for name in ("situation", "mistake", "correction", "learned_from"):
+    for name in ("situation", "mistake", "correction"):
         value = getattr(lesson, name)
         if value:
             fields[name.replace("_", " ")] = f'<span class="text">{esc(value)}</span>'
@@ -260,6 +286,15 @@ def lesson_detail(
     return body
 
 
+def provenance(ns: str, lesson: Lesson) -> str:
+    """The episode(s) the lesson was learned from, as links, with the task it was learned on."""
+    found = [lesson.episode_id] if lesson.episode_id else []
+    found += [str(i) for i in lesson.metadata.get("from_episodes") or [] if str(i) not in found]
+    links = ", ".join(link(f"/episodes/{segment(i)}", ns, f"episode {i}") for i in found)
+    task = f'<span class="text">{esc(lesson.learned_from)}</span>' if lesson.learned_from else ""
+    return " · ".join(part for part in (links, task) if part) or "—"
+
+
 def lesson_actions(ns: str, csrf: str, lesson: Lesson) -> str:
     base = f"/lessons/{segment(lesson.id)}"
     forms = []
@@ -305,6 +340,37 @@ def lesson_actions(ns: str, csrf: str, lesson: Lesson) -> str:
 
 def _or_dash(value: object) -> str:
     return "—" if value is None else str(value)
+
+
+def episodes(ns: str, agent: str, listed: Sequence[tuple[Episode, Decision | None]]) -> str:
+    """The latest episodes: outcome, agent, task, error and what the policy decided."""
+    chooser = (
+        '<form method="get" action="/episodes" class="filters">'
+        f'{hidden("ns", ns)}<label>agent<input name="agent" value={attr(agent)} maxlength="200"></label>'
+        f"{button('Show')}</form>"
+    )
+    rows = []
+    for episode, decision in listed:
+        verdict = '<span class="muted">—</span>'
+        if decision is not None:
+            verdict = (
+                badge(f"reflect: {decision.trigger}", "good") if decision.reflect else badge("skip", "muted")
+            )
+        rows.append(
+            [
+                link(f"/episodes/{segment(episode.id)}", ns, f"{episode.created_at:%Y-%m-%d %H:%M}"),
+                status_badge(episode.status),
+                esc(episode.agent or "—"),
+                f'<span class="text">{link(f"/episodes/{segment(episode.id)}", ns, clip(episode.task, 200))}</span>',
+                f'<span class="text">{esc(clip(episode.error or "", 200)) or "—"}</span>',
+                verdict,
+            ]
+        )
+    return chooser + table(
+        ["recorded", "outcome", "agent", "task", "error", "decision"],
+        rows,
+        empty="No episode recorded" + (f" by agent {agent}." if agent else " yet."),
+    )
 
 
 def episode_detail(ns: str, shown: Mapping[str, Any], produced: Sequence[Lesson]) -> str:
