@@ -131,6 +131,7 @@ def test_the_pending_reflection_is_rendered_markdown_for_a_page(seeded: Seeded) 
     assert reflection.startswith('<div class="markdown"><h3>Reflection Summary')
     assert "<h4>New Knowledge Extracted</h4>" in reflection and "<h4>Questions for You</h4>" in reflection
     assert '<pre><code class="language-diff">' in reflection and "<strong>Reflection #</strong>" in reflection
+    assert "<ul>\n<li>supersedes les_twin_a" in reflection  # a nested list stays nested
     assert "Reply with" not in html and "approve with changes`" not in html
     assert _pictographs(html) == []
 
@@ -141,7 +142,7 @@ def test_markdown_from_a_model_stays_inert() -> None:
     hostile = (
         "## ⚠️ Heads up <script>alert(1)</script>\n\n<img src=x onerror=alert(1)>\n\n"
         "![tracker](https://evil.example/t.png) [click](javascript:alert(1)) [docs](https://docs.example/)\n\n"
-        "> Reply with `approve` or `reject`.\n\nStill here 👍🏽."
+        "> Reply with `approve` or `reject`.\n\nStill here 👍🏽.\n\n- 🧠 one\n  - ✏️ two"
     )
     html = render_markdown(hostile)
     assert "<script" not in html and "<img" not in html and 'href="javascript' not in html
@@ -149,6 +150,7 @@ def test_markdown_from_a_model_stays_inert() -> None:
     assert "&lt;img src=x onerror=alert(1)&gt;" in html and "tracker" in html
     assert '<a href="https://docs.example/">docs</a>' in html
     assert "Reply with" not in html and "Still here." in html and _pictographs(html) == []
+    assert "<li>one\n<ul>\n<li>two</li>" in html
 
 
 # ---------------------------------------------------------------------- the browser, 420 px wide

@@ -181,8 +181,9 @@ def plain_symbols(text: str) -> str:
     if all(ord(char) < 0x2600 for char in text):
         return text
     kept = "".join("\x00" if _pictograph(char) else char for char in text)
+    kept = re.sub(r"^([ \t]*)\x00+[ \t]*", r"\1", kept, flags=re.MULTILINE)  # a line keeps its indent
     kept = re.sub(r"[ \t]*\x00+[ \t]*(?=[.,;:!?)]|$)", "", kept, flags=re.MULTILINE)
-    return re.sub(r"[ \t]*\x00+[ \t]*", " ", kept).replace("\n ", "\n")
+    return re.sub(r"[ \t]*\x00+[ \t]*", " ", kept)
 
 
 def render_markdown(text: str) -> str:
