@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -241,3 +242,21 @@ def test_the_plugin_folder_has_the_documented_files(
     before = {name: (folder / name).read_bytes() for name in files}
     run(project, home, "-n", "web", "claude", "plugin", str(folder), monkeypatch=monkeypatch)
     assert {name: (folder / name).read_bytes() for name in files} == before
+
+
+def test_the_readmes_claude_code_lines_run_as_shown(
+    dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project, home = dirs
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```bash\n(.*?)```", readme, flags=re.S)
+    lines = [line.strip() for block in blocks for line in block.splitlines()]
+    shown = [line for line in lines if line.startswith("lessonbank claude ")]
+    assert len(shown) == 4, shown
+    for line in shown:
+        run(project, home, *shlex.split(line)[1:], monkeypatch=monkeypatch)
+    # the project's files are gone again; the user install and the plugin folder stay
+    assert not (project / ".claude" / "settings.json").exists() and not (project / ".mcp.json").exists()
+    hook = json.loads((home / ".claude" / "settings.json").read_text())["hooks"]["Stop"][0]["hooks"][0]
+    assert hook["url"] == "http://127.0.0.1:8765/api/v1/ns/my-project/hooks/claude"
+    assert (project / "lessonbank-plugin" / ".claude-plugin" / "plugin.json").exists()

@@ -52,9 +52,10 @@ Scope = Literal["project", "user"]
 
 
 def lessonbank_command() -> str:
-    """The ``lessonbank`` executable hooks run: the one beside the interpreter in use (so a hook works
-    whatever PATH Claude Code gives it), else the one on PATH, else the bare name."""
-    for candidate in (Path(sys.executable).parent / "lessonbank", Path(sys.argv[0])):
+    """The ``lessonbank`` executable hooks run, by its absolute path (so a hook works whatever PATH
+    Claude Code gives it): the one running, else the one beside this interpreter, else the one on
+    PATH, else the bare name."""
+    for candidate in (Path(sys.argv[0]), Path(sys.executable).parent / "lessonbank"):
         if candidate.name == "lessonbank" and candidate.is_file() and os.access(candidate, os.X_OK):
             return str(candidate.absolute())
     return shutil.which("lessonbank") or "lessonbank"

@@ -1,0 +1,331 @@
+"""The real Claude Code CLI, headless, with lessonbank's hooks installed by ``lessonbank claude install``.
+
+Claude Code (the npm package ``@anthropic-ai/claude-code``) runs ``claude -p … --output-format json``
+in a temporary project and HOME, its model calls going to :class:`MessagesAPI`, a local server that
+speaks the Anthropic Messages API (streamed server-sent events, tool_use blocks) with scripted
+replies. Two sessions:
+
+1. The prompt gets the lesson already in the bank (the request the model server receives carries it);
+   the scripted model runs a Bash command that fails, and the failure is recorded as an episode.
+2. After a scripted reflection (``FakeLLM``) on that episode, the next session's request carries the
+   lesson it taught; the session's outcome is attributed to the lessons injected.
+
+The CLI is taken from PATH, or from ``~/.cache/lessonbank-tests`` (installed there with npm on first
+use). Without npm, or when npm cannot install it, the test is skipped with the reason: CI machines
+keep no npm cache, so this stays a skip there rather than a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lessonbank import Episode, LessonBank
+from lessonbank.llm import FakeLLM
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = Path(os.environ.get("LESSONBANK_TEST_CACHE", Path.home() / ".cache" / "lessonbank-tests"))
+PACKAGE = "@anthropic-ai/claude-code"
+LESSONBANK = Path(sys.executable).parent / "lessonbank"
+NAMESPACE = "my-project"
+SEEDED = "Before running ./deploy.sh export DEPLOY_ENV=staging, the deploy script exits 3 without it"
+LEARNED = "Check that DEPLOY_ENV is exported before running deploy.sh against staging"
+FAILING = 'echo "deploy.sh: DEPLOY_ENV is not set" >&2; exit 3'
+QUIET = {
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+}
+
+
+def claude_cli() -> str:
+    """The ``claude`` executable: on PATH, or in the test cache (npm-installed there if missing)."""
+    found = shutil.which("claude")
+    if found:
+        return found
+    cached = CACHE / "node_modules" / ".bin" / "claude"
+    if not cached.exists():
+        npm = shutil.which("npm")
+        if npm is None:
+            pytest.skip(f"npm is not installed, so the Claude Code CLI ({PACKAGE}) cannot be installed")
+        CACHE.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(
+            [npm, "install", "--prefix", str(CACHE), "--no-audit", "--no-fund", PACKAGE],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if done.returncode != 0 or not cached.exists():
+            pytest.skip(f"npm could not install {PACKAGE}: {(done.stderr or done.stdout)[-500:]}")
+    return str(cached)
+
+
+class MessagesAPI(ThreadingHTTPServer):
+    """A local Anthropic Messages API: each request of the agent loop (one that offers tools) gets
+    the next scripted reply (a list of text / tool_use blocks); every other call (a title, a quota
+    check) gets a short text. Every request is kept in ``requests``; paths it does not know in
+    ``unknown``, answered with an empty JSON object."""
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.script: list[list[dict[str, Any]]] = []
+        self.requests: list[dict[str, Any]] = []
+        self.unknown: list[str] = []
+        self.lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def loop_requests(self) -> list[dict[str, Any]]:
+        return [body for body in self.requests if body.get("tools")]
+
+    def reply_to(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        with self.lock:
+            self.requests.append(body)
+            if body.get("tools") and self.script:
+                return self.script.pop(0)
+        return [{"type": "text", "text": "ok"}]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: MessagesAPI
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.server.unknown.append(f"GET {self.path}")
+        self._json({})
+
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        path = self.path.split("?", 1)[0]
+        if path == "/v1/messages/count_tokens":
+            self._json({"input_tokens": max(1, len(raw) // 4)})
+            return
+        if path != "/v1/messages":
+            self.server.unknown.append(f"POST {self.path}")
+            self._json({})
+            return
+        body = json.loads(raw)
+        blocks = self.server.reply_to(body)
+        stop = "tool_use" if any(block["type"] == "tool_use" for block in blocks) else "end_turn"
+        message = {
+            "id": f"msg_{len(self.server.requests)}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "claude"),
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": len(raw) // 4, "output_tokens": 1},
+        }
+        if not body.get("stream"):
+            self._json({**message, "content": blocks, "stop_reason": stop})
+            return
+        events = [("message_start", {"type": "message_start", "message": {**message, "content": []}})]
+        for index, block in enumerate(blocks):
+            if block["type"] == "text":
+                start, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": block["text"]}
+            else:
+                start = {**block, "input": {}}
+                delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+            events += [
+                (
+                    "content_block_start",
+                    {"type": "content_block_start", "index": index, "content_block": start},
+                ),
+                ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}),
+                ("content_block_stop", {"type": "content_block_stop", "index": index}),
+            ]
+        events += [
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": {"output_tokens": 8},
+                },
+            ),
+            ("message_stop", {"type": "message_stop"}),
+        ]
+        stream = "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(stream)))
+        self.end_headers()
+        self.wfile.write(stream)
+
+    def _json(self, value: object) -> None:
+        data = json.dumps(value).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def api() -> Iterator[MessagesAPI]:
+    server = MessagesAPI()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=10)
+
+
+def readme_line(prefix: str) -> str:
+    """The README's line that starts with ``prefix`` (the test runs what the README shows)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    lines = [
+        line.strip()
+        for block in re.findall(r"```bash\n(.*?)```", readme, flags=re.S)
+        for line in block.splitlines()
+    ]
+    (line,) = [line for line in lines if line.startswith(prefix)]
+    return line
+
+
+def transcript_text(body: dict[str, Any]) -> str:
+    """Everything the model is shown: the system prompt and every message."""
+    return json.dumps([body.get("system"), body.get("messages")])
+
+
+def bash(command: str, tool_id: str) -> dict[str, Any]:
+    return {
+        "type": "tool_use",
+        "id": tool_id,
+        "name": "Bash",
+        "input": {"command": command, "description": "run"},
+    }
+
+
+def test_claude_code_gets_the_lesson_and_its_failed_command_becomes_an_episode(
+    api: MessagesAPI, tmp_path: Path
+) -> None:
+    if not LESSONBANK.exists():
+        pytest.skip(f"no lessonbank command beside {sys.executable} (pip install -e . first)")
+    if subprocess.run(
+        [str(LESSONBANK), "hooks", "claude", "--help"], capture_output=True, timeout=60
+    ).returncode:
+        pytest.skip("this lessonbank has no `hooks claude` command yet")
+    claude = claude_cli()
+    home, project, bank_home = tmp_path / "home", tmp_path / "project", tmp_path / "lessonbank"
+    for folder in (home, project, bank_home):
+        folder.mkdir()
+    # Claude Code applies a project's settings once its folder is trusted (the dialog of a first
+    # interactive run): the test answers it as a user would.
+    (home / ".claude.json").write_text(
+        json.dumps(
+            {"hasCompletedOnboarding": True, "projects": {str(project): {"hasTrustDialogAccepted": True}}}
+        )
+    )
+    env = {
+        "HOME": str(home),
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LESSONBANK_HOME": str(bank_home),
+        **QUIET,
+    }
+    install = shlex.split(readme_line("lessonbank claude install --project"))
+    done = subprocess.run(
+        [str(LESSONBANK), *install[1:]], cwd=project, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    assert settings["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"].startswith(str(LESSONBANK))
+
+    db = f"sqlite:///{bank_home / 'lessons.db'}"
+    with LessonBank(db, namespace=NAMESPACE) as bank:
+        seeded = bank.add_lesson(SEEDED, tags=["deploy", "staging"])
+
+    def session(prompt: str) -> dict[str, Any]:
+        run_env = {**env, "ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "test"}
+        command = [claude, "-p", prompt, "--output-format", "json", "--allowedTools", "Bash"]
+        done = subprocess.run(command, cwd=project, env=run_env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, f"{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+        return json.loads(done.stdout)
+
+    # Session 1: the seeded lesson reaches the model; its Bash command fails.
+    api.script = [
+        [bash(FAILING, "toolu_1")],
+        [{"type": "text", "text": "The deploy failed: DEPLOY_ENV is not set."}],
+    ]
+    result = session("Deploy the web app to staging with ./deploy.sh")
+    assert result["result"].startswith("The deploy failed"), result
+    first = api.loop_requests()
+    assert len(first) == 2, api.unknown
+    assert SEEDED in transcript_text(first[0])
+    assert "mcp__lessonbank__get_context" in {tool["name"] for tool in first[0]["tools"]}
+    assert "Exit code 3" in transcript_text(first[1])  # Claude Code saw the failure itself
+
+    reflection = (
+        f"<situation>deploying to staging with deploy.sh</situation><mistake>ran it without DEPLOY_ENV</mistake>"
+        f"<correction>{LEARNED}</correction><tags>deploy, staging, env</tags>"
+    )
+    llm = FakeLLM(default=reflection)
+    with LessonBank(db, namespace=NAMESPACE, llm=llm) as bank:
+        episodes = [
+            Episode.model_validate(bank.show(decision["episode_id"])["episode"])
+            for decision in bank.decisions(limit=50)
+        ]
+        (failed_call,) = [e for e in episodes if e.metadata.get("hook") == "PostToolUseFailure"]
+        assert failed_call.status == "failure" and "DEPLOY_ENV is not set" in (failed_call.error or "")
+        assert failed_call.verification[0].exit_code == 3
+        (first_session,) = [e for e in episodes if e.metadata.get("hook") in ("Stop", "SessionEnd")]
+        assert first_session.context_ids == [seeded.id]  # the lesson injected, for attribution
+        assert bank.flush(timeout=60)
+        learned = [lesson for lesson in bank.lessons() if LEARNED in lesson.content]
+        assert learned, [lesson.content for lesson in bank.lessons()]
+
+    # Session 2: the lesson the failure taught reaches the model; the session ends well.
+    api.requests.clear()
+    api.script = [[bash("echo deployed", "toolu_2")], [{"type": "text", "text": "Deployed to staging."}]]
+    result = session("Deploy the web app to staging with ./deploy.sh again")
+    assert result["result"] == "Deployed to staging.", result
+    second = api.loop_requests()
+    assert LEARNED in transcript_text(second[0])
+
+    with LessonBank(db, namespace=NAMESPACE) as bank:
+        after = bank.stats()
+        lessons = bank.lessons()
+        sessions = [
+            episode
+            for decision in bank.decisions(limit=50)
+            if (episode := Episode.model_validate(bank.show(decision["episode_id"])["episode"])).metadata.get(
+                "hook"
+            )
+            in ("Stop", "SessionEnd")
+        ]
+    attributed = {
+        lesson.id: (lesson.helpful, lesson.harmful) for lesson in lessons if lesson.helpful or lesson.harmful
+    }
+    assert attributed, "no session outcome was attributed to the lessons injected"
+    figures = {
+        "episodes": after["episodes"],
+        "episodes_by_hook": [*sorted(str(e.metadata.get("hook")) for e in episodes), "(session 2)"],
+        "lessons_learned": len(learned),
+        "lessons_injected_per_session": [
+            len(e.context_ids) for e in sorted(sessions, key=lambda e: e.created_at)
+        ],
+        "lessons_attributed_helpful_harmful": attributed,
+        "reflection_calls": len(llm.calls),
+        "model_requests": len(first) + len(second),
+        "unknown_paths": api.unknown,
+    }
+    print(json.dumps(figures, indent=2, default=str))
