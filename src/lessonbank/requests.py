@@ -65,7 +65,7 @@ MAX_EXPAND_LESSONS = 10_000  # lessons one expansion takes (services.expansion.M
 # The bank's own vocabularies, as the requests spell them (tests/test_operations.py pins each to its home).
 LessonSort = Literal["created", "score", "access", "confidence", "utility"]
 Tier = Literal["active", "fading", "dormant", "archive"]
-ExportFormat = Literal["json", "jsonl", "markdown"]
+ExportFormat = Literal["json", "jsonl", "markdown", "skills", "agents-md"]
 GoalState = Literal["completed", "failed"]
 
 
@@ -357,6 +357,29 @@ class DreamsRequest(Request[list[DreamRun]]):
 
 class CoreMemoryRequest(Request[str]):
     pass
+
+
+# ---------------------------------------------------------------------- integrations
+
+
+class ClaudeHookRequest(Request[dict[str, Any]]):
+    """A Claude Code hook payload, as its ``http`` hook posts it: the fields lessonbank reads; any
+    other field is accepted (each event sends its own, and Claude Code adds fields over time)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    hook_event_name: str = Field(min_length=1, max_length=100)
+    session_id: Id
+    transcript_path: str | None = Field(default=None, max_length=4_096)
+    cwd: str | None = Field(default=None, max_length=4_096)
+    source: str | None = Field(default=None, max_length=100)
+    prompt: str | None = None
+    tool_name: str | None = Field(default=None, max_length=NAME_CHARS)
+    tool_input: Any = None
+    tool_response: Any = None
+    error: Any = None
+    is_interrupt: bool | None = None
+    last_assistant_message: str | None = None
 
 
 def result_of(model: type[Request[Any]]) -> Any:

@@ -127,14 +127,27 @@ def rescreen(
 
 def import_(
     ctx: typer.Context,
-    path: Annotated[str, typer.Argument(help="JSON Lines (or a JSON array) of lessons; - for stdin")],
+    path: Annotated[
+        str,
+        typer.Argument(
+            help="JSON Lines (or a JSON array) of lessons; - for stdin; a skills folder or an AGENTS.md"
+        ),
+    ],
 ) -> None:
     """Import lessons; each record needs at least "content". Same content reinforces.
+
+    A folder of skills (DIR/<name>/SKILL.md) or a Markdown file with the rules section
+    (AGENTS.md, CLAUDE.md), as `lessonbank export` wrote them, is read back as one pending
+    proposal a person approves (`lessonbank proposals`): an edited skill or rule is an edit, a new
+    one a candidate, a deleted one an archive. Nothing is written to the lessons before approval.
 
     The input is read a piece at a time, so a backup of any size imports in flat memory. A file
     holding a JSON array is read through once first: if it is broken, nothing is imported."""
     from lessonbank.services.transfer import IMPORT_BATCH, batched
 
+    if path != "-" and (Path(path).is_dir() or path.lower().endswith(".md")):
+        _import_agent_files(ctx, Path(path))
+        return
     what = "stdin" if path == "-" else path
     if path != "-" and not Path(path).is_file():
         fail(f"no such file: {path}", 2)
@@ -171,6 +184,33 @@ def import_(
     out.print(_counts(total, reader.skipped))
     if total["skipped"] + reader.skipped:
         raise typer.Exit(1)  # some records were not imported: each is named above
+
+
+def _import_agent_files(ctx: typer.Context, path: Path) -> None:
+    """Stage the edits of a skills folder or an AGENTS.md as a pending proposal, and say what it holds."""
+    from lessonbank.integrations.agents_md import import_agents_md
+    from lessonbank.integrations.skills import import_skills
+
+    with ctx.obj.bank() as bank:
+        staged = import_skills(bank, path) if path.is_dir() else import_agents_md(bank, path)
+    for where, why in staged.skipped:
+        err.print(f"{where} skipped: {why}", markup=False, soft_wrap=True)
+    counts = staged.counts()
+    found = (
+        f"{counts['edits']} edit(s), {counts['candidates']} candidate(s), {counts['archives']} archive(s); "
+        f"{counts['unchanged']} unchanged, {counts['skipped']} skipped"
+    )
+    if staged.proposal is None:
+        out.print(f"nothing to propose: {found}", markup=False, soft_wrap=True)
+    else:
+        out.print(
+            f"proposal {staged.proposal.id} is pending ({found}); "
+            f"approve it with `lessonbank proposals approve {staged.proposal.id}`",
+            markup=False,
+            soft_wrap=True,
+        )
+    if counts["skipped"]:
+        raise typer.Exit(1)
 
 
 class _NumberedReader(RecordReader):
@@ -311,6 +351,13 @@ def _size(size: Any) -> str:
 
 def export(
     ctx: typer.Context,
+    target: Annotated[
+        Path | None,
+        typer.Argument(
+            help="Where to write, as --output: for skills a folder, for agents-md an AGENTS.md or CLAUDE.md",
+            show_default=False,
+        ),
+    ] = None,
     fmt: Annotated[ExportFormat, typer.Option("--format", "-f")] = "json",
     output: Annotated[
         Path | None,
@@ -329,16 +376,27 @@ def export(
 
     Written as it is read, in flat memory. A file (or the file a link points to) is replaced only
     once the export is whole and keeps its mode; a new file is readable by you only (0600). A FIFO
-    or a device such as /dev/stdout is written into, never replaced."""
+    or a device such as /dev/stdout is written into, never replaced.
+
+    --format skills DIR writes each live procedure as DIR/<name>/SKILL.md (Agent Skills);
+    --format agents-md FILE writes the live rules as one marked section of FILE, the rest of it
+    untouched. Edit them, then `lessonbank import DIR` or `lessonbank import FILE` to propose the
+    changes for approval."""
+    output = output or target
     if output is not None and str(output) == "-":
         output = None
-    if output is not None:
+    if fmt == "skills" and output is None:
+        fail("--format skills writes a folder: give it (lessonbank export --format skills DIR)", 2)
+    if output is not None and fmt != "skills":
         writable_file(output)
     with ctx.obj.bank() as bank:
         try:
-            bank.export_to(output or sys.stdout, fmt, live_only=live_only)
+            written = bank.export_to(output or sys.stdout, fmt, live_only=live_only)
         except OSError as exc:
             fail(f"cannot write {output or 'stdout'}: {exc.strerror or exc}", 2)
+    if fmt in ("skills", "agents-md") and output is not None:
+        what = "skill(s)" if fmt == "skills" else "rule(s)"
+        err.print(f"wrote {written} {what} to {output}", markup=False, soft_wrap=True)
 
 
 def stats(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:

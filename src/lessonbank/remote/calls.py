@@ -48,9 +48,8 @@ from lessonbank.services.transfer import (
     ExportTarget,
     Mark,
     check_format,
-    export_chunks,
-    write_chunks,
 )
+from lessonbank.services.transfer import write_export as export_lessons
 
 T = TypeVar("T")
 
@@ -305,5 +304,5 @@ def write_export(lines: Iterable[str], dest: ExportTarget, format: str, namespac
             written += 1
             yield Lesson.model_validate(record), mark
 
-    write_chunks(export_chunks(marked(), format, namespace), dest)
-    return written
+    exported = export_lessons(marked(), format, namespace, dest)  # skills, agents-md: the live ones
+    return written if exported is None else exported

@@ -18,7 +18,7 @@ from lessonbank.services.transfer import (
     Mark,
     check_format,
     export_chunks,
-    write_chunks,
+    write_export,
 )
 
 EXPORT_PAGE = 1_000  # lessons read per store call by an export
@@ -134,8 +134,8 @@ class Catalog:
                 written += 1
                 yield item
 
-        write_chunks(export_chunks(counted(), fmt, self.scope.namespace), target)
-        return written
+        exported = write_export(counted(), fmt, self.scope.namespace, target)
+        return written if exported is None else exported
 
     def iter_export(self, fmt: str, *, live_only: bool = False) -> Iterator[str]:
         """The export as text chunks, a record at a time: a backup (every status, superseded and

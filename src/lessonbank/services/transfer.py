@@ -1,7 +1,10 @@
 """Export and import in bounded memory: text written a record at a time, records read a piece at a time.
 
 Export formats: ``json`` (one array, two-space indent), ``jsonl`` (one record per line) and
-``markdown`` (for people). A backup holds every lesson, whatever its status; a lesson that is no
+``markdown`` (for people); and the files agents read, written from the live lessons only:
+``skills`` (a folder of Agent Skills, one per procedure: :mod:`lessonbank.integrations.skills`) and
+``agents-md`` (the rules section of an ``AGENTS.md`` / ``CLAUDE.md``:
+:mod:`lessonbank.integrations.agents_md`); :func:`write_export` dispatches. A backup holds every lesson, whatever its status; a lesson that is no
 longer live carries a mark: ``"state": "superseded"`` or ``"state": "expired"`` in a JSON record
 (its ``superseded_by`` / ``expires_at`` say by what and since when), and the same words in its
 markdown heading. Import drops the mark and keeps the fields, so a restored lesson stays what it was.
@@ -23,14 +26,15 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain, islice
 from pathlib import Path
-from typing import IO, Any, BinaryIO, Literal, TextIO, TypeVar
+from typing import IO, Any, BinaryIO, Literal, TextIO, TypeVar, get_args
 
 from lessonbank.errors import InputError
 from lessonbank.models import Lesson
 from lessonbank.services.sections import render_lesson
 
-ExportFormat = Literal["json", "jsonl", "markdown"]
-EXPORT_FORMATS: tuple[str, ...] = ("json", "jsonl", "markdown")
+ExportFormat = Literal["json", "jsonl", "markdown", "skills", "agents-md"]
+EXPORT_FORMATS: tuple[str, ...] = get_args(ExportFormat)
+AGENT_FORMATS = ("skills", "agents-md")  # files an agent reads, written from the live lessons only
 ExportTarget = str | os.PathLike[str] | TextIO
 Mark = Literal["superseded", "expired"] | None
 
@@ -44,7 +48,34 @@ T = TypeVar("T")
 
 def check_format(fmt: object) -> None:
     if fmt not in EXPORT_FORMATS:
-        raise InputError(f"unknown export format {fmt!r}; use json, jsonl or markdown", field="format")
+        raise InputError(
+            f"unknown export format {fmt!r}; use json, jsonl, markdown, skills or agents-md", field="format"
+        )
+
+
+def write_export(
+    marked: Iterable[tuple[Lesson, Mark]], fmt: str, namespace: str, target: ExportTarget
+) -> int | None:
+    """Write the export of ``marked`` lessons to ``target`` in ``fmt``. ``skills`` (a folder) and
+    ``agents-md`` (a file whose other text is kept) take the live lessons only and return how many
+    skills or rules they wrote; the text formats return None (every lesson is a record)."""
+    check_format(fmt)
+    if fmt not in AGENT_FORMATS:
+        write_chunks(export_chunks(marked, fmt, namespace), target)
+        return None
+    if not isinstance(target, str | os.PathLike):
+        if fmt == "skills":
+            raise InputError("skills are written as folders: give a folder, not a stream", field="target")
+        _write(export_chunks(marked, fmt, namespace), target)
+        return None
+    live = (lesson for lesson, mark in marked if mark is None and lesson.status == "active")
+    if fmt == "skills":
+        from lessonbank.integrations.skills import write_skills
+
+        return write_skills(live, target)
+    from lessonbank.integrations.agents_md import write_agents_md
+
+    return write_agents_md(live, target)
 
 
 def batched(items: Iterable[T], size: int) -> Iterator[list[T]]:
@@ -73,6 +104,22 @@ def export_chunks(marked: Iterable[tuple[Lesson, Mark]], fmt: str, namespace: st
     ``json`` is byte for byte ``json.dumps(records, indent=2, ensure_ascii=False)``: each element is
     dumped alone and indented one level (JSON strings hold no raw newline, so this is exact)."""
     check_format(fmt)
+    if fmt == "skills":
+        raise InputError(
+            "skills are written as folders, one per procedure: export_to(DIR, 'skills') or "
+            "`lessonbank export --format skills DIR`",
+            field="format",
+        )
+    if fmt == "agents-md":  # the section alone, as a new AGENTS.md holds it
+        from lessonbank.integrations.agents_md import live_rules, section
+
+        yield (
+            section(
+                live_rules(lesson for lesson, mark in marked if mark is None and lesson.status == "active")
+            )
+            + "\n"
+        )
+        return
     if fmt == "json":
         opening = "[\n  "
         for lesson, mark in marked:
@@ -94,8 +141,9 @@ def export_chunks(marked: Iterable[tuple[Lesson, Mark]], fmt: str, namespace: st
             yield f"\n{heading}\n\n{render_lesson(lesson)}\n\ntags: {', '.join(lesson.tags)}\n"
 
 
-def write_chunks(chunks: Iterable[str], target: ExportTarget) -> None:
-    """Write ``chunks`` to a text stream, or to a file path, and end with a newline.
+def write_chunks(chunks: Iterable[str], target: ExportTarget, *, end_with_newline: bool = True) -> None:
+    """Write ``chunks`` to a text stream, or to a file path, and end with a newline (unless
+    ``end_with_newline`` is off: the text is written byte for byte).
 
     What a path names decides how it is written, as a shell's ``>`` would, and never turns a
     system file into a copy of the lessons:
@@ -109,7 +157,7 @@ def write_chunks(chunks: Iterable[str], target: ExportTarget) -> None:
       never replaced;
     - a folder, a block device or a socket is refused with an :class:`OSError` that says so."""
     if not isinstance(target, str | os.PathLike):
-        _write(chunks, target)
+        _write(chunks, target, end_with_newline)
         return
     path = Path(target)
     try:
@@ -117,9 +165,9 @@ def write_chunks(chunks: Iterable[str], target: ExportTarget) -> None:
     except FileNotFoundError:
         found = None
     if found is None or stat.S_ISREG(found.st_mode):
-        _replace(chunks, Path(os.path.realpath(path)), found)
+        _replace(chunks, Path(os.path.realpath(path)), found, end_with_newline)
     elif _streamable(found):
-        _stream_into(chunks, path)
+        _stream_into(chunks, path, end_with_newline)
     else:
         refused = _REFUSED.get(stat.S_IFMT(found.st_mode), "not a file")
         code = errno.EISDIR if stat.S_ISDIR(found.st_mode) else errno.EINVAL
@@ -133,7 +181,7 @@ def _streamable(found: os.stat_result) -> bool:
     return stat.S_ISFIFO(found.st_mode) or stat.S_ISCHR(found.st_mode)
 
 
-def _stream_into(chunks: Iterable[str], path: Path) -> None:
+def _stream_into(chunks: Iterable[str], path: Path, end_with_newline: bool = True) -> None:
     """Write into the FIFO or character device at ``path`` as it is: no temporary file, no rename."""
     # O_NOCTTY: a terminal written to never becomes this process's controlling terminal. No O_CREAT
     # and no O_TRUNC, and what was opened is checked again: a path swapped for a file meanwhile is
@@ -142,10 +190,12 @@ def _stream_into(chunks: Iterable[str], path: Path) -> None:
     with os.fdopen(fd, "w", encoding="utf-8", newline="") as stream:
         if not _streamable(os.fstat(fd)):
             raise OSError(errno.EINVAL, "it changed while the export started; try again", str(path))
-        _write(chunks, stream)
+        _write(chunks, stream, end_with_newline)
 
 
-def _replace(chunks: Iterable[str], path: Path, old: os.stat_result | None) -> None:
+def _replace(
+    chunks: Iterable[str], path: Path, old: os.stat_result | None, end_with_newline: bool = True
+) -> None:
     """Write ``path`` whole through a temporary file beside it, renamed over it at the end."""
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")  # made 0600
     temporary = Path(name)
@@ -155,7 +205,7 @@ def _replace(chunks: Iterable[str], path: Path, old: os.stat_result | None) -> N
                 with contextlib.suppress(PermissionError):
                     os.fchown(file.fileno(), old.st_uid, old.st_gid)
                 os.fchmod(file.fileno(), stat.S_IMODE(old.st_mode))
-            _write(chunks, file)
+            _write(chunks, file, end_with_newline)
             file.flush()
             os.fsync(file.fileno())  # the rename must not reach the disk before the text
         os.replace(temporary, path)
@@ -164,13 +214,13 @@ def _replace(chunks: Iterable[str], path: Path, old: os.stat_result | None) -> N
         raise
 
 
-def _write(chunks: Iterable[str], stream: IO[str]) -> None:
+def _write(chunks: Iterable[str], stream: IO[str], end_with_newline: bool = True) -> None:
     last = ""
     for chunk in chunks:
         if chunk:
             stream.write(chunk)
             last = chunk
-    if not last.endswith("\n"):
+    if end_with_newline and not last.endswith("\n"):
         stream.write("\n")
 
 
