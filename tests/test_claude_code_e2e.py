@@ -22,9 +22,11 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -216,50 +218,83 @@ def bash(command: str, tool_id: str) -> dict[str, Any]:
     }
 
 
-def test_claude_code_gets_the_lesson_and_its_failed_command_becomes_an_episode(
-    api: MessagesAPI, tmp_path: Path
-) -> None:
-    if not LESSONBANK.exists():
-        pytest.skip(f"no lessonbank command beside {sys.executable} (pip install -e . first)")
-    if subprocess.run(
-        [str(LESSONBANK), "hooks", "claude", "--help"], capture_output=True, timeout=60
-    ).returncode:
-        pytest.skip("this lessonbank has no `hooks claude` command yet")
-    claude = claude_cli()
-    home, project, bank_home = tmp_path / "home", tmp_path / "project", tmp_path / "lessonbank"
-    for folder in (home, project, bank_home):
-        folder.mkdir()
-    # Claude Code applies a project's settings once its folder is trusted (the dialog of a first
-    # interactive run): the test answers it as a user would.
-    (home / ".claude.json").write_text(
-        json.dumps(
-            {"hasCompletedOnboarding": True, "projects": {str(project): {"hasTrustDialogAccepted": True}}}
+class Workspace:
+    """A temporary HOME (the project trusted, as a user's first interactive run leaves it), a project
+    folder, a lessonbank home whose bank holds one lesson, and the ways to run both CLIs there."""
+
+    def __init__(self, root: Path, api: MessagesAPI) -> None:
+        if not LESSONBANK.exists():
+            pytest.skip(f"no lessonbank command beside {sys.executable} (pip install -e . first)")
+        probe = subprocess.run(
+            [str(LESSONBANK), "hooks", "claude", "--help"], capture_output=True, timeout=60
         )
-    )
-    env = {
-        "HOME": str(home),
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "LESSONBANK_HOME": str(bank_home),
-        **QUIET,
-    }
-    install = shlex.split(readme_line("lessonbank claude install --project"))
-    done = subprocess.run(
-        [str(LESSONBANK), *install[1:]], cwd=project, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    settings = json.loads((project / ".claude" / "settings.json").read_text())
-    assert settings["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"].startswith(str(LESSONBANK))
+        if probe.returncode:
+            pytest.skip("this lessonbank has no `hooks claude` command yet")
+        self.claude, self.api = claude_cli(), api
+        self.home, self.project, self.bank_home = root / "home", root / "project", root / "lessonbank"
+        for folder in (self.home, self.project, self.bank_home):
+            folder.mkdir()
+        trusted = {
+            "hasCompletedOnboarding": True,
+            "projects": {str(self.project): {"hasTrustDialogAccepted": True}},
+        }
+        (self.home / ".claude.json").write_text(json.dumps(trusted))
+        self.env = {
+            "HOME": str(self.home),
+            "PATH": "/usr/local/bin:/usr/bin:/bin",  # the hooks name lessonbank by its path
+            "LESSONBANK_HOME": str(self.bank_home),
+            **QUIET,
+        }
+        self.db = f"sqlite:///{self.bank_home / 'lessons.db'}"
+        with LessonBank(self.db, namespace=NAMESPACE) as bank:
+            self.seeded = bank.add_lesson(SEEDED, tags=["deploy", "staging"])
 
-    db = f"sqlite:///{bank_home / 'lessons.db'}"
-    with LessonBank(db, namespace=NAMESPACE) as bank:
-        seeded = bank.add_lesson(SEEDED, tags=["deploy", "staging"])
+    def lessonbank(self, line: str) -> str:
+        """Run a ``lessonbank …`` line (as the README shows it) in the project."""
+        words = shlex.split(line)
+        assert words[0] == "lessonbank", line
+        done = subprocess.run(
+            [str(LESSONBANK), *words[1:]],
+            cwd=self.project,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
 
-    def session(prompt: str) -> dict[str, Any]:
-        run_env = {**env, "ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "test"}
-        command = [claude, "-p", prompt, "--output-format", "json", "--allowedTools", "Bash"]
-        done = subprocess.run(command, cwd=project, env=run_env, capture_output=True, text=True, timeout=300)
+    def session(self, prompt: str, *options: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+        """``claude -p PROMPT`` headless in the project; its JSON result."""
+        run_env = {**self.env, **(env or {}), "ANTHROPIC_BASE_URL": self.api.url, "ANTHROPIC_API_KEY": "test"}
+        command = [self.claude, *options, "-p", prompt, "--output-format", "json", "--allowedTools", "Bash"]
+        done = subprocess.run(
+            command, cwd=self.project, env=run_env, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, f"{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
         return json.loads(done.stdout)
+
+    def failed_calls(self) -> list[Episode]:
+        with LessonBank(self.db, namespace=NAMESPACE) as bank:
+            episodes = [
+                Episode.model_validate(bank.show(d["episode_id"])["episode"]) for d in bank.decisions()
+            ]
+        return [episode for episode in episodes if episode.metadata.get("hook") == "PostToolUseFailure"]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, api: MessagesAPI) -> Workspace:
+    return Workspace(tmp_path, api)
+
+
+def test_claude_code_gets_the_lesson_and_its_failed_command_becomes_an_episode(
+    api: MessagesAPI, workspace: Workspace
+) -> None:
+    workspace.lessonbank(readme_line("lessonbank claude install --project"))
+    settings = json.loads((workspace.project / ".claude" / "settings.json").read_text())
+    assert settings["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"].startswith(str(LESSONBANK))
+    db, seeded = workspace.db, workspace.seeded
+    session = workspace.session
 
     # Session 1: the seeded lesson reaches the model; its Bash command fails.
     api.script = [
@@ -329,3 +364,52 @@ def test_claude_code_gets_the_lesson_and_its_failed_command_becomes_an_episode(
         "unknown_paths": api.unknown,
     }
     print(json.dumps(figures, indent=2, default=str))
+
+
+def test_the_plugin_folder_works_in_claude_code(api: MessagesAPI, workspace: Workspace) -> None:
+    workspace.lessonbank(readme_line("lessonbank claude plugin "))
+    plugin_dir = shlex.split(readme_line("claude --plugin-dir "))[1:]
+    api.script = [[bash(FAILING, "toolu_1")], [{"type": "text", "text": "It failed."}]]
+    workspace.session("Deploy the web app to staging with ./deploy.sh", *plugin_dir)
+    first = api.loop_requests()
+    assert SEEDED in transcript_text(first[0])
+    assert any(tool["name"].endswith("__get_context") for tool in first[0]["tools"])
+    (failed,) = workspace.failed_calls()
+    assert "DEPLOY_ENV is not set" in (failed.error or "")
+
+
+def test_http_hooks_to_a_server_with_a_key(api: MessagesAPI, workspace: Workspace) -> None:
+    import httpx
+
+    from lessonbank.server.auth import KeyStore, default_keys_path
+
+    _key, token = KeyStore(default_keys_path(workspace.bank_home)).create(
+        "claude", role="write", namespaces=[NAMESPACE]
+    )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [str(LESSONBANK), "serve", "--port", str(port)], env=workspace.env, stderr=subprocess.PIPE
+    )
+    try:
+        for _attempt in range(150):  # until the server answers (a bounded number of tries)
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=1)
+                break
+            except httpx.TransportError:
+                assert server.poll() is None, server.stderr.read().decode() if server.stderr else ""
+                time.sleep(0.2)
+        else:
+            pytest.fail("the server never answered")
+        line = readme_line("lessonbank claude install --user --url ")
+        workspace.lessonbank(line.replace("127.0.0.1:8765", f"127.0.0.1:{port}"))
+        api.script = [[bash(FAILING, "toolu_1")], [{"type": "text", "text": "It failed."}]]
+        workspace.session("Deploy the web app to staging with ./deploy.sh", env={"LESSONBANK_API_KEY": token})
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
+    first = api.loop_requests()
+    assert SEEDED in transcript_text(first[0])
+    (failed,) = workspace.failed_calls()
+    assert "DEPLOY_ENV is not set" in (failed.error or "")
