@@ -212,3 +212,37 @@ def test_a_reviewer_goes_from_the_overview_to_the_proposal_and_its_reflection(
     page.get_by_role("link", name="refactor the Go parser").click()  # type: ignore[attr-defined]
     page.get_by_text("The policy's decision").wait_for()  # type: ignore[attr-defined]
     assert problems == []
+
+
+# ---------------------------------------------------------------------- merges and flags
+
+
+def test_a_merged_lesson_shows_what_it_was_merged_from(seeded: Seeded) -> None:
+    with seeded.bank() as bank:
+        a = bank.add_lesson("run the linter before pushing")
+        b = bank.add_lesson("before a push, run the linter")
+        merged = bank.add_lesson("lint before every push")
+        bank.store.update_lesson(
+            merged.model_copy(update={"metadata": {**merged.metadata, "merged_from": [a.id, b.id]}})
+        )
+    with client_of(seeded) as client:
+        html = client.get(f"/lessons/{merged.id}").text
+        assert "merged from" in html
+        assert f'href="/lessons/{a.id}?ns=default"' in html and f'href="/lessons/{b.id}?ns=default"' in html
+        assert "merged from" not in client.get(f"/lessons/{a.id}").text
+
+
+def test_the_why_page_marks_an_injected_lesson_a_pending_proposal_flags(seeded: Seeded) -> None:
+    from lessonbank.proposals import Operation, Proposal
+
+    with seeded.bank() as bank:
+        keep = bank.add_lesson("always cache the auth token between calls")
+        other = bank.add_lesson("never cache the auth token between calls")
+        flag = Operation(kind="flag", lesson_ids=[keep.id, other.id], reason="they contradict")
+        bank.store.save_proposal(Proposal(cycle_id="cyc_test", operations=[flag]))
+    with client_of(seeded) as client:
+        html = client.get("/why", params={"task": "cache the auth token", "budget": 400}).text
+        assert "flagged" in html and "contradicts" in html
+        assert f'href="/lessons/{other.id}?ns=default"' in html
+        plain = client.get("/why", params={"task": "refactor the Go parser", "budget": 400}).text
+        assert "contradicts" not in plain

@@ -436,7 +436,8 @@ def why(request: Request, task: str = "", budget: int = 800) -> Response:
         considered, block, used = explain(bank, task, budget)
         by_status = bank.stats().get("lessons_by_status", {})
         left_out = {name: int(by_status.get(name, 0)) for name in ("pending", "quarantined", "archived")}
-        body = views.why(p.ns, task, budget, considered, block, used, left_out)
+        flagged = bank.services.consolidation.open_flags()
+        body = views.why(p.ns, task, budget, considered, block, used, left_out, flagged)
         return p.render("Why this context?", "why", body)
 
     return _guarded(request, build)

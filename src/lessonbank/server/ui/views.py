@@ -227,6 +227,7 @@ def lesson_detail(
         ),
         "source": esc(f"{lesson.source}" + (f", trigger {lesson.trigger}" if lesson.trigger else "")),
         "learned from": provenance(ns, lesson),
+        **({"merged from": merged_from(ns, lesson)} if lesson.metadata.get("merged_from") else {}),
         "created": when(lesson.created_at),
         "expires": when(lesson.expires_at),
     }
@@ -284,6 +285,20 @@ def lesson_detail(
         empty="No change recorded.",
     )
     return body
+
+
+def _contradiction(ns: str, others: Sequence[str]) -> str:
+    """A mark for a lesson a pending proposal flags as contradicting ``others`` (nothing for none)."""
+    if not others:
+        return ""
+    linked = ", ".join(lesson_link(ns, other, other) for other in others)
+    return f' {badge("flagged", "warn")} <span class="muted">contradicts {linked} (pending review)</span>'
+
+
+def merged_from(ns: str, lesson: Lesson) -> str:
+    """The lessons a merge made this one of, as links (nothing when it is no merge)."""
+    sources = [str(i) for i in lesson.metadata.get("merged_from") or []]
+    return ", ".join(lesson_link(ns, source, source) for source in sources)
 
 
 def provenance(ns: str, lesson: Lesson) -> str:
@@ -454,7 +469,10 @@ def why(
     block: str,
     used: int,
     left_out: Mapping[str, int],
+    flagged: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
+    """``flagged``: lesson id → the lessons a pending proposal flags it as contradicting; an injected
+    one is marked, since the prompt then holds a lesson a person may still overrule."""
     form = (
         '<form method="get" action="/why" class="filters">'
         f"{hidden('ns', ns)}"
@@ -471,7 +489,8 @@ def why(
         [
             esc(item.rank),
             badge("injected", "good") if item.injected else badge("left out", "muted"),
-            lesson_link(ns, item.hit.lesson.id, clip(item.hit.lesson.content, 120)),
+            lesson_link(ns, item.hit.lesson.id, clip(item.hit.lesson.content, 120))
+            + _contradiction(ns, (flagged or {}).get(item.hit.lesson.id, ())),
             f"<b>{item.hit.score:.3f}</b>",
             esc(f"{item.hit.lexical:.2f}"),
             esc(f"{item.hit.vector:.2f}"),
