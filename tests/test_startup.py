@@ -61,6 +61,7 @@ LISTED = [
     "proposals",
     "keys",
     "claude",
+    "hooks",
 ]
 
 

@@ -557,6 +557,17 @@ _TABLE = (
         cli="core",
         tag="consolidation",
     ),
+    # ------------------------------------------------------------------ integrations
+    Operation(
+        "claude_hook",
+        "write",
+        "Answer a Claude Code hook",
+        ("POST", f"{_NS}/hooks/claude"),
+        request=rq.ClaudeHookRequest,
+        cli="hooks claude",
+        tag="integrations",
+        description="Claude Code's ``http`` hook: the payload is the body; the answer is what ``lessonbank hooks claude`` prints (JSON, text for PreCompact, or nothing).",
+    ),
 )
 
 OPERATIONS: dict[str, Operation] = {op.name: op for op in _TABLE}

@@ -136,6 +136,7 @@ BODIES: dict[str, dict[str, Any]] = {
     "reject": {"reason": "no"},
     "revert": {},
     "embed_missing": {},
+    "claude_hook": {"hook_event_name": "UserPromptSubmit", "session_id": "probe", "prompt": "set up CI"},
 }
 QUERIES: dict[str, dict[str, Any]] = {"replay": {"task": "deploy"}, "forget": {"actor": "probe"}}
 

@@ -192,6 +192,11 @@ GROUPS: tuple[LazyCommand, ...] = (
         "lessonbank.cli.claude:claude_app",
         "Wire lessonbank into Claude Code: install, uninstall (hooks and MCP server), plugin DIR.",
     ),
+    LazyCommand(
+        "hooks",
+        "lessonbank.cli.hooks:hooks_app",
+        "Answer an agent's hooks from the bank (claude: a Claude Code hook payload on stdin).",
+    ),
 )
 
 

@@ -30,14 +30,22 @@ from typing import Annotated, Any
 
 import anyio
 import anyio.to_thread
-from fastapi import APIRouter, Path, Query
-from fastapi.responses import PlainTextResponse, Response, StreamingResponse
+from fastapi import APIRouter, Header, Path, Query
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import BaseModel
 
 from lessonbank.bank import LessonBank
 from lessonbank.loop.analytics import analyze
 from lessonbank.operations import ADMIN_LESSON_FIELDS, OPERATIONS, Operation, restore_operation, role_of
-from lessonbank.requests import NAME_CHARS, ExportRequest, FlushRequest, ImportRequest, Request
+from lessonbank.requests import (
+    MAX_BUDGET_TOKENS,
+    NAME_CHARS,
+    ClaudeHookRequest,
+    ExportRequest,
+    FlushRequest,
+    ImportRequest,
+    Request,
+)
 from lessonbank.server.auth import Principal
 from lessonbank.server.deps import Bank, Who, authorize
 from lessonbank.server.rest_models import ENVELOPES, Done, body_of, query_of
@@ -230,7 +238,7 @@ _SPECIAL: dict[str, tuple[Handler | None, dict[str, Any]]] = {
         {"returns": PlainTextResponse, "response_class": PlainTextResponse},
     ),
 }
-_WRITTEN_OUT = {"flush"}  # a route of its own below
+_WRITTEN_OUT = {"flush", "claude_hook"}  # a route of its own below
 
 for _operation in OPERATIONS.values():
     if _operation.rest is not None and _operation.name not in _WRITTEN_OUT:
@@ -252,6 +260,39 @@ async def flush(namespace: str, body: FlushRequest, bank: Bank) -> Done:
             return Done(done=done_or_not)
         await anyio.sleep(FLUSH_POLL_S)
     return Done(done=True)
+
+
+@_route("claude_hook", tags=["integrations"])
+def claude_hook(
+    namespace: str,
+    body: ClaudeHookRequest,
+    bank: Bank,
+    budget: Annotated[int | None, Header(alias="X-Lessonbank-Budget", ge=0, le=MAX_BUDGET_TOKENS)] = None,
+) -> Response:
+    """Answer a Claude Code ``http`` hook as ``lessonbank hooks claude`` answers a command hook.
+
+    The answer is JSON (``hookSpecificOutput.additionalContext`` for SessionStart and
+    UserPromptSubmit), plain text for PreCompact (added to the compaction's instructions), or an
+    empty 200. A hook never breaks the session: a failure is logged and answered empty. Only a
+    transcript under a ``.claude/projects`` folder is read. ``X-Lessonbank-Budget``: the context's
+    token budget (default 800)."""
+    from lessonbank.integrations.claude.hooks import ClaudeHooks, claude_transcript
+    from lessonbank.integrations.claude.session import Sessions
+
+    sessions = Sessions.under(bank.settings.home, namespace)
+    hooks = ClaudeHooks(
+        bank, sessions, budget_tokens=800 if budget is None else budget, readable=claude_transcript
+    )
+    try:
+        answer = hooks.answer(body.model_dump(exclude_none=True))
+    except Exception as exc:  # a hook never breaks the session
+        log.warning("claude %s hook failed: %s: %s", body.hook_event_name, type(exc).__name__, exc)
+        return Response(status_code=200)
+    if answer.json is not None:
+        return JSONResponse(answer.json)
+    if answer.text is not None:
+        return PlainTextResponse(answer.text)
+    return Response(status_code=200)
 
 
 def _flush_looks() -> anyio.CapacityLimiter:
