@@ -135,6 +135,7 @@ def test_created_files_are_removed_again(tmp_path: Path) -> None:
 
     assert uninstall(target) == [target.settings, target.mcp]
     assert not target.settings.exists() and not target.mcp.exists()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_user_install_writes_home_settings_and_the_user_mcp_config(

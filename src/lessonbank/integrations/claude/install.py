@@ -173,6 +173,9 @@ def uninstall(target: Target) -> list[Path]:
                 del settings.data["enabledMcpjsonServers"]
         if settings.save(drop_if_empty=True):
             changed.append(settings.path)
+        folder = target.settings.parent
+        if not target.settings.exists() and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()  # the .claude folder the install made, left empty
     if target.mcp.exists():
         mcp = JsonFile.read(target.mcp)
         servers = mcp.data.get("mcpServers")
