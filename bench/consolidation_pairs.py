@@ -9,7 +9,8 @@ scope), and the pre-pass runs once on that bank. Reported:
 - **paraphrase recall**: labelled paraphrase pairs that end in one cluster (also per source);
 - **paraphrase precision**: of the labelled pairs that end in one cluster, the share labelled paraphrase;
   and **bank precision**: of all pairs joined in a cluster, the share whose two texts belong to one item
-  (one rule, one task, one hand-written pair; texts of different items joined count as wrong);
+  (one rule code, one task, one hand-written pair; a text and its retype are one item; texts of
+  different items joined count as wrong, also two rules that give the same advice, e.g. D206 / W191);
 - **contradiction precision / recall**: of every pair the pre-pass proposes as a contradiction, the share
   labelled contradiction; of the labelled contradictions, the share proposed;
 - **distinct merged**: labelled distinct pairs that end in one cluster (target 0).
@@ -35,6 +36,7 @@ import _pairdata
 from lessonbank.models import Lesson
 from lessonbank.services.consolidation import paraphrase
 from lessonbank.services.consolidation.prepass import COSINE, find_candidates
+from lessonbank.text import same_lesson
 
 RESULTS = Path(__file__).resolve().parent / "results"
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
@@ -50,10 +52,31 @@ def bank_of(records: Sequence[Mapping[str, Any]]) -> tuple[list[Lesson], dict[st
             text = record[side]
             if text not in ids:
                 ids[text] = f"l{len(ids):04d}"
-                same = record["label"] == "paraphrase"
-                items[ids[text]] = record["key"] if same else f"{record['key']}:{side}"
+                items[ids[text]] = item_of(record, side)
+    # A text retyped (the same lesson: one rule's summary as pycodestyle and ruff print it) is one item.
+    heads: list[str] = []
+    for text, lesson_id in ids.items():
+        head = next((h for h in heads if same_lesson(h, text)), None)
+        if head is None:
+            heads.append(text)
+        else:
+            joined = items[ids[head]]
+            old = items[lesson_id]
+            for key, value in items.items():
+                if value == old:
+                    items[key] = joined
     lessons = [Lesson(id=i, content=text, created_at=NOW - timedelta(days=1)) for text, i in ids.items()]
     return lessons, ids, items
+
+
+def item_of(record: Mapping[str, Any], side: str) -> str:
+    """What the text documents: the rule code or task of a paraphrase pair, each sibling's own rule
+    code (``E701/E702`` → ``E701`` for ``a``), each side of anything else apart."""
+    if record["label"] == "paraphrase":
+        return str(record["key"])
+    if record["source"] == "ruff-siblings":
+        return str(record["key"]).split("/")[0 if side == "a" else 1]
+    return f"{record['key']}:{side}"
 
 
 def measure(
@@ -155,11 +178,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--embedder", default="none", help="none, minilm, static, hash (vectors cached)")
     parser.add_argument("--cosine", type=float, default=COSINE)
-    parser.add_argument("--sweep", action="store_true", help="the tuning half over thresholds")
+    parser.add_argument(
+        "--sweep", action="store_true", help="the tuning half over thresholds (cosine, with --embedder)"
+    )
     args = parser.parse_args(argv)
     records = _pairdata.load()
     vectors = vectors_for(records, args.embedder) if args.embedder != "none" else None
     halves = {half: [r for r in records if r["half"] == half] for half in ("tune", "held")}
+    if args.sweep and vectors:
+        for cosine in (0.7, 0.75, 0.8, 0.85, 0.88, 0.9, 0.92):
+            got = measure(halves["tune"], vectors, cosine)
+            print(cosine, *(f"{k}={_fmt(got[k])}" for k in ROWS[1:]))
+        return 0
     if args.sweep:
         for para in (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8):
             for contra in (0.4, 0.5, 0.6, 0.7):

@@ -84,6 +84,10 @@ def test_opposite_advice_about_one_thing_is_a_contradiction_not_a_cluster(a: str
         ),
         ("Missing whitespace around arithmetic operator", "Missing whitespace around bitwise operator"),
         ("Missing docstring in public class", "Missing docstring in public nested class"),
+        (
+            "Missing return type annotation for special method `{name}`",
+            "Missing return type annotation for classmethod `{name}`",
+        ),
     ],
 )
 def test_distinct_lessons_sharing_most_words_are_not_merged(a: str, b: str) -> None:
@@ -121,3 +125,10 @@ def test_on_a_sample_of_the_labelled_pairs_no_distinct_pair_is_merged_and_contra
     missed = [r["key"] for r in contradictions if frozenset((ids[r["a"]], ids[r["b"]])) not in flagged]
     assert len(missed) <= 1, missed
     assert not any(merged(record) for record in contradictions)
+
+
+def test_close_vectors_do_not_join_one_template_with_a_slot_filled_differently() -> None:
+    a = lesson("Async functions should not create subprocesses with blocking methods", "a")
+    b = lesson("Async functions should not run processes with blocking methods", "b")
+    close = {key: np.ones(4, dtype=np.float32) for key in "ab"}
+    assert find_candidates([a, b], NOW, vectors=close, cosine=0.85).clusters == []

@@ -134,6 +134,9 @@ class Settings(BaseSettings):
     dedup_cosine: float = (
         0.92  # LESSONBANK_DEDUP_COSINE: a same-kind lesson this close is reinforced, not added
     )
+    # LESSONBANK_CONSOLIDATION_COSINE: with an embedder, the cosine from which the consolidation pre-pass
+    # clusters two lessons its opposition and sibling guards let through (bench/consolidation_pairs.py)
+    consolidation_cosine: float = 0.85
     # LESSONBANK_HYBRID_LEXICAL_WEIGHT: BM25's share in hybrid fusion (default: the embedder's)
     hybrid_lexical_weight: OptionalFloat = None
     # LESSONBANK_VECTOR_FLOOR: cosine below which a lesson no query word matched is not recalled
@@ -226,6 +229,11 @@ class Settings(BaseSettings):
             raise ConfigError(
                 f"dedup_cosine (LESSONBANK_DEDUP_COSINE) must be in (0, 1], got {self.dedup_cosine}; "
                 "1 merges only identical vectors"
+            )
+        if not 0.0 < self.consolidation_cosine <= 1.0:
+            raise ConfigError(
+                "consolidation_cosine (LESSONBANK_CONSOLIDATION_COSINE) must be in (0, 1], got "
+                f"{self.consolidation_cosine}; 1 clusters only identical vectors"
             )
         return self
 

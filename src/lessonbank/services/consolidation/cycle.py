@@ -175,7 +175,9 @@ class Consolidator:
         vectors = None
         if self.retriever.embedder is not None:
             vectors = self.retriever.index(self.scope.namespace).vectors()
-        candidates = find_candidates(lessons, now, vectors=vectors, cosine=self.scope.settings.dedup_cosine)
+        candidates = find_candidates(
+            lessons, now, vectors=vectors, cosine=self.scope.settings.consolidation_cosine
+        )
         store, namespace = self.scope.store, self.scope.namespace
         state = store.cycle_state(namespace)
         remembered = decided_on(state)

@@ -15,7 +15,10 @@ Pure and deterministic; no LLM, no store. Used by the consolidation pre-pass (:m
 - **Siblings are not paraphrases**: texts naming different code spans, identifiers or numbers
   (``*args`` / ``**kwargs``, D203 / D211), or differing by one word on each side, or by one word added,
   everything else shared ("*arithmetic* operator" / "*bitwise* operator", "public class" / "public
-  *nested* class"), are two lessons.
+  *nested* class"), or one template with a slot filled differently (each text has one or two (:data:`SLOT`) terms the
+  other lacks and :func:`template_likeness` is at least :data:`TEMPLATE`: "return type annotation for
+  *special method*" / "*classmethod*"), are two lessons. The template guard is what keeps ruff's sibling
+  rules apart once vectors join texts from cosine 0.85 on (``bench/consolidation_pairs.py``).
 
 A pair is a paraphrase when it is not opposed, not siblings, and its likeness is at least
 :data:`PARAPHRASE` (or, with vectors, its cosine is at least the caller's threshold); a contradiction
@@ -31,11 +34,14 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import Literal
 
 from lessonbank.text import STOPWORDS, literals, stem, words
 
+TEMPLATE = 0.7  # word-sequence likeness at or above which two texts each with a term of its own are siblings
+SLOT = 2  # terms of its own each side may have for two texts of one template to be siblings
 PARAPHRASE = 0.8  # weighted Dice of terms at or above which two unopposed texts are one lesson
 CONTRADICTION = 0.7  # weighted Dice at or above which two opposed texts are about the same thing
 
@@ -180,7 +186,19 @@ def siblings(a: str, b: str) -> bool:
         return True
     terms_a, terms_b = terms(a), terms(b)
     only_a, only_b = len(terms_a - terms_b), len(terms_b - terms_a)
-    return len(terms_a & terms_b) >= 2 and sorted((only_a, only_b)) in ([0, 1], [1, 1])
+    if len(terms_a & terms_b) >= 2 and sorted((only_a, only_b)) in ([0, 1], [1, 1]):
+        return True
+    slot = min(only_a, only_b) > 0 and max(only_a, only_b) <= SLOT
+    return slot and template_likeness(a, b) >= TEMPLATE
+
+
+@lru_cache(maxsize=65536)
+def template_likeness(a: str, b: str) -> float:
+    """How much of the two texts is one sequence of words in one order (difflib's ratio, in [0, 1]):
+    "Missing return type annotation for *special method* / *classmethod* ``{name}``" is 0.8; a
+    paraphrase reorders ("Before pushing, run the linter" / "Run the linter before pushing": 0.6) or
+    rewords, and keeps its terms."""
+    return SequenceMatcher(None, words(a.lower()), words(b.lower()), autojunk=False).ratio()
 
 
 @dataclass

@@ -1,0 +1,246 @@
+"""Bank-level figures of one consolidation cycle: a bank of more than 1,000 lessons with known duplicates,
+stale lessons and distinct lessons that share many words, one cycle, approved whole.
+
+The bank, one per half of ``tests/data/lesson_pairs.jsonl`` (``tune``: the pre-pass's thresholds were
+chosen on it; ``held``: never looked at while tuning):
+
+- **duplicates**: every text of the half's labelled pairs; a labelled paraphrase pair (two documentations
+  of one check, two reflections GPT-4 wrote on one problem, a hand-written pair) is a known duplicate pair;
+- **stale**: :data:`STALE` ruff rule summaries written 400 days ago and never used (decay proposes them for
+  archive);
+- **distinct**: the other ruff rule summaries (``ruff rule --all``), one lesson per rule, leaving out the
+  rules the half's pairs already document: many share most of their words ("Missing return type
+  annotation for *special method*" / "*classmethod*").
+
+Every text belongs to one **item** (a rule code, a task, a hand-written pair; a text and its retype are one
+item). One cycle runs with a scripted model that follows the pre-pass (its replies propose nothing of
+their own: the proposal is the pre-pass's merges and archives, and the phases' tokens are spent as in
+use), and the proposal is approved whole. Reported: lessons before / after, duplicate pairs merged and
+left, merge precision (pairs of lessons merged into one whose items agree), distinct lessons lost
+(superseded or archived without being a duplicate or stale: target 0), stale archived, tokens spent.
+
+    .venv/bin/python bench/consolidation_bank.py                       # words only and MiniLM
+    .venv/bin/python bench/consolidation_bank.py --embedders none      # words only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import _pairdata
+import _ruffdocs
+from consolidation_pairs import item_of
+from lessonbank import LessonBank
+from lessonbank.errors import NotFoundError
+from lessonbank.llm.base import Message
+from lessonbank.llm.fake import FakeLLM
+from lessonbank.services.consolidation import prompts
+from lessonbank.text import same_lesson
+
+RESULTS = Path(__file__).resolve().parent / "results"
+STALE = 25
+MIN_LESSONS = 1_000
+
+CORE = "## Identity\nA bench bank.\n\n## Active Context\nLint rules.\n\n## Persona\nTerse.\n\n## Critical Facts\n- none\n"
+SUMMARY = "## Key Insight\nThe pre-pass found the duplicates.\n\n## What I've Learned About Learning\nNothing new.\n"
+REPLIES = {
+    "You are performing a memory consolidation cycle": "1. Follow the pre-pass's candidates.",
+    "You are reviewing your history of reflections": "- Insight: nothing beyond the pre-pass.",
+    "Execute the consolidation plan": "NONE",
+    "Rewrite the core memory": CORE,
+    "Generate a human-readable reflection summary": SUMMARY,
+}
+
+
+def follower() -> FakeLLM:
+    """A model that answers each phase briefly and proposes nothing beyond the pre-pass."""
+
+    def answer(messages: Sequence[Message]) -> str:
+        if messages[0]["content"] != prompts.SYSTEM:
+            return "not a reflection"
+        prompt = next(m["content"] for m in messages if m["role"] == "user")
+        return next((reply for opening, reply in REPLIES.items() if prompt.startswith(opening)), "")
+
+    return FakeLLM(default=answer)
+
+
+def build(half: str, rules: Sequence[Mapping[str, Any]], now: datetime) -> dict[str, Any]:
+    """The half's bank: lesson rows, lesson id → item, the duplicate pairs, the stale ids."""
+    records = [record for record in _pairdata.load() if record["half"] == half]
+    texts: dict[str, str] = {}  # text → id
+    items: dict[str, str] = {}
+    duplicates: set[tuple[str, str]] = set()
+    for record in records:
+        for side in ("a", "b"):
+            text = record[side]
+            if text not in texts:
+                texts[text] = f"les_p{len(texts):04d}"
+                items[texts[text]] = item_of(record, side)
+        if record["label"] == "paraphrase":
+            a, b = sorted((texts[record["a"]], texts[record["b"]]))
+            duplicates.add((a, b))
+    documented = {code for item in items.values() for code in item.split(":")[0].split("/")}
+    rows: list[dict[str, Any]] = []
+    for text, lesson_id in texts.items():
+        rows.append({"id": lesson_id, "content": text, "created_at": now - timedelta(days=1)})
+    stale: set[str] = set()
+    filler = [rule for rule in rules if rule["code"] not in documented]
+    for n, rule in enumerate(filler):
+        text = rule["summary"]
+        if text in texts or any(same_lesson(text, other) for other in texts):
+            continue
+        lesson_id = f"les_r{n:04d}"
+        texts[text] = lesson_id
+        items[lesson_id] = rule["code"]
+        row: dict[str, Any] = {"id": lesson_id, "content": text, "created_at": now - timedelta(days=1)}
+        if len(stale) < STALE and n % 7 == 0:
+            row["created_at"] = now - timedelta(days=400)
+            stale.add(lesson_id)
+        rows.append(row)
+    _join_retypes(texts, items)
+    return {"rows": rows, "items": items, "duplicates": sorted(duplicates), "stale": stale}
+
+
+def _join_retypes(texts: Mapping[str, str], items: dict[str, str]) -> None:
+    """A text and its retype (the same lesson) are one item."""
+    heads: list[str] = []
+    for text in texts:
+        head = next((h for h in heads if same_lesson(h, text)), None)
+        if head is None:
+            heads.append(text)
+            continue
+        old, new = items[texts[text]], items[texts[head]]
+        for key, value in items.items():
+            if value == old:
+                items[key] = new
+
+
+def run(half: str, embedder: str | None, rules: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    now = datetime.now(UTC)
+    bank_spec = build(half, rules, now)
+    items: dict[str, str] = bank_spec["items"]
+    with (
+        tempfile.TemporaryDirectory(prefix="lb-consolidation-bank-") as tmp,
+        LessonBank(f"sqlite:///{tmp}/bank.db", embedder=embedder, llm=follower(), worker=False) as bank,
+    ):
+        bank.import_lessons(bank_spec["rows"])
+        ids = [row["id"] for row in bank_spec["rows"]]
+        before = len(bank.lessons(limit=100_000))
+        proposal = bank.consolidate()
+        merges = [] if proposal is None else [op for op in proposal.operations if op.kind == "merge"]
+        archives = [] if proposal is None else [op for op in proposal.operations if op.kind == "archive"]
+        if proposal is not None:
+            bank.approve(proposal.id)
+        after = len(bank.lessons(limit=100_000))
+        state = {}
+        for lesson_id in ids:
+            try:
+                state[lesson_id] = bank.get_lesson(lesson_id)
+            except NotFoundError:  # the same words as a lesson before it: one lesson on write
+                continue
+    ids = list(state)
+    merged_into = {i: lesson.superseded_by for i, lesson in state.items() if lesson.superseded_by}
+    archived = {i for i, lesson in state.items() if lesson.status == "archived"}
+    merged_pairs = [
+        pair for op in merges for pair in combinations(sorted(op.lesson_ids), 2) if op.status != "dropped"
+    ]
+    duplicates: list[tuple[str, str]] = bank_spec["duplicates"]
+    duplicates = [(a, b) for a, b in duplicates if a in state and b in state]
+
+    def root(lesson_id: str) -> str:  # a merge keeps one source (or writes a new lesson), supersedes the rest
+        seen = {lesson_id}
+        while lesson_id in merged_into and merged_into[lesson_id] not in seen:
+            lesson_id = merged_into[lesson_id]
+            seen.add(lesson_id)
+        return lesson_id
+
+    left = [(a, b) for a, b in duplicates if root(a) != root(b)]
+    in_duplicates = {i for pair in duplicates for i in pair}
+    same_item = {i for i in ids if sum(items[j] == items[i] for j in ids) > 1}
+    stale: set[str] = bank_spec["stale"] & set(state)
+    distinct = [i for i in ids if i not in in_duplicates and i not in same_item and i not in stale]
+    lost = sorted(i for i in distinct if i in merged_into or i in archived)
+    wrong = [(a, b) for a, b in merged_pairs if items[a] != items[b]]
+    return {
+        "half": half,
+        "embedder": embedder or "none",
+        "lessons_before": before,
+        "lessons_after": after,
+        "duplicate_pairs": len(duplicates),
+        "duplicates_merged": len(duplicates) - len(left),
+        "duplicates_merged_share": round(1 - len(left) / len(duplicates), 3) if duplicates else None,
+        "duplicate_pairs_left": len(left),
+        "merges": len(merges),
+        "merged_pairs": len(merged_pairs),
+        "merge_precision": round(1 - len(wrong) / len(merged_pairs), 3) if merged_pairs else None,
+        "distinct_lessons": len(distinct),
+        "distinct_lost": len(lost),
+        "stale": len(stale),
+        "stale_archived": len(stale & archived),
+        "archived": len(archives),
+        "tokens_in": 0 if proposal is None else proposal.tokens_in,
+        "tokens_out": 0 if proposal is None else proposal.tokens_out,
+        "lost_examples": [state[i].content[:120] for i in lost[:10]],
+        "wrong_merges": [[state[a].content[:100], state[b].content[:100]] for a, b in wrong[:10]],
+    }
+
+
+ROWS = (
+    "lessons_before",
+    "lessons_after",
+    "duplicate_pairs",
+    "duplicates_merged",
+    "duplicates_merged_share",
+    "duplicate_pairs_left",
+    "merge_precision",
+    "distinct_lessons",
+    "distinct_lost",
+    "stale",
+    "stale_archived",
+    "tokens_in",
+    "tokens_out",
+)
+
+
+def table(results: Sequence[Mapping[str, Any]]) -> str:
+    heads = [f"{r['embedder']}/{r['half']}" for r in results]
+    lines = [f"{'':26}" + "".join(f"{h:>14}" for h in heads)]
+    for row in ROWS:
+        cells = ["-" if r[row] is None else str(r[row]) for r in results]
+        lines.append(f"{row:26}" + "".join(f"{c:>14}" for c in cells))
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--embedders", nargs="+", default=["none", "minilm"])
+    args = parser.parse_args(argv)
+    rules = [rule for rule in _ruffdocs.ruff_rules(_ruffdocs.ruff_binary()) if rule.get("code")]
+    results = []
+    for embedder in args.embedders:
+        for half in ("tune", "held"):
+            found = run(half, None if embedder == "none" else embedder, rules)
+            assert found["lessons_before"] >= MIN_LESSONS, found["lessons_before"]
+            results.append(found)
+    print(table(results))
+    for found in results:
+        for label in ("wrong_merges", "lost_examples"):
+            for example in found[label]:
+                print(f"{found['embedder']}/{found['half']} {label}: {example}")
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / "consolidation_bank.json"
+    out.write_text(json.dumps(results, indent=2))
+    print(f"-> {out.relative_to(RESULTS.parent.parent)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
