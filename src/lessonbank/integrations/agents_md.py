@@ -17,7 +17,6 @@ archive.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import re
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lessonbank.errors import InputError, NotFoundError
-from lessonbank.lessons import ranked_pool, stream_of
+from lessonbank.integrations.rules_section import BEGIN, END, bullet_hash, live_rules, section
 from lessonbank.models import Lesson
 
 if TYPE_CHECKING:
@@ -37,46 +36,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("lessonbank.agents_md")
 
-BEGIN = "<!-- lessonbank:begin -->"
-END = "<!-- lessonbank:end -->"
 MAX_FILE_BYTES = 1 << 20  # an AGENTS.md past this is refused unread
 MAX_RULE_CHARS = 2_000
 _EXPORTED = re.compile(r"^<!-- exported:((?:\s+\S+)*)\s*-->$")
 _BULLET = re.compile(r"^[-*]\s+(?P<text>.*?)\s*(?:<!--\s*(?P<id>\S+)\s+(?P<hash>[0-9a-f]{8,64})\s*-->)?\s*$")
-
-
-def bullet_hash(text: str) -> str:
-    return hashlib.sha256(" ".join(text.split()).encode()).hexdigest()[:12]
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def section(rules: Iterable[Lesson]) -> str:
-    """The marked section for ``rules`` (in the order given), from :data:`BEGIN` to :data:`END`."""
-    ranked = list(rules)
-    lines = [BEGIN, "<!-- exported:" + "".join(f" {rule.id}" for rule in ranked) + " -->"]
-    lines += ["## Learned rules", ""]
-    lines.append(
-        "Kept by lessonbank: edit a bullet or add one, then `lessonbank import` this file to propose it."
-    )
-    for stream in ("strategic", "tactical"):
-        chosen = [rule for rule in ranked if stream_of(rule) == stream]
-        if chosen:
-            lines += ["", f"### {stream.capitalize()}", ""]
-            for rule in chosen:
-                text = _one_line(rule.content)
-                lines.append(f"- {text} <!-- {rule.id} {bullet_hash(text)} -->")
-    if not ranked:
-        lines += ["", "No rules learned yet."]
-    lines.append(END)
-    return "\n".join(lines)
-
-
-def live_rules(lessons: Iterable[Lesson]) -> list[Lesson]:
-    """The rules among ``lessons`` (all live), strategic first, then the most recently confirmed."""
-    return ranked_pool([lesson for lesson in lessons if lesson.kind == "principle"])
 
 
 def _bounds(text: str, where: str) -> tuple[int, int] | None:

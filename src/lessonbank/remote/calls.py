@@ -38,6 +38,7 @@ from lessonbank.errors import (
     ParseError,
     StoreError,
 )
+from lessonbank.integrations.agent_files import write_export as export_lessons
 from lessonbank.models import Lesson
 from lessonbank.operations import BY_REQUEST, Operation
 from lessonbank.redact import redact, redact_url
@@ -49,7 +50,6 @@ from lessonbank.services.transfer import (
     Mark,
     check_format,
 )
-from lessonbank.services.transfer import write_export as export_lessons
 
 T = TypeVar("T")
 

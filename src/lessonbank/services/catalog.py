@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from lessonbank.errors import InputError, NotFoundError
+from lessonbank.integrations.agent_files import write_export
 from lessonbank.llm import LLM
 from lessonbank.models import LESSON_STATUSES, Lesson
 from lessonbank.ports import LessonQuery, LessonSort
@@ -18,7 +19,6 @@ from lessonbank.services.transfer import (
     Mark,
     check_format,
     export_chunks,
-    write_export,
 )
 
 EXPORT_PAGE = 1_000  # lessons read per store call by an export
@@ -134,7 +134,7 @@ class Catalog:
                 written += 1
                 yield item
 
-        exported = write_export(counted(), fmt, self.scope.namespace, target)
+        exported = write_export(counted(), fmt, self.scope.namespace, target)  # every format, agent files too
         return written if exported is None else exported
 
     def iter_export(self, fmt: str, *, live_only: bool = False) -> Iterator[str]:

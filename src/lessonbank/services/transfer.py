@@ -4,7 +4,8 @@ Export formats: ``json`` (one array, two-space indent), ``jsonl`` (one record pe
 ``markdown`` (for people); and the files agents read, written from the live lessons only:
 ``skills`` (a folder of Agent Skills, one per procedure: :mod:`lessonbank.integrations.skills`) and
 ``agents-md`` (the rules section of an ``AGENTS.md`` / ``CLAUDE.md``:
-:mod:`lessonbank.integrations.agents_md`); :func:`write_export` dispatches. A backup holds every lesson, whatever its status; a lesson that is no
+:mod:`lessonbank.integrations.agents_md`), which :mod:`lessonbank.integrations.agent_files` dispatches
+to (this module writes the text formats). A backup holds every lesson, whatever its status; a lesson that is no
 longer live carries a mark: ``"state": "superseded"`` or ``"state": "expired"`` in a JSON record
 (its ``superseded_by`` / ``expires_at`` say by what and since when), and the same words in its
 markdown heading. Import drops the mark and keeps the fields, so a restored lesson stays what it was.
@@ -68,14 +69,8 @@ def write_export(
             raise InputError("skills are written as folders: give a folder, not a stream", field="target")
         _write(export_chunks(marked, fmt, namespace), target)
         return None
-    live = (lesson for lesson, mark in marked if mark is None and lesson.status == "active")
-    if fmt == "skills":
-        from lessonbank.integrations.skills import write_skills
-
-        return write_skills(live, target)
-    from lessonbank.integrations.agents_md import write_agents_md
-
-    return write_agents_md(live, target)
+    # A folder of skills or an AGENTS.md file: :mod:`lessonbank.integrations.agent_files` writes them.
+    raise InputError(f"{fmt} is written to a folder or a file: use the agent-file writer", field="format")
 
 
 def batched(items: Iterable[T], size: int) -> Iterator[list[T]]:
@@ -111,7 +106,7 @@ def export_chunks(marked: Iterable[tuple[Lesson, Mark]], fmt: str, namespace: st
             field="format",
         )
     if fmt == "agents-md":  # the section alone, as a new AGENTS.md holds it
-        from lessonbank.integrations.agents_md import live_rules, section
+        from lessonbank.integrations.rules_section import live_rules, section
 
         yield (
             section(
