@@ -136,7 +136,7 @@ class Settings(BaseSettings):
     )
     # LESSONBANK_CONSOLIDATION_COSINE: with an embedder, the cosine from which the consolidation pre-pass
     # clusters two lessons its opposition and sibling guards let through (bench/consolidation_pairs.py)
-    consolidation_cosine: float = 0.85
+    consolidation_cosine: float = 0.92
     # LESSONBANK_HYBRID_LEXICAL_WEIGHT: BM25's share in hybrid fusion (default: the embedder's)
     hybrid_lexical_weight: OptionalFloat = None
     # LESSONBANK_VECTOR_FLOOR: cosine below which a lesson no query word matched is not recalled
