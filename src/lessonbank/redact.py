@@ -527,6 +527,9 @@ LOGGERS = (
     "lessonbank.mirror",
     "lessonbank.server",
     "lessonbank.server.mcp",
+    "lessonbank.hooks",
+    "lessonbank.skills",
+    "lessonbank.agents_md",
 )
 
 
