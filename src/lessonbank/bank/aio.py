@@ -18,7 +18,6 @@ from lessonbank import requests as rq
 from lessonbank.bank.base import GoalState
 from lessonbank.bank.flavours import AsyncBankBase
 from lessonbank.jobs import Worker
-from lessonbank.loop.records import search_reflections
 from lessonbank.models import AuditEntry, ContextBlock, Decision, Episode, Hit, Job, Lesson, LessonKind
 from lessonbank.ports import LessonSort
 from lessonbank.proposals import DreamRun, Proposal
@@ -304,6 +303,8 @@ class AsyncLessonBank(AsyncBankBase):
         limit: int = 10,
     ) -> list[dict[str, Any]]:
         """Past loop reflections (AIWG records, newest first) by failure category, confidence, keywords."""
+        from lessonbank.loop.records import search_reflections  # the loop package loads when it is used
+
         return await self._call(
             search_reflections,
             self,

@@ -12,7 +12,6 @@ from lessonbank import requests as rq
 from lessonbank.bank.base import GoalState
 from lessonbank.bank.flavours import SyncBankBase
 from lessonbank.jobs import Worker
-from lessonbank.loop.records import search_reflections
 from lessonbank.models import AuditEntry, ContextBlock, Decision, Episode, Hit, Job, Lesson, LessonKind
 from lessonbank.ports import LessonSort
 from lessonbank.proposals import DreamRun, Proposal
@@ -294,6 +293,8 @@ class LessonBank(SyncBankBase):
         limit: int = 10,
     ) -> list[dict[str, Any]]:
         """Past loop reflections (AIWG records, newest first) by failure category, confidence, keywords."""
+        from lessonbank.loop.records import search_reflections  # the loop package loads when it is used
+
         return self._call(
             search_reflections,
             self,

@@ -12,19 +12,39 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
-from rich.console import Console
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from rich.console import Console
     from rich.table import Table
 
     from lessonbank.bank import LessonBank
     from lessonbank.models import Hit, Lesson
 
-# Wide enough that ids never wrap when output is piped (rich assumes 80 columns then).
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True, highlight=False)
+    out: Console
+    err: Console
+
+
+def __getattr__(name: str) -> Console:
+    """``out`` and ``err``, made on first use: a command that prints no table (a hook) never loads rich."""
+    if name not in ("out", "err"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _console(name)
+
+
+def _console(name: str) -> Console:
+    made: Console | None = globals().get(name)
+    if made is not None:
+        return made
+    from rich.console import Console
+
+    if name == "out":  # wide enough that ids never wrap when piped (rich assumes 80 columns then)
+        console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+    else:
+        console = Console(stderr=True, highlight=False)
+    globals()[name] = console
+    return console
 
 
 class Options:
@@ -119,7 +139,7 @@ def print_lessons(lessons: list[Lesson], hits: list[Hit] | None = None) -> None:
         if hits is not None:
             row.insert(0, f"{hits[index].score:.3f}")
         table.add_row(*row)
-    out.print(table)
+    _console("out").print(table)
 
 
 def read_text(path: str) -> str:
@@ -154,10 +174,10 @@ def json_records(text: str, what: str) -> tuple[list[Any], int]:
             records.append(json.loads(line))
         except json.JSONDecodeError as exc:
             skipped += 1
-            err.print(f"line {number} skipped: not JSON ({exc.msg})", markup=False)
+            _console("err").print(f"line {number} skipped: not JSON ({exc.msg})", markup=False)
         except RecursionError:
             skipped += 1
-            err.print(f"line {number} skipped: nested too deeply to read as JSON", markup=False)
+            _console("err").print(f"line {number} skipped: nested too deeply to read as JSON", markup=False)
     return records, skipped
 
 
