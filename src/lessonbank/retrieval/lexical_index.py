@@ -21,6 +21,13 @@ index was built go to a small delta (Python postings) and a rewritten lesson's o
 dead; past ``DELTA_MIN`` slots or an eighth of the index, the base is rebuilt from the live
 slots. When the store holds fewer term vectors than the index (lessons deleted: deletes have no
 sequence number), one lookup finds which; any other difference reloads the index in full.
+
+Snapshots (SQLite banks, :mod:`lessonbank.retrieval.snapshot`): once a sync has built the base
+afresh (a full load or a rebuild) over at least ``SNAPSHOT_MIN`` lessons, the index is written
+beside the bank with the sequence it reflects. A new process's first sync reads that snapshot and
+follows the changes after its sequence as above, instead of reading every row; when those changes
+reach ``SNAPSHOT_REFRESH`` rows or deleted lessons, it compacts and writes a newer snapshot. A
+snapshot that cannot be trusted is ignored (logged) and the index loads in full.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from lessonbank.ports import Candidate, LessonQuery, Store
+from lessonbank.retrieval.snapshot import IndexState, snapshot_of
 from lessonbank.stores.lexical import (
     BM25_B,
     BM25_K1,
@@ -52,6 +60,8 @@ DELTA_MIN = 4_096  # slots written since the base was built, before it is rebuil
 DELTA_SHARE = 8  # ... or this share of the index, whichever is larger
 GIVE_BACK_FROM = 10_000  # rows read by a sync past which freed memory is handed back
 FIRST_BATCH = 2  # the first filter batch is this many times the limit; each next one doubles
+SNAPSHOT_MIN = 2_000  # lessons a freshly built index holds before it is worth a snapshot
+SNAPSHOT_REFRESH = 1_024  # rows or deletes applied over a snapshot before a newer one is written
 
 
 class LexicalIndex:
@@ -67,6 +77,8 @@ class LexicalIndex:
         self._lock = threading.Lock()
         self._seq = 0
         self._miscount = 0  # rows held minus the store's count at the last full load (0 unless it drifted)
+        self._snapshot = snapshot_of(store, namespace)
+        self._builds = 0  # bases built from rows (full loads and rebuilds), to know when to snapshot
         self._clear()
 
     def _clear(self) -> None:
@@ -111,6 +123,8 @@ class LexicalIndex:
 
     def _read_changes(self) -> int:
         """Apply what changed in the store; how many rows that read."""
+        restored = self._seq == 0 and self._restore()
+        builds = self._builds
         changes = self.store.vector_changes(self.namespace, LEXICAL_SPACE, self._seq)
         read = len(changes.rows)
         if self._seq == 0 and changes.rows:
@@ -130,7 +144,54 @@ class LexicalIndex:
                 self._live + len(self._ignored), full.count, self.namespace, "term vectors"
             )
             read += len(full.rows)
+        changed = self._builds != builds or (
+            restored and max(len(changes.rows), self._base_dead) >= SNAPSHOT_REFRESH
+        )
+        if changed and self._snapshot is not None and self._live >= SNAPSHOT_MIN:
+            self._save()
         return read
+
+    def _restore(self) -> bool:
+        """Take the index from the bank's snapshot, if there is one to trust; whether it did."""
+        np = self._np
+        state = self._snapshot.read(self.store) if self._snapshot is not None else None
+        if state is None:
+            return False
+        self._clear()
+        slots = len(state.ids)
+        self._ids = state.ids
+        self._slot_of = {lesson_id: slot for slot, lesson_id in enumerate(self._ids)}
+        self._ignored = state.ignored
+        self._length = state.length
+        self._alive = np.ones(slots, dtype=bool)
+        self._live = slots
+        self._total_length = float(state.length.sum())  # whole numbers: exact in any order
+        self._terms, self._starts, self._docs, self._tf = state.terms, state.starts, state.docs, state.tf
+        self._base_slots = slots
+        self._seq = state.seq
+        self._miscount = state.miscount
+        return True
+
+    def _save(self) -> None:
+        """Write the snapshot of the index as it stands (compacted first if it holds a delta)."""
+        assert self._snapshot is not None
+        if self._delta or self._base_dead or len(self._ids) != self._live:
+            self._rebuild()
+        slots = len(self._ids)
+        self._snapshot.write(
+            IndexState(
+                seq=self._seq,
+                miscount=self._miscount,
+                ids=self._ids,
+                ignored=self._ignored,
+                length=self._length[:slots],
+                terms=self._terms,
+                starts=self._starts,
+                docs=self._docs,
+                tf=self._tf,
+            ),
+            self.store,
+        )
 
     def _forget_deleted(self) -> None:
         """Kill the slots of lessons deleted since (deletes have no sequence number): one lookup of
@@ -200,6 +261,7 @@ class LexicalIndex:
         self._base_dead = 0
         self._delta = {}
         self._norm_cache = None
+        self._builds += 1
 
     def _apply(self, rows: Sequence[tuple[str, bytes]]) -> None:
         """Add rows written since the last sync to the delta (a rewritten lesson's old slot dies)."""

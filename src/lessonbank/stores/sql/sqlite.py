@@ -108,6 +108,8 @@ class SQLiteDialect:
             self._scratch = tempfile.mkdtemp(prefix="lessonbank-")
             path = Path(self._scratch) / "lessons.db"
         self.path = str(path)
+        # The lexical index's snapshots, one file per namespace (lessonbank.retrieval.snapshot).
+        self.index_folder = Path(f"{self.path}.lexicon")
         self.clock = clock
         self._busy_ms = int(busy_timeout_s * 1000)
         self._local = threading.local()

@@ -1,0 +1,279 @@
+"""Lexical index snapshots: a namespace's built index kept in a file beside its SQLite bank.
+
+A new process reads the snapshot (memory-mapped) instead of every term vector, then follows the
+change sequence from the snapshot's number on, as a long-lived index does: rows written since go to
+its delta, lessons deleted since are found by the count. A snapshot therefore only has to be an
+index the process could have held at sequence ``seq``; it is never trusted further than that.
+
+Invariants:
+
+- One file per namespace, ``<bank>.lexicon/<hash of the namespace>.snap``, written whole or not at
+  all (a temporary file in the same folder, then a rename), readable by its owner only (0600).
+- The header names the format, the term-vector space and record layout, the namespace, the bank
+  file (its inode), the sequence it reflects and the last lessons written with their term vectors'
+  hashes (SQLite writes them empty: then their ids); the payload carries a CRC32.
+- A snapshot whose format, space, namespace or bank file differs, none of whose anchors the store
+  still holds as they were, whose sequence the bank has not reached, or whose bytes are damaged is
+  ignored with a logged reason, and the index loads in full: it can cost time, never an answer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import mmap
+import os
+import struct
+import tempfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lessonbank.stores.lexical import LEXICAL_SPACE, TERM_RECORD
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from lessonbank.ports import Store
+
+log = logging.getLogger("lessonbank.retrieval")
+
+FORMAT = 1
+MAGIC = b"LBLEXSNP"
+PREFIX = struct.Struct("<8sI")  # magic, header length
+ALIGN = 64
+ANCHORS = 8  # lessons (the last written) of which one at least the bank must still hold, as it was
+ARRAYS = {  # name → dtype, in file order
+    "terms": "<u8",
+    "starts": "<i8",
+    "docs": "<i4",
+    "tf": "<f4",
+    "length": "<f8",
+    "ids": "u1",
+    "ignored": "u1",
+}
+
+
+@dataclass
+class IndexState:
+    """What a lexical index holds once compacted (no delta, no dead slot), at sequence ``seq``."""
+
+    seq: int
+    miscount: int
+    ids: list[str]
+    ignored: set[str]
+    length: np.ndarray
+    terms: np.ndarray
+    starts: np.ndarray
+    docs: np.ndarray
+    tf: np.ndarray
+
+
+def snapshot_of(store: Store, namespace: str) -> Snapshot | None:
+    """The snapshot of ``namespace`` beside a SQLite bank's file; None for the other stores, which
+    keep no snapshot (each new process of theirs loads every term vector)."""
+    dialect = getattr(store, "dialect", None)
+    folder = getattr(dialect, "index_folder", None)
+    if not isinstance(folder, Path):
+        return None
+    return Snapshot(folder, Path(str(getattr(dialect, "path", ""))), namespace)
+
+
+class Snapshot:
+    """The snapshot file of one namespace of one bank."""
+
+    def __init__(self, folder: Path, bank_file: Path, namespace: str) -> None:
+        self.folder = folder
+        self.bank_file = bank_file
+        self.namespace = namespace
+        digest = hashlib.sha256(namespace.encode()).hexdigest()[:24]
+        self.path = folder / f"{digest}.snap"
+
+    def _bank_inode(self) -> int:
+        try:
+            return os.stat(self.bank_file).st_ino
+        except OSError:
+            return -1
+
+    # ------------------------------------------------------------------ writing
+
+    def write(self, state: IndexState, store: Store) -> bool:
+        """Persist ``state``; False (logged) when the file cannot be written."""
+        import numpy as np
+
+        ids_blob = "\0".join(state.ids).encode()
+        ignored_blob = "\0".join(sorted(state.ignored)).encode()
+        if any("\0" in lesson_id for lesson_id in (*state.ids[-1:], *state.ignored)) or (
+            ids_blob.count(b"\0") != max(0, len(state.ids) - 1)
+        ):
+            log.info("namespace %s: a lesson id holds a NUL byte; no index snapshot", self.namespace)
+            return False
+        anchors = state.ids[-ANCHORS:]
+        hashes = store.vector_hashes(self.namespace, LEXICAL_SPACE, anchors)
+        arrays: dict[str, Any] = {
+            "terms": state.terms,
+            "starts": state.starts,
+            "docs": state.docs,
+            "tf": state.tf,
+            "length": state.length,
+            "ids": np.frombuffer(ids_blob, dtype=np.uint8),
+            "ignored": np.frombuffer(ignored_blob, dtype=np.uint8),
+        }
+        layout: dict[str, list[int]] = {}
+        offset = 0
+        for name, dtype in ARRAYS.items():
+            array = np.ascontiguousarray(arrays[name], dtype=dtype)
+            arrays[name] = array
+            layout[name] = [offset, len(array)]
+            offset = _aligned(offset + array.nbytes)
+        crc = 0
+        for name in ARRAYS:
+            crc = zlib.crc32(memoryview(arrays[name]).cast("B"), crc)
+        header = json.dumps(
+            {
+                "format": FORMAT,
+                "space": LEXICAL_SPACE,
+                "record": TERM_RECORD.format,
+                "namespace": self.namespace,
+                "bank_inode": self._bank_inode(),
+                "seq": state.seq,
+                "miscount": state.miscount,
+                "slots": len(state.ids),
+                "anchors": [[lesson_id, hashes[lesson_id]] for lesson_id in anchors if lesson_id in hashes],
+                "arrays": layout,
+                "crc32": crc,
+            }
+        ).encode()
+        start = _aligned(PREFIX.size + len(header))
+        try:
+            self.folder.mkdir(mode=0o700, exist_ok=True)
+            fd, temp = tempfile.mkstemp(dir=self.folder, prefix=f".{self.path.stem}.", suffix=".tmp")
+        except OSError as error:
+            log.warning("namespace %s: no index snapshot (%s)", self.namespace, error)
+            return False
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(PREFIX.pack(MAGIC, len(header)) + header)
+                for name in ARRAYS:
+                    out.seek(start + layout[name][0])
+                    out.write(memoryview(arrays[name]).cast("B"))
+                out.truncate(start + offset)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temp, self.path)
+        except OSError as error:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            log.warning("namespace %s: no index snapshot (%s)", self.namespace, error)
+            return False
+        log.debug(
+            "namespace %s: index snapshot of %d lessons at seq %d", self.namespace, len(state.ids), state.seq
+        )
+        return True
+
+    # ------------------------------------------------------------------ reading
+
+    def read(self, store: Store) -> IndexState | None:
+        """The snapshot's index if it is this bank's, whole and not ahead of the store; else None,
+        with the reason logged."""
+        try:
+            with open(self.path, "rb") as file:
+                size = os.fstat(file.fileno()).st_size
+                if size < PREFIX.size:
+                    return self._refuse("it is truncated")
+                buffer = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as error:
+            return self._refuse(f"it cannot be read ({error})")
+        try:
+            return self._parse(buffer, size, store)
+        except (ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError) as error:
+            return self._refuse(f"it is damaged ({error})")
+
+    def _parse(self, buffer: mmap.mmap, size: int, store: Store) -> IndexState | None:
+        import numpy as np
+
+        magic, header_length = PREFIX.unpack_from(buffer)
+        if magic != MAGIC or PREFIX.size + header_length > size:
+            return self._refuse("it is not an index snapshot")
+        header = json.loads(bytes(buffer[PREFIX.size : PREFIX.size + header_length]))
+        if header.get("format") != FORMAT:
+            return self._refuse(f"its format is {header.get('format')!r}, this version reads {FORMAT}")
+        if header.get("space") != LEXICAL_SPACE or header.get("record") != TERM_RECORD.format:
+            return self._refuse("it holds another term-vector format")
+        if header.get("namespace") != self.namespace:
+            return self._refuse("it belongs to another namespace")
+        if header.get("bank_inode") != self._bank_inode():
+            return self._refuse("it belongs to another bank file")
+        start = _aligned(PREFIX.size + header_length)
+        arrays: dict[str, Any] = {}
+        for name, dtype in ARRAYS.items():
+            offset, count = (int(v) for v in header["arrays"][name])
+            kind = np.dtype(dtype)
+            if offset < 0 or count < 0 or start + offset + count * kind.itemsize > size:
+                return self._refuse("it is truncated")
+            arrays[name] = np.frombuffer(buffer, dtype=kind, count=count, offset=start + offset)
+        crc = 0
+        for name in ARRAYS:
+            crc = zlib.crc32(memoryview(arrays[name]).cast("B"), crc)
+        if crc != header["crc32"]:
+            return self._refuse("its checksum does not match")
+        ids = _split(arrays["ids"])
+        slots, terms, starts, docs = int(header["slots"]), arrays["terms"], arrays["starts"], arrays["docs"]
+        if (
+            len(ids) != slots
+            or len(set(ids)) != slots
+            or len(arrays["length"]) != slots
+            or len(starts) != len(terms) + 1
+            or int(starts[0]) != 0
+            or int(starts[-1]) != len(docs)
+            or len(arrays["tf"]) != len(docs)
+            or bool(np.any(np.diff(starts) <= 0))
+            or bool(np.any(terms[1:] <= terms[:-1]))
+            or (len(docs) and (int(docs.min()) < 0 or int(docs.max()) >= slots))
+        ):
+            return self._refuse("its arrays do not agree")
+        seq = int(header["seq"])
+        if seq <= 0:
+            return self._refuse(f"it is at sequence {seq}")
+        anchors = [(str(lesson_id), str(text_hash)) for lesson_id, text_hash in header["anchors"]]
+        held = store.vector_hashes(self.namespace, LEXICAL_SPACE, [lesson_id for lesson_id, _ in anchors])
+        if not any(held.get(lesson_id) == text_hash for lesson_id, text_hash in anchors):
+            return self._refuse("the bank no longer holds the lessons it was taken at")
+        # A bank restored from an older copy has handed out fewer sequence numbers than the snapshot
+        # reflects (sequence numbers only grow): asking for the rows from ``seq`` on tells.
+        if store.vector_changes(self.namespace, LEXICAL_SPACE, seq - 1).seq < seq:
+            return self._refuse("the bank's change sequence is behind it (restored from an older copy?)")
+        return IndexState(
+            seq=seq,
+            miscount=int(header["miscount"]),
+            ids=ids,
+            ignored=set(_split(arrays["ignored"])),
+            length=arrays["length"].copy(),
+            terms=terms,
+            starts=starts,
+            docs=docs,
+            tf=arrays["tf"],
+        )
+
+    def _refuse(self, reason: str) -> IndexState | None:
+        log.warning(
+            "namespace %s: index snapshot %s ignored, the index loads in full: %s",
+            self.namespace,
+            self.path,
+            reason,
+        )
+        return None
+
+
+def _split(blob: Any) -> list[str]:
+    text = blob.tobytes().decode()
+    return text.split("\0") if text else []
+
+
+def _aligned(offset: int) -> int:
+    return -(-offset // ALIGN) * ALIGN
