@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lessonbank.errors import InputError, NotFoundError
+from lessonbank.errors import InputError
 from lessonbank.integrations.rules_section import BEGIN, END, bullet_hash, live_rules, section
 from lessonbank.models import Lesson
 
@@ -130,7 +130,7 @@ def read_section(text: str, where: str) -> tuple[list[Bullet], list[str]]:
 
 def import_agents_md(bank: LessonBank, file: str | os.PathLike[str]) -> Staged:
     """Stage the changes a person made to the rules section of ``file`` as one pending proposal."""
-    from lessonbank.integrations.staging import Staged, archive, candidate, edit, stage
+    from lessonbank.integrations.staging import Staged, archive_removed, candidate, edit, live_lesson, stage
 
     path = Path(file)
     text = _read(path)
@@ -147,7 +147,7 @@ def import_agents_md(bank: LessonBank, file: str | os.PathLike[str]) -> Staged:
             log.warning("%s: %s", path, why)
             staged.skipped.append((f"{path}: bullet {number}", why))
             continue
-        rule = _live(bank, bullet.lesson_id)
+        rule = live_lesson(bank, bullet.lesson_id, "principle")
         if bullet.lesson_id:
             seen.add(bullet.lesson_id)
         if rule is not None and bullet.hash == bullet_hash(bullet.text):
@@ -166,28 +166,9 @@ def import_agents_md(bank: LessonBank, file: str | os.PathLike[str]) -> Staged:
                 source="manual",
             )
             operations.append(candidate(new, f"new rule in {path.name}"))
-    for lesson_id in exported:
-        rule = None if lesson_id in seen else _live(bank, lesson_id)
-        if rule is not None:
-            operations.append(archive(rule, f"its bullet was removed from {path.name}"))
-            touched.append(rule)
+    gone = [(i, f"its bullet was removed from {path.name}") for i in exported if i not in seen]
+    archives, archived = archive_removed(bank, gone, "principle")
     staged.proposal = stage(
-        bank,
-        operations,
-        touched,
-        source="agents-md",
-        summary=f"changes read from the rules in {path}",
-        metadata={"path": str(path)},
+        bank, [*operations, *archives], [*touched, *archived], source="agents-md", path=path
     )
     return staged
-
-
-def _live(bank: LessonBank, lesson_id: str | None) -> Lesson | None:
-    if not lesson_id:
-        return None
-    try:
-        lesson = bank.get_lesson(lesson_id)
-    except NotFoundError:
-        return None
-    live = lesson.status == "active" and lesson.superseded_by is None and lesson.kind == "principle"
-    return lesson if live else None

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lessonbank.errors import InputError, NotFoundError
+from lessonbank.errors import InputError
 from lessonbank.models import Lesson
 from lessonbank.reflectors.dual import procedure_text
 
@@ -420,7 +420,7 @@ def _edited(skill: Skill, base: Lesson) -> dict[str, Any]:
 def import_skills(bank: LessonBank, directory: str | os.PathLike[str]) -> Staged:
     """Stage the changes a person made to the skills in ``directory`` as one pending proposal (see
     the module docstring); nothing is written to the lessons."""
-    from lessonbank.integrations.staging import Staged, archive, candidate, edit, stage
+    from lessonbank.integrations.staging import Staged, archive_removed, candidate, edit, live_lesson, stage
 
     root = Path(directory)
     if not root.is_dir():
@@ -434,7 +434,7 @@ def import_skills(bank: LessonBank, directory: str | os.PathLike[str]) -> Staged
             continue
         try:
             skill = read_skill(folder)
-            lesson = _live(bank, skill.lesson_id)
+            lesson = live_lesson(bank, skill.lesson_id, "procedure")
             if skill.lesson_id:
                 seen.add(skill.lesson_id)
             if lesson is not None and skill.metadata.get(HASH_KEY) == skill.content_hash():
@@ -452,30 +452,11 @@ def import_skills(bank: LessonBank, directory: str | os.PathLike[str]) -> Staged
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             log.warning("skill %s skipped: %s", folder, why)
             staged.skipped.append((str(folder), why))
-    for name, lesson_id in read_manifest(root).items():
-        if lesson_id in seen or (root / name / SKILL_FILE).exists():
-            continue
-        lesson = _live(bank, lesson_id)
-        if lesson is not None:
-            operations.append(archive(lesson, f"skill {name} was deleted from {root}"))
-            touched.append(lesson)
-    staged.proposal = stage(
-        bank,
-        operations,
-        touched,
-        source="skills",
-        summary=f"changes read from the skills in {root}",
-        metadata={"path": str(root)},
-    )
+    gone = [
+        (lesson_id, f"skill {name} was deleted from {root}")
+        for name, lesson_id in read_manifest(root).items()
+        if lesson_id not in seen and not (root / name / SKILL_FILE).exists()
+    ]
+    archives, archived = archive_removed(bank, gone, "procedure")
+    staged.proposal = stage(bank, [*operations, *archives], [*touched, *archived], source="skills", path=root)
     return staged
-
-
-def _live(bank: LessonBank, lesson_id: str | None) -> Lesson | None:
-    if not lesson_id:
-        return None
-    try:
-        lesson = bank.get_lesson(lesson_id)
-    except NotFoundError:
-        return None
-    live = lesson.status == "active" and lesson.superseded_by is None and lesson.kind == "procedure"
-    return lesson if live else None

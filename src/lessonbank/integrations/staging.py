@@ -16,10 +16,11 @@ not staged again, so importing the same files twice stages one proposal.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lessonbank.errors import NotFoundError
 from lessonbank.lessons import LessonWriter
 from lessonbank.models import Lesson, new_id
 from lessonbank.proposals import Operation, Proposal
@@ -86,11 +87,12 @@ def stage(
     touched: Sequence[Lesson],
     *,
     source: str,
-    summary: str,
-    metadata: dict[str, Any] | None = None,
+    path: object,
 ) -> Proposal | None:
-    """Store ``operations`` (less those a pending proposal already holds) as one pending proposal;
-    None when none is left. ``touched``: the stored lessons they name, as read now (``based_on``)."""
+    """Store ``operations`` (less those a pending proposal already holds) as one pending proposal
+    read from the ``source`` files at ``path``; None when none is left. ``touched``: the stored
+    lessons they name, as read now (``based_on``)."""
+    summary, metadata = f"changes read from the {source} at {path}", {"path": str(path)}
     held = {
         op.fingerprint
         for proposal in bank.proposals(status="pending", limit=PENDING_SCAN)
@@ -108,8 +110,35 @@ def stage(
         summary=summary,
         based_on={lesson.id: lesson.updated_at for lesson in touched if lesson.id in named},
         items_processed=len(fresh),
-        metadata={"source": "import", "from": source, **(metadata or {})},
+        metadata={"source": "import", "from": source, **metadata},
     )
     proposal = screened(proposal)
     bank.store.save_proposal(proposal)
     return proposal
+
+
+def live_lesson(bank: LessonBank, lesson_id: str | None, kind: str) -> Lesson | None:
+    """The namespace's live lesson ``lesson_id`` of ``kind`` (active, not superseded), or None: an
+    edit or an archive is only staged against a lesson that is still there to change."""
+    if not lesson_id:
+        return None
+    try:
+        lesson = bank.get_lesson(lesson_id)
+    except NotFoundError:
+        return None
+    live = lesson.status == "active" and lesson.superseded_by is None and lesson.kind == kind
+    return lesson if live else None
+
+
+def archive_removed(
+    bank: LessonBank, removed: Iterable[tuple[str, str]], kind: str
+) -> tuple[list[Operation], list[Lesson]]:
+    """Archive operations for the ``(lesson id, why)`` pairs whose lesson of ``kind`` is still live
+    (a file or bullet a person deleted), with the lessons they touch."""
+    operations, touched = [], []
+    for lesson_id, why in removed:
+        lesson = live_lesson(bank, lesson_id, kind)
+        if lesson is not None:
+            operations.append(archive(lesson, why))
+            touched.append(lesson)
+    return operations, touched
