@@ -126,6 +126,7 @@ _TABLE = (
         "read",
         "The policy's latest decisions",
         ("GET", f"{_NS}/decisions"),
+        dashboard=("GET", "/episodes"),
         request=rq.DecisionsRequest,
         tag="episodes",
     ),
