@@ -407,16 +407,16 @@ def _paragraphs(doc: str) -> Iterator[str]:
         yield text[:2000]
 
 
-_Documented = ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
+Documented = ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
 
 
-def _documented(tree: ast.Module) -> Iterator[_Documented]:
+def documented(tree: ast.Module) -> Iterator[Documented]:
     """The module, classes and functions, found through statement bodies only (ast.walk would visit every
     expression node, which is most of the time spent on 30k files)."""
     stack: list[ast.AST] = [tree]
     while stack:
         node = stack.pop()
-        if isinstance(node, _Documented):
+        if isinstance(node, Documented):
             yield node
         for field in ("body", "orelse", "finalbody", "handlers"):
             children = getattr(node, field, None)
@@ -434,7 +434,7 @@ def _docstring_lessons(path: Path) -> Iterator[dict[str, Any]]:
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError, RecursionError):
         return
     package = path.stem if path.stem != "__init__" else path.parent.name
-    for node in _documented(tree):
+    for node in documented(tree):
         doc = ast.get_docstring(node)
         if not doc:
             continue

@@ -51,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tests.injection_table import HOSTILE
 
+from _ruffdocs import documented
 from lessonbank import injection
 from lessonbank.models import LESSON_MAX_CHARS
 
@@ -62,7 +63,6 @@ BASELINE = "533ece6f4926b3f5c9d5215fd5a4e01eb7d95618"  # the screen before preci
 MYPY_MESSAGE_MODULES = ("mypy/message_registry.py", "mypy/errorcodes.py", "mypy/messages.py")
 
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
-_Documented = ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
 
 
 @dataclass(frozen=True)
@@ -125,19 +125,6 @@ def python_files() -> list[tuple[str, Path]]:
     return files
 
 
-def _documented(tree: ast.Module) -> Iterator[_Documented]:
-    """The module, classes and functions, through statement bodies only (faster than ``ast.walk``)."""
-    stack: list[ast.AST] = [tree]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, _Documented):
-            yield node
-        for field in ("body", "orelse", "finalbody", "handlers"):
-            children = getattr(node, field, None)
-            if isinstance(children, list):
-                stack.extend(c for c in reversed(children) if isinstance(c, ast.stmt | ast.excepthandler))
-
-
 def _parse(path: Path) -> ast.Module | None:
     try:
         return ast.parse(path.read_text("utf-8"))
@@ -149,7 +136,7 @@ def docstring_texts(name: str, path: Path) -> Iterator[Text]:
     tree = _parse(path)
     if tree is None:
         return
-    for node in _documented(tree):
+    for node in documented(tree):
         doc = ast.get_docstring(node)
         if doc:
             line = getattr(node, "lineno", 1)

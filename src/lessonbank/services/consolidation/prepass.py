@@ -71,7 +71,7 @@ from lessonbank.lessons import passes, stream_of
 from lessonbank.models import Lesson
 from lessonbank.ports import LessonQuery
 from lessonbank.services.consolidation.decay import decay_score, tier_of
-from lessonbank.services.consolidation.paraphrase import Relation, Weights, opposed, relation, siblings, terms
+from lessonbank.services.consolidation.paraphrase import Relation, Weights, opposed, relation, terms
 from lessonbank.services.pools import PROMOTE_AFTER_S
 from lessonbank.text import STOPWORDS, literals, negations, same_lesson, stem, words
 
@@ -310,14 +310,6 @@ def _vector_pairs(
                     yield _pair(a.id, b.id), "paraphrase"
                 elif found is not None:
                     yield _pair(a.id, b.id), found
-
-
-def near_duplicate_texts(a: str, b: str) -> bool:
-    """Whether two texts an embedder finds close are one lesson: the same lesson, or neither opposed
-    (:func:`~.paraphrase.opposed`: "use X" / "never use X", "before" / "after") nor siblings
-    (:func:`~.paraphrase.siblings`: different code spans, identifiers or numbers — "an indentation
-    error in ``is_prime``" and "... in ``sum_of_digits``" — or one word swapped for another)."""
-    return same_lesson(a, b) or not (opposed(a, b) or siblings(a, b))
 
 
 def _contradictions(
