@@ -18,10 +18,8 @@ keep no npm cache, so this stays a skip there rather than a failure.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import shutil
 import socket
 import subprocess
 import sys
@@ -36,9 +34,9 @@ import pytest
 
 from lessonbank import Episode, LessonBank
 from lessonbank.llm import FakeLLM
+from tests.npm_packages import npm_program
 
 ROOT = Path(__file__).resolve().parents[1]
-CACHE = Path(os.environ.get("LESSONBANK_TEST_CACHE", Path.home() / ".cache" / "lessonbank-tests"))
 PACKAGE = "@anthropic-ai/claude-code"
 LESSONBANK = Path(sys.executable).parent / "lessonbank"
 NAMESPACE = "my-project"
@@ -55,24 +53,7 @@ QUIET = {
 
 def claude_cli() -> str:
     """The ``claude`` executable: on PATH, or in the test cache (npm-installed there if missing)."""
-    found = shutil.which("claude")
-    if found:
-        return found
-    cached = CACHE / "node_modules" / ".bin" / "claude"
-    if not cached.exists():
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.skip(f"npm is not installed, so the Claude Code CLI ({PACKAGE}) cannot be installed")
-        CACHE.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            [npm, "install", "--prefix", str(CACHE), "--no-audit", "--no-fund", PACKAGE],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        if done.returncode != 0 or not cached.exists():
-            pytest.skip(f"npm could not install {PACKAGE}: {(done.stderr or done.stdout)[-500:]}")
-    return str(cached)
+    return str(npm_program(PACKAGE, "claude"))
 
 
 class MessagesAPI(ThreadingHTTPServer):

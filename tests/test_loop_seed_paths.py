@@ -1,11 +1,11 @@
 """Seed 001 paths: loops in a namespace, one record numbering, a missing Python module, and the
 JavaScript runners and markdownlint parsed like pytest / mypy / ruff.
 
-The node test runner and npm run for real (no package to install). jest, vitest and markdownlint
-are not installed by the tests (that needs the npm registry): their parsers are checked against
-output those tools printed (jest 30, vitest 4.1, markdownlint-cli 0.48, node 20), kept in
-``tests/data/loop_js/``; with ``LESSONBANK_TEST_NODE_MODULES`` naming a ``node_modules`` that holds
-them, the same checks also run the real tools.
+The node test runner and npm run for real (no package to install). The parsers are also checked
+against output jest, vitest and markdownlint printed (jest 30, vitest 4.1, markdownlint-cli 0.48,
+node 20), kept in ``tests/data/loop_js/``, and the real tools run too: from
+``LESSONBANK_TEST_NODE_MODULES`` when it names a ``node_modules`` holding them, else npm-installed
+once into the test cache (:mod:`tests.npm_packages`; skipped without npm).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from lessonbank.loop import ActorOutput, CommandEvaluator, FunctionEvaluator, Re
 from lessonbank.loop.evaluators import PARSERS, CheckResult, score, tool_of, verification_type_of
 from lessonbank.loop.records import export_aiwg
 from lessonbank.loop.window import resolve_omega
+from tests.npm_packages import npm_program
 from tests.test_loop import reflection
 
 DATA = Path(__file__).parent / "data" / "loop_js"
@@ -253,20 +254,29 @@ def test_node_and_npm_test_are_counted_per_test(tmp_path: Path, command: str) ->
 # --------------------------------------------------------------------------- real jest / vitest / markdownlint
 
 
+PACKAGES = {"jest": "jest", "vitest": "vitest", "markdownlint": "markdownlint-cli"}
+
+
 def _installed(name: str) -> Path:
-    binary = Path(NODE_MODULES) / ".bin" / name
-    if not NODE_MODULES or not binary.exists():
-        pytest.skip(f"set LESSONBANK_TEST_NODE_MODULES to a node_modules holding {name}")
-    return binary
+    """The real program: from ``LESSONBANK_TEST_NODE_MODULES``, else npm-installed in the test cache."""
+    if NODE_MODULES:
+        binary = Path(NODE_MODULES) / ".bin" / name
+        if binary.exists():
+            return binary
+    return npm_program(PACKAGES[name], name, on_path=False)
+
+
+def _node_modules(binary: Path) -> Path:
+    return binary.parent.parent  # <node_modules>/.bin/<name>
 
 
 @needs_node
 @pytest.mark.parametrize("runner", ["jest", "vitest"])
 def test_real_jest_and_vitest_through_npm_test(tmp_path: Path, runner: str) -> None:
-    _installed(runner)
+    binary = _installed(runner)
     project = tmp_path / "p"
     project.mkdir()
-    os.symlink(NODE_MODULES, project / "node_modules")
+    os.symlink(_node_modules(binary), project / "node_modules")
     header = 'import { test, expect } from "vitest";\n' if runner == "vitest" else ""
     body = "function add(a, b) { return a - b; }\n"
     body += 'test("adds zero", () => { expect(add(2, 0)).toBe(2); });\n'

@@ -13,13 +13,14 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+
+from tests.npm_packages import npm_program
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -122,12 +123,8 @@ def test_the_old_order_is_what_claude_code_refuses() -> None:
         parse_mcp_add(old)
 
 
-@pytest.mark.skipif(
-    shutil.which("claude") is None, reason="Claude Code is not installed (npm i -g @anthropic-ai/claude-code)"
-)
 def test_claude_code_saves_each_line_as_the_readme_means(tmp_path: Path) -> None:
-    claude = shutil.which("claude")
-    assert claude is not None
+    claude = str(npm_program("@anthropic-ai/claude-code", "claude"))  # the real CLI
     for number, line in enumerate(claude_lines()):
         home = tmp_path / f"home{number}"
         home.mkdir()
