@@ -18,9 +18,18 @@ MAX_LINES = 620
 # Layers from the top down; a module may import its own layer's modules and any layer below.
 # The first matching prefix decides a module's layer.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    # Claude Code's hooks, installer and plugin drive a bank; the agent-file formats (skills,
-    # AGENTS.md) are written and read like the other exports, so they sit with the services.
-    ("interfaces", ("lessonbank.cli", "lessonbank.server", "lessonbank.integrations.claude")),
+    # Claude Code's hooks, installer and plugin and the OpenAI Agents SDK adapter drive a bank; the
+    # agent-file formats (skills, AGENTS.md) are written and read like the other exports, so they sit
+    # with the services.
+    (
+        "interfaces",
+        (
+            "lessonbank.cli",
+            "lessonbank.server",
+            "lessonbank.integrations.claude",
+            "lessonbank.integrations.openai_agents",
+        ),
+    ),
     ("facades", ("lessonbank.bank", "lessonbank.loop", "lessonbank.remote")),
     (
         "services",
