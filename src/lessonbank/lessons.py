@@ -15,6 +15,9 @@
   text for two goals is two lessons. Insights stored before this rule keep their unscoped hash;
   they expire within 7 days, and until then the near-duplicate lookup (same goal only) still
   reinforces them.
+- **Items are per address**: a lesson that is an item of a key-value store (the LangGraph store
+  adapter's) names its address in ``metadata["item"]``; its content hash includes that address and
+  no lookup reinforces an item of another address, so two keys holding the same text stay two items.
 - **Reinforcing**: one more use, a little more confidence (capped at 1), the union of both tag
   lists (stored order first, at most ``MAX_TAGS``), ``last_accessed`` and ``updated_at`` now.
 - **Filters and sorts** (:func:`passes`, :func:`sort_lessons`): the Python form of what the SQL
@@ -56,6 +59,7 @@ INSIGHTS_PER_GOAL = 3
 TACTICAL_PER_AGENT = 10
 STRATEGIC_PER_AGENT = 5
 REPLAY_PER_TYPE = 100
+ITEM_KEY = "item"  # metadata key naming the store address a lesson is the item of
 SORTS: tuple[str, ...] = ("created", "score", "access", "confidence", "utility")
 
 # What a write looks up, in order, until one is found: ("hash", content hash), ("named", the id the
@@ -309,14 +313,26 @@ def ranked_pool(lessons: Sequence[Lesson]) -> list[Lesson]:
     return sorted(lessons, key=rank)
 
 
+def item_address(lesson: Lesson) -> str | None:
+    """The key-value store address a lesson is the item of (``metadata["item"]``), if any."""
+    address = lesson.metadata.get(ITEM_KEY)
+    return address if isinstance(address, str) and address else None
+
+
 def hash_scope(lesson: Lesson) -> str | None:
-    """What besides namespace, kind and text makes a lesson's content its own: an insight's goal."""
-    return f"goal:{lesson.goal_id}" if lesson.kind == "insight" and lesson.goal_id else None
+    """What besides namespace, kind and text makes a lesson's content its own: an insight's goal,
+    a store item's address."""
+    if lesson.kind == "insight" and lesson.goal_id:
+        return f"goal:{lesson.goal_id}"
+    address = item_address(lesson)
+    return None if address is None else f"item:{address}"
 
 
 def same_scope(new: Lesson, stored: Lesson) -> bool:
     """Whether ``stored`` may be reinforced by ``new``: always, except insights of different goals
-    (or of another kind: an insight only repeats an insight)."""
+    (or of another kind: an insight only repeats an insight) and items of different addresses."""
+    if item_address(new) != item_address(stored):
+        return False
     if new.kind != "insight" and stored.kind != "insight":
         return True
     return new.kind == stored.kind and new.goal_id == stored.goal_id
