@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import logging
 import re
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -212,20 +213,45 @@ def _replace(kind: str, pattern: re.Pattern[str], text: str) -> str:
 
 # Every fragment some pattern needs: a text is searched once for each, then only the patterns whose
 # fragments it holds run.
-_FRAGMENTS = frozenset(fragment for _kind, _pattern, fragments in _PATTERNS for fragment in fragments)
+_FRAGMENTS = tuple(sorted({fragment for _kind, _pattern, fragments in _PATTERNS for fragment in fragments}))
+_PATTERNS_OF: dict[str, tuple[int, ...]] = {
+    fragment: tuple(
+        index for index, (_kind, _pattern, fragments) in enumerate(_PATTERNS) if fragment in fragments
+    )
+    for fragment in _FRAGMENTS
+}
+
+
+# Texts this short (tags, task types, agent names) repeat across records: each is redacted once per
+# process. The patterns are fixed at import, so a cached answer stays right.
+_SHORT_TEXT = 64
 
 
 def redact(text: str) -> str:
     """Replace secrets in ``text`` with ``[REDACTED:<kind>]`` markers."""
     if not text:
         return text
+    if len(text) <= _SHORT_TEXT:
+        return _redact_short(text)
+    return _redact(text)
+
+
+@lru_cache(maxsize=8192)
+def _redact_short(text: str) -> str:
+    return _redact(text)
+
+
+def _redact(text: str) -> str:
     lowered = text.lower()
     if ("akia" in lowered or "asia" in lowered) and _AWS_KEY_ID.search(text):
         text = _AWS_SECRET.sub("[REDACTED:aws-secret]", text)
-    present = {fragment for fragment in _FRAGMENTS if fragment in lowered}
-    for kind, pattern, fragments in _PATTERNS if present else ():
-        if not present.isdisjoint(fragments):
-            text = _replace(kind, pattern, text)
+    wanted: set[int] = set()
+    for fragment in _FRAGMENTS:
+        if fragment in lowered:
+            wanted.update(_PATTERNS_OF[fragment])
+    for index in sorted(wanted):  # in the table's order: an earlier pattern's marker shields its text
+        kind, pattern, _fragments = _PATTERNS[index]
+        text = _replace(kind, pattern, text)
     if "--" in text:
         text = _FLAG.sub(_assigned, text)
     if any(fragment in lowered for fragment in _ASSIGNMENT_FRAGMENTS):
