@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import itertools
 import json
+import socket
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
+import uvicorn
 from fastapi import FastAPI, Request
 
 
@@ -64,3 +68,26 @@ def chat_app(script: ChatScript) -> FastAPI:
         return script.reply(await request.json())
 
     return app
+
+
+@contextmanager
+def serving(script: ChatScript) -> Iterator[str]:
+    """The script's server on a free loopback port, in a thread, until the block ends; its base URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    config = uvicorn.Config(chat_app(script), host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(3_000):  # a bounded wait for the server to listen
+        if server.started or not thread.is_alive():
+            break
+        time.sleep(0.01)
+    if not server.started:
+        raise RuntimeError("the chat-completions server did not start")
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)

@@ -206,6 +206,7 @@ def test_judge_decides_the_outcome(db_url: str, server: Server) -> None:
         bad = LessonBankHooks(bank, judge=lambda output: "great")
         with pytest.raises(InputError, match="judge returned 'great'"):
             server.run(ops_agent(bank), TASK, bad)
+        assert bad.episodes == []  # a broken judge is not the run's failure
 
 
 # ------------------------------------------------------------------ the loop closes
@@ -324,3 +325,25 @@ def test_importing_lessonbank_does_not_load_the_sdk() -> None:
     code = "import sys, lessonbank, lessonbank.integrations; print('agents' in sys.modules)"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert loaded.stdout.strip() == "False"
+
+
+def test_a_streamed_run_is_recorded_when_it_finishes(db_url: str) -> None:
+    from agents.testing import ScriptedModel, assistant_message
+
+    model = ScriptedModel([[assistant_message("deployed")]])
+    with LessonBank(db_url) as bank:
+        lesson = bank.add_lesson(MIGRATIONS)
+        agent = Agent(
+            name="ops", instructions=lesson_instructions(bank, "You deploy.", agent=None), model=model
+        )
+        hooks = LessonBankHooks(bank)
+
+        async def stream() -> None:
+            streamed = Runner.run_streamed(agent, TASK, hooks=hooks)
+            async for _ in streamed.stream_events():
+                pass
+
+        asyncio.run(stream())
+        assert model.first_call is not None and MIGRATIONS in (model.first_call.system_instructions or "")
+        episode = last_episode(bank, hooks)
+        assert episode["status"] == "success" and episode["context_ids"] == [lesson.id]

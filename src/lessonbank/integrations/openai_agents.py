@@ -300,7 +300,11 @@ class LessonBankHooks(RunHooks[Any]):
         run = _run_of(context)
         if run.recorded:
             return
-        status = self._status(output, run)
+        try:
+            status = self._status(output, run)
+        except Exception:
+            run.recorded = True  # a judge that fails says nothing about the run: record nothing
+            raise
         await self._record(run, status=status, error=None, output=output)
 
     def _status(self, output: Any, run: _Run) -> Status:

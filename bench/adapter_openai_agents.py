@@ -1,0 +1,204 @@
+"""OpenAI Agents SDK adapter overhead: what ``lesson_instructions`` + ``LessonBankHooks`` add to a run.
+
+For each size (default 1k and 100k lessons from ``_corpus.py``, one ``import_lessons`` call into a fresh
+SQLite bank), one agent answers distinct corpus tasks through the real ``Runner.run``, its model an
+``OpenAIChatCompletionsModel`` over a local chat-completions server (``_chat_server.py``: a tool call,
+then the answer, so two model requests and one tool call per run; tracing off):
+
+- **plain**: static instructions, no hooks;
+- **adapter**: ``lesson_instructions(bank, ...)`` and ``hooks.run(...)``: the context block for the task
+  in the system message, one episode recorded per run (the bank has no LLM and runs no worker, so the
+  reflection job is written and left queued, as ``record()`` leaves it for a worker).
+
+Plain and adapter runs alternate, so a change in the machine's load hits both. Timed: each whole run
+(start to result), and in the adapter runs the adapter's own work, the two bank calls it makes (the
+context build for the injection, ``record``), through a bank wrapper that times them.
+
+    .venv/bin/python bench/adapter_openai_agents.py
+    .venv/bin/python bench/adapter_openai_agents.py --sizes 1000 --runs 100 --bank sync
+    .venv/bin/python bench/adapter_openai_agents.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import json
+import os
+import platform
+import sqlite3
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+from openai import AsyncOpenAI
+
+import _chat_server
+import _corpus
+from lessonbank import AsyncLessonBank, LessonBank
+from lessonbank.integrations.openai_agents import LessonBankHooks, lesson_instructions
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "adapter_openai_agents.json"
+SEED = 7
+INSTRUCTIONS = "You solve programming tasks. Check your answer before you give it."
+
+
+@function_tool
+def run_tests(name: str) -> str:
+    """Run the tests of a function."""
+    return f"3 of 3 tests of {name} pass"
+
+
+class TimedBank:
+    """The bank's two calls the adapter makes (context, record), each timed; the rest is not used."""
+
+    def __init__(self, bank: Any) -> None:
+        self.bank = bank
+        self.context_s: list[float] = []
+        self.record_s: list[float] = []
+        self.injected: list[int] = []
+
+    async def context(self, *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        block = self.bank.context(*args, **kwargs)
+        block = await block if inspect.isawaitable(block) else block
+        self.context_s.append(time.perf_counter() - started)
+        self.injected.append(len(block.lesson_ids))
+        return block
+
+    async def record(self, *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        episode = self.bank.record(*args, **kwargs)
+        episode = await episode if inspect.isawaitable(episode) else episode
+        self.record_s.append(time.perf_counter() - started)
+        return episode
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def ms(values: Sequence[float]) -> dict[str, float]:
+    return {
+        "p50_ms": round(percentile(values, 0.5) * 1000, 2),
+        "p99_ms": round(percentile(values, 0.99) * 1000, 2),
+        "max_ms": round(max(values) * 1000, 2),
+    }
+
+
+def machine_info() -> dict[str, Any]:
+    return {
+        "python": sys.version.split()[0],
+        "sqlite": sqlite3.sqlite_version,
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "load_average_at_start": [round(v, 2) for v in os.getloadavg()] if hasattr(os, "getloadavg") else [],
+    }
+
+
+def make_bank(folder: Path, size: int, source: _corpus.Source) -> tuple[str, float]:
+    db = f"sqlite:///{folder / f'bank-{size}.db'}"
+    started = time.perf_counter()
+    with LessonBank(db, worker=False) as bank:
+        bank.import_lessons(_corpus.make_lessons(source, size, SEED))
+    return db, time.perf_counter() - started
+
+
+async def bench_size(db: str, url: str, tasks: list[str], warmup: int, flavour: str) -> dict[str, Any]:
+    bank: Any = AsyncLessonBank(db, worker=False) if flavour == "async" else LessonBank(db, worker=False)
+    timed = TimedBank(bank)
+    hooks = LessonBankHooks(timed)  # type: ignore[arg-type]
+    plain_s: list[float] = []
+    adapter_s: list[float] = []
+    async with AsyncOpenAI(base_url=f"{url}/v1", api_key="bench", max_retries=0) as client:
+        model = OpenAIChatCompletionsModel(model="local-model", openai_client=client)
+        plain = Agent(name="solver", instructions=INSTRUCTIONS, tools=[run_tests], model=model)
+        adapted = plain.clone(instructions=lesson_instructions(timed, INSTRUCTIONS))  # type: ignore[arg-type]
+        for n, task in enumerate(tasks):
+            started = time.perf_counter()
+            await Runner.run(plain, task)
+            plain_elapsed = time.perf_counter() - started
+            started = time.perf_counter()
+            await hooks.run(adapted, task)
+            adapter_elapsed = time.perf_counter() - started
+            if n >= warmup:  # the first ones load the lexical index and warm the connections
+                plain_s.append(plain_elapsed)
+                adapter_s.append(adapter_elapsed)
+    close = bank.close()
+    if inspect.isawaitable(close):
+        await close
+    context_s, record_s = timed.context_s[warmup:], timed.record_s[warmup:]
+    own = [c + r for c, r in zip(context_s, record_s, strict=True)]
+    injected = timed.injected[warmup:]
+    return {
+        "bank": flavour,
+        "runs": len(adapter_s),
+        "plain_run": ms(plain_s),
+        "adapter_run": ms(adapter_s),
+        "overhead_p50_ms": round((percentile(adapter_s, 0.5) - percentile(plain_s, 0.5)) * 1000, 2),
+        "injection": ms(context_s),
+        "recording": ms(record_s),
+        "adapter_own": ms(own),
+        "lessons_injected_mean": round(sum(injected) / len(injected), 2),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000,100000", help="lesson counts (default 1000,100000)")
+    parser.add_argument("--runs", type=int, default=200, help="timed runs of each kind per size")
+    parser.add_argument("--warmup", type=int, default=10, help="untimed runs of each kind first")
+    parser.add_argument(
+        "--bank", choices=("async", "sync"), default="async", help="AsyncLessonBank or LessonBank"
+    )
+    parser.add_argument("--quick", action="store_true", help="1k lessons, 30 runs")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON results (default {DEFAULT_OUT})")
+    args = parser.parse_args(argv)
+    sizes = [1000] if args.quick else [int(s) for s in args.sizes.split(",")]
+    runs = 30 if args.quick else args.runs
+    set_tracing_disabled(True)  # traces would go to api.openai.com
+    machine = machine_info()
+    source = _corpus.load_source(SEED)
+    tasks = _corpus.make_queries(source, args.warmup + runs, SEED)
+    script = _chat_server.ChatScript([("run_tests", {"name": "solution"})], answer="def solution(): ...")
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="lb-oa-") as tmp, _chat_server.serving(script) as url:
+        for size in sizes:
+            db, import_s = make_bank(Path(tmp), size, source)
+            print(f"{size} lessons imported in {import_s:.1f} s", file=sys.stderr)
+            row = asyncio.run(bench_size(db, url, tasks, args.warmup, args.bank))
+            rows.append({"lessons": size, "import_s": round(import_s, 1), **row})
+
+    print(
+        f"{'lessons':>8} {'bank':>5} {'runs':>5} {'plain p50/p99':>15} {'adapter p50/p99':>17} "
+        f"{'inject p50/p99':>16} {'record p50/p99':>16} {'own p50/p99':>15} {'injected':>8}"
+    )
+    for row in rows:
+
+        def pair(key: str, row: dict[str, Any] = row) -> str:
+            return f"{row[key]['p50_ms']}/{row[key]['p99_ms']}"
+
+        print(
+            f"{row['lessons']:>8} {row['bank']:>5} {row['runs']:>5} {pair('plain_run'):>15} "
+            f"{pair('adapter_run'):>17} {pair('injection'):>16} {pair('recording'):>16} "
+            f"{pair('adapter_own'):>15} {row['lessons_injected_mean']:>8}"
+        )
+    print("times in ms; own = injection + recording, the adapter's bank calls in one run", file=sys.stderr)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    result = {"when": datetime.now(UTC).isoformat(), "machine": machine, "quick": args.quick, "rows": rows}
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
