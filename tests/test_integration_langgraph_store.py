@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -404,3 +406,18 @@ def test_the_async_store_on_the_async_bank(tmp_path: Any, clock: Clock) -> None:
             await store.adelete(("u",), "k")
 
     asyncio.run(run())
+
+
+def test_lessonbank_loads_langgraph_only_when_asked_and_names_the_extra_without_it() -> None:
+    check = (
+        "import sys, lessonbank, lessonbank.integrations\n"
+        "assert not [m for m in sys.modules if m.split('.')[0] == 'langgraph'], 'langgraph loaded'\n"
+        "sys.modules['langgraph'] = None  # as if it were not installed\n"
+        "from lessonbank.errors import ConfigError\n"
+        "try:\n"
+        "    import lessonbank.integrations.langgraph\n"
+        "except ConfigError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True)
+    assert "pip install 'lessonbank[langgraph]'" in done.stdout

@@ -1,2 +1,3 @@
-"""Integrations with the agents people run: Claude Code (hooks, install, plugin) and the OpenAI Agents
-SDK (``integrations.openai_agents``, imported on its own: it loads the SDK)."""
+"""Integrations with the agents people run: Claude Code (hooks, install, plugin), the OpenAI Agents
+SDK (``integrations.openai_agents``) and LangGraph (``integrations.langgraph``: a store over a bank
+and the nodes around a model node), each imported on its own: it loads its SDK."""

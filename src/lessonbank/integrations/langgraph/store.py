@@ -216,10 +216,13 @@ class LessonBankStore(BaseStore):
     def _refresh(self, lessons: Sequence[Lesson], now: float) -> None:
         """Move the deadline of items with a TTL to ``ttl`` minutes from now (a read uses them)."""
         store = self.services.scope.store
-        for lesson in lessons:
-            ttl = items.payload(lesson) or {}
-            minutes = ttl.get("ttl")
-            if isinstance(minutes, int | float):
+        ids = [lesson.id for lesson in lessons if _ttl(lesson) is not None]
+        if not ids:
+            return
+        # Read again: a query's recall has just counted a use on them, which must not be written over.
+        for lesson in store.get_lessons(ids, namespace=self.namespace):
+            minutes = _ttl(lesson)
+            if minutes is not None:
                 store.update_lesson(lesson.model_copy(update={"expires_at": _deadline(now, minutes)}))
 
     # --------------------------------------------------------------------------------- writes
@@ -322,3 +325,8 @@ def _search_item(found: dict[str, Any], score: float | None) -> SearchItem:
         updated_at=updated,
         score=score,
     )
+
+
+def _ttl(lesson: Lesson) -> float | None:
+    minutes = (items.payload(lesson) or {}).get("ttl")
+    return float(minutes) if isinstance(minutes, int | float) and not isinstance(minutes, bool) else None
