@@ -173,12 +173,12 @@ def api() -> Iterator[MessagesAPI]:
     thread.join(timeout=10)
 
 
-def readme_line(prefix: str) -> str:
-    """The README's line that starts with ``prefix`` (the test runs what the README shows)."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def docs_line(prefix: str) -> str:
+    """The Claude Code page's line that starts with ``prefix`` (the test runs what the docs show)."""
+    page = (ROOT / "docs" / "how-to" / "claude-code.md").read_text(encoding="utf-8")
     lines = [
         line.strip()
-        for block in re.findall(r"```bash\n(.*?)```", readme, flags=re.S)
+        for block in re.findall(r"```bash\n(.*?)```", page, flags=re.S)
         for line in block.splitlines()
     ]
     (line,) = [line for line in lines if line.startswith(prefix)]
@@ -231,7 +231,7 @@ class Workspace:
             self.seeded = bank.add_lesson(SEEDED, tags=["deploy", "staging"])
 
     def lessonbank(self, line: str) -> str:
-        """Run a ``lessonbank …`` line (as the README shows it) in the project."""
+        """Run a ``lessonbank …`` line (as the docs show it) in the project."""
         words = shlex.split(line)
         assert words[0] == "lessonbank", line
         done = subprocess.run(
@@ -271,7 +271,7 @@ def workspace(tmp_path: Path, api: MessagesAPI) -> Workspace:
 def test_claude_code_gets_the_lesson_and_its_failed_command_becomes_an_episode(
     api: MessagesAPI, workspace: Workspace
 ) -> None:
-    workspace.lessonbank(readme_line("lessonbank claude install --project"))
+    workspace.lessonbank(docs_line("lessonbank claude install --project"))
     settings = json.loads((workspace.project / ".claude" / "settings.json").read_text())
     assert settings["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"].startswith(str(LESSONBANK))
     db, seeded = workspace.db, workspace.seeded
@@ -348,8 +348,8 @@ def test_claude_code_gets_the_lesson_and_its_failed_command_becomes_an_episode(
 
 
 def test_the_plugin_folder_works_in_claude_code(api: MessagesAPI, workspace: Workspace) -> None:
-    workspace.lessonbank(readme_line("lessonbank claude plugin "))
-    plugin_dir = shlex.split(readme_line("claude --plugin-dir "))[1:]
+    workspace.lessonbank(docs_line("lessonbank claude plugin "))
+    plugin_dir = shlex.split(docs_line("claude --plugin-dir "))[1:]
     api.script = [[bash(FAILING, "toolu_1")], [{"type": "text", "text": "It failed."}]]
     workspace.session("Deploy the web app to staging with ./deploy.sh", *plugin_dir)
     first = api.loop_requests()
@@ -383,7 +383,7 @@ def test_http_hooks_to_a_server_with_a_key(api: MessagesAPI, workspace: Workspac
                 time.sleep(0.2)
         else:
             pytest.fail("the server never answered")
-        line = readme_line("lessonbank claude install --user --url ")
+        line = docs_line("lessonbank claude install --user --url ")
         workspace.lessonbank(line.replace("127.0.0.1:8765", f"127.0.0.1:{port}"))
         api.script = [[bash(FAILING, "toolu_1")], [{"type": "text", "text": "It failed."}]]
         workspace.session("Deploy the web app to staging with ./deploy.sh", env={"LESSONBANK_API_KEY": token})

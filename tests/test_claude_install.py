@@ -245,12 +245,12 @@ def test_the_plugin_folder_has_the_documented_files(
     assert {name: (folder / name).read_bytes() for name in files} == before
 
 
-def test_the_readmes_claude_code_lines_run_as_shown(
+def test_the_docs_claude_code_lines_run_as_shown(
     dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     project, home = dirs
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```bash\n(.*?)```", readme, flags=re.S)
+    page = Path(__file__).resolve().parents[1] / "docs" / "how-to" / "claude-code.md"
+    blocks = re.findall(r"```bash\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S)
     lines = [line.strip() for block in blocks for line in block.splitlines()]
     shown = [line for line in lines if line.startswith("lessonbank claude ")]
     assert len(shown) == 4, shown

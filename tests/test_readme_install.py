@@ -1,4 +1,5 @@
-"""The README's install line and its ``claude mcp add`` lines, exactly as shown, work.
+"""The install lines (README and Getting started) and the ``claude mcp add`` lines of the MCP page,
+exactly as shown, work.
 
 The install line installs this folder with the server extra; the wheel it builds (built here offline,
 with no build isolation) carries the ``lessonbank`` console script. Each ``claude mcp add`` line is
@@ -23,27 +24,29 @@ import pytest
 from tests.npm_packages import npm_program
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+INSTALL_PAGES = {"README": ROOT / "README.md", "getting-started": ROOT / "docs" / "getting-started.md"}
+MCP_PAGE = ROOT / "docs" / "how-to" / "mcp.md"
 VARIADIC = {"-e", "--env", "-H", "--header"}
 PIP_WHEEL = (sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index")
 VALUED = {"-s", "--scope", "-t", "--transport", "--client-id", "--callback-port"}
 
 
-def bash_lines() -> list[str]:
-    blocks = re.findall(r"```bash\n(.*?)```", README, flags=re.S)
+def bash_lines(page: Path) -> list[str]:
+    blocks = re.findall(r"```bash\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S)
     return [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
 
 
-def install_lines() -> list[str]:
+def install_lines(page: Path) -> list[str]:
     """The install section's lines: its command block and the alternatives named in its text."""
-    section = README.split("puts `lessonbank` on your PATH", 1)[1].split("\n\n", 3)
+    text = page.read_text(encoding="utf-8")
+    section = text.split("puts `lessonbank` on your PATH", 1)[1].split("\n\n", 3)
     block, alternatives = section[1], section[2]
     shown = [line.strip() for line in block.splitlines() if line.strip() and not line.startswith("```")]
     return shown + re.findall(r"`((?:pipx|pip|uv tool) install [^`]+)`", alternatives)
 
 
 def claude_lines() -> list[str]:
-    return [line for line in bash_lines() if line.startswith("claude mcp add ")]
+    return [line for line in bash_lines(MCP_PAGE) if line.startswith("claude mcp add ")]
 
 
 def parse_mcp_add(line: str) -> dict[str, object]:
@@ -80,9 +83,10 @@ def parse_mcp_add(line: str) -> dict[str, object]:
     return {"name": positional[0], "command": positional[1:], "env": options.get("e", [])}
 
 
-def test_the_readme_installs_from_the_clone_with_the_server_extra() -> None:
-    lines = install_lines()
-    assert lines, "the README shows no install line"
+@pytest.mark.parametrize("page", INSTALL_PAGES.values(), ids=INSTALL_PAGES.keys())
+def test_the_install_lines_install_from_the_clone_with_the_server_extra(page: Path) -> None:
+    lines = install_lines(page)
+    assert lines, f"{page.name} shows no install line"
     assert {shlex.split(line)[0] for line in lines} >= {"pipx", "uv", "pip"}
     for line in lines:
         target = shlex.split(line)[-1]
@@ -123,7 +127,7 @@ def test_the_old_order_is_what_claude_code_refuses() -> None:
         parse_mcp_add(old)
 
 
-def test_claude_code_saves_each_line_as_the_readme_means(tmp_path: Path) -> None:
+def test_claude_code_saves_each_line_as_the_docs_mean(tmp_path: Path) -> None:
     claude = str(npm_program("@anthropic-ai/claude-code", "claude"))  # the real CLI
     for number, line in enumerate(claude_lines()):
         home = tmp_path / f"home{number}"

@@ -26,7 +26,12 @@ def mismatches(vocabulary: list[str]) -> list[tuple[str, str, str]]:
 
 
 def test_stems_match_sqlite_fts5_porter_on_the_project_text() -> None:
-    text = " ".join(p.read_text("utf-8") for p in [ROOT / "README.md", *sorted((ROOT / "src").rglob("*.py"))])
+    sources = [
+        ROOT / "README.md",
+        *sorted((ROOT / "docs").rglob("*.md")),
+        *sorted((ROOT / "src").rglob("*.py")),
+    ]
+    text = " ".join(p.read_text("utf-8") for p in sources)
     vocabulary = sorted({w for w in words(text) if w.isascii() and w.isalpha()})
     assert len(vocabulary) > 1000
     assert mismatches(vocabulary) == []
