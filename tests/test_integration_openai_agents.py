@@ -13,6 +13,7 @@ import importlib
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -347,3 +348,24 @@ def test_a_streamed_run_is_recorded_when_it_finishes(db_url: str) -> None:
         assert model.first_call is not None and MIGRATIONS in (model.first_call.system_instructions or "")
         episode = last_episode(bank, hooks)
         assert episode["status"] == "success" and episode["context_ids"] == [lesson.id]
+
+
+def test_remote_bank(tmp_path: Path, server: Server) -> None:
+    from lessonbank import AsyncRemoteBank
+    from lessonbank.server.app import create_app
+    from lessonbank.settings import Settings
+
+    app = create_app(Settings(home=tmp_path / "served", db=f"sqlite:///{tmp_path / 'served.db'}"))
+
+    async def scenario(url: str) -> tuple[str, dict[str, Any], int]:
+        async with AsyncRemoteBank(url) as bank:
+            lesson = await bank.add_lesson(MIGRATIONS)
+            hooks = LessonBankHooks(bank)
+            await server.arun(ops_agent(bank), TASK, hooks)
+            episode = (await bank.show(hooks.episodes[-1]))["episode"]
+            return lesson.id, episode, (await bank.get_lesson(lesson.id)).helpful
+
+    with serving(app) as url:
+        lesson_id, episode, helpful = asyncio.run(scenario(url))
+    assert MIGRATIONS in server.script.system_messages()[0]
+    assert episode["context_ids"] == [lesson_id] and episode["status"] == "success" and helpful == 1
