@@ -421,3 +421,17 @@ def test_lessonbank_loads_langgraph_only_when_asked_and_names_the_extra_without_
     )
     done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True)
     assert "pip install 'lessonbank[langgraph]'" in done.stdout
+
+
+def test_an_overwrite_keeps_a_persons_pin_and_the_credit_of_unchanged_text(bank: LessonBank) -> None:
+    store = LessonBankStore(bank, index=["text"])
+    store.put(("t",), "k", {"text": "run the migrations before the tests", "version": 1})
+    [lesson] = bank.lessons(tags=["langgraph"])
+    bank.edit_lesson(lesson.id, pinned=True, importance=0.9)
+    bank.record({"task": "the tests fail on a fresh database", "status": "success"}, context_ids=[lesson.id])
+    store.put(("t",), "k", {"text": "run the migrations before the tests", "version": 2})
+    same = bank.get_lesson(lesson.id)
+    assert (same.pinned, same.importance, same.helpful) == (True, 0.9, 1)
+    store.put(("t",), "k", {"text": "seed the database before the tests"})
+    changed = bank.get_lesson(lesson.id)
+    assert (changed.pinned, changed.importance, changed.helpful) == (True, 0.9, 0)

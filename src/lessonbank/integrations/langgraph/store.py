@@ -274,7 +274,7 @@ class LessonBankStore(BaseStore):
         except ValueError as exc:
             raise InputError(f"item {key!r} cannot be stored: {exc}", field="value") from None
         if previous is not None:
-            store.update_lesson(lesson)
+            store.update_lesson(lesson.model_copy(update=_kept(previous, lesson, alive=kept is not None)))
         else:
             store.import_lessons([lesson])
         self.services.intake.embed_written([WriteResult(lesson, "added")])
@@ -330,3 +330,14 @@ def _search_item(found: dict[str, Any], score: float | None) -> SearchItem:
 def _ttl(lesson: Lesson) -> float | None:
     minutes = (items.payload(lesson) or {}).get("ttl")
     return float(minutes) if isinstance(minutes, int | float) and not isinstance(minutes, bool) else None
+
+
+def _kept(previous: Lesson, new: Lesson, *, alive: bool) -> dict[str, Any]:
+    """What an overwrite keeps of the lesson it replaces: a person's pin and importance; and, when
+    the text is the same, what using it taught (uses, credit, confidence)."""
+    if not alive:
+        return {}
+    fields = ["pinned", "importance"]
+    if previous.content == new.content:
+        fields += ["access_count", "last_accessed", "helpful", "harmful", "confidence"]
+    return {name: getattr(previous, name) for name in fields}
