@@ -6,9 +6,12 @@ LESSONBANK_HOME under it and no API key. A block whose line right before is
 ``<!-- not runnable offline: <reason> -->`` is left out (tests/test_docs.py runs the README's and the
 loop's with their stand-ins); every such marker must give a reason and sit right before a Python block.
 
-Shell blocks (```bash) are not executed here: the ones a reader would copy to change something are run
-by the tests of what they drive (tests/test_readme_install.py: the install and ``claude mcp add`` lines;
-tests/test_claude_install.py and tests/test_claude_code_e2e.py: the ``lessonbank claude`` lines).
+Shell blocks (```bash) are not executed here, since most need a server, a model or state a reader
+has; every ``lessonbank …`` line in them (README included) is parsed as the CLI parses it, so a
+command, group or option the CLI no longer has fails here. The lines that change something outside
+the bank are run by the tests of what they drive (tests/test_readme_install.py: the install and
+``claude mcp add`` lines; tests/test_claude_install.py and tests/test_claude_code_e2e.py: the
+``lessonbank claude`` lines).
 """
 
 from __future__ import annotations
@@ -110,3 +113,41 @@ def test_the_python_blocks_run(page: Path, tmp_path: Path, monkeypatch: pytest.M
                 value.close()
             elif isinstance(value, AsyncLessonBank):
                 pytest.fail("close an AsyncLessonBank inside its example (await bank.close())")
+
+
+def shell_lines(page: Path) -> list[str]:
+    """The ``lessonbank …`` command lines of the page's shell blocks: continuations joined, comments
+    dropped, optional ``[…]`` parts left out; a line that still shows alternatives (``a|b``) is
+    left out (it is a synopsis, not a command)."""
+    found = []
+    for block in re.findall(r"```(?:bash|sh|console)\n(.*?)```", page.read_text(encoding="utf-8"), re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            code = re.split(r"\s#\s", line.strip(), maxsplit=1)[0].strip()
+            while re.search(r"\[[^\[\]]*\]", code):
+                code = re.sub(r"\s*\[[^\[\]]*\]", "", code)
+            if code.startswith("lessonbank ") and "|" not in code:
+                found.append(code)
+    return found
+
+
+def test_every_shell_line_names_commands_and_options_the_cli_has(tmp_path: Path) -> None:
+    import shlex
+
+    from typer.main import get_command
+
+    from lessonbank.cli.app import build_app, hoist_global_options
+
+    root = get_command(build_app())
+    lines = [(page, line) for page in [ROOT / "README.md", *pages()] for line in shell_lines(page)]
+    assert len(lines) > 40
+    refused = []
+    for page, line in lines:
+        try:
+            ctx = root.make_context("lessonbank", hoist_global_options(shlex.split(line)[1:]))
+            command = root
+            while hasattr(command, "list_commands") and (ctx._protected_args or ctx.args):
+                name, command, rest = command.resolve_command(ctx, [*ctx._protected_args, *ctx.args])
+                ctx = command.make_context(name, rest, parent=ctx)
+        except Exception as exc:  # a usage error: what the reader would see
+            refused.append(f"{page.relative_to(ROOT)}: {line}: {exc}")
+    assert refused == []
