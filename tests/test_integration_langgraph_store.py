@@ -435,3 +435,17 @@ def test_an_overwrite_keeps_a_persons_pin_and_the_credit_of_unchanged_text(bank:
     store.put(("t",), "k", {"text": "seed the database before the tests"})
     changed = bank.get_lesson(lesson.id)
     assert (changed.pinned, changed.importance, changed.helpful) == (True, 0.9, 0)
+
+
+def test_with_an_embedder_items_get_vectors_and_a_query_ranks_hybrid(tmp_path: Any) -> None:
+    with LessonBank(f"sqlite:///{tmp_path / 'h.db'}", embedder="hash") as bank:
+        store = LessonBankStore(bank, index=["text"])
+        store.put(("docs",), "py", {"text": "python tests run with pytest"})
+        store.put(("docs",), "deploy", {"text": "deploy to staging after the migrations"})
+        assert bank.embed_missing() == 0  # every item was embedded as it was put
+        store.put(("docs",), "py", {"text": "python tests run with pytest -x and coverage"})
+        assert bank.embed_missing() == 0  # the overwritten text too
+        found = store.search(("docs",), query="pytest coverage")
+        assert found[0].key == "py" and found[0].score is not None
+        hits = bank.recall("pytest coverage", mode="hybrid")
+        assert hits[0].lesson.metadata["langgraph"]["key"] == "py" and hits[0].vector > 0
