@@ -93,3 +93,12 @@ def test_the_retrieval_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         assert lesson.harmful == 1
     finally:
         bank.close()  # type: ignore[attr-defined]
+
+
+def test_the_readme_starts_with_the_two_commands_and_stays_short() -> None:
+    text = README.read_text("utf-8")
+    first = re.search(r"```bash\n(.*?)```", text, re.DOTALL)
+    assert first is not None and text.index("```bash") < text.index("\n## ")
+    commands = [line.split("#")[0].strip() for line in first.group(1).splitlines()]
+    assert commands == ["./scripts/quickstart", "./scripts/test"]
+    assert len(text.splitlines()) <= 200
