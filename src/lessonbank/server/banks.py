@@ -35,6 +35,11 @@ class Banks:
                 self._banks[namespace] = bank
             return bank
 
+    def opened(self, namespace: str) -> LessonBank | None:
+        """The bank of ``namespace`` if it is open already (never opens one, so never blocks long)."""
+        with self._lock:
+            return self._banks.get(namespace)
+
     def close(self) -> None:
         with self._lock:
             banks, self._banks = list(self._banks.values()), {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import anyio.to_thread
 from fastapi import Depends, Header, HTTPException, Request
 
 from lessonbank.bank import LessonBank
@@ -19,12 +20,13 @@ from lessonbank.server.banks import Banks, check_namespace
 from lessonbank.server.errors import FORBIDDEN, UNAUTHORIZED, body
 
 
-def principal(
+async def principal(
     request: Request,
     authorization: str | None = Header(default=None),
     x_api_key: str | None = Header(default=None),
 ) -> Principal:
-    """The request's principal; 401 without a valid key while keys exist."""
+    """The request's principal; 401 without a valid key while keys exist. Run on the event loop (the
+    key file is read again only when it changed): a thread hop per request costs more than the check."""
     keys: KeyStore = request.app.state.keys
     found = keys.principal(token_of(authorization, x_api_key))
     if found is None:
@@ -64,11 +66,15 @@ def bank_for(request: Request, who: Principal, namespace: str, operation: str) -
 Who = Annotated[Principal, Depends(principal)]
 
 
-def _route_bank(request: Request, namespace: str, who: Who) -> LessonBank:
+async def _route_bank(request: Request, namespace: str, who: Who) -> LessonBank:
     name = getattr(request.scope.get("route"), "name", None)
     if name not in OPERATIONS:  # a route outside the table: a bug, so fail closed
         raise HTTPException(status_code=403, detail=body(FORBIDDEN, "this route names no bank operation"))
-    return bank_for(request, who, namespace, name)
+    authorize(who, namespace, name)
+    banks: Banks = request.app.state.banks
+    # An open bank is taken on the event loop; opening one (migrations, a first connection) is not.
+    opened = banks.opened(namespace)
+    return opened if opened is not None else await anyio.to_thread.run_sync(banks.get, namespace)
 
 
 # A route's parameter of this type gets the bank of its path's ``{namespace}`` for its operation.

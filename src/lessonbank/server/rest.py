@@ -9,7 +9,7 @@ method of the same name called with them. Each route takes the bank of its path'
 :mod:`.deps` in the role the table gives (read, write, admin: see :mod:`.auth`), so no route can
 reach another namespace, and ids are looked up in that namespace only (another namespace's id is
 404). The bank's own errors become JSON with a stable code in :mod:`.app`. The bank is synchronous,
-so the routes are plain functions that FastAPI runs in its thread pool, never on the event loop.
+so each route calls it in the thread pool (one hop per request), never on the event loop.
 
 Hand-written code is what a route adds to its operation: an audited decision names the key that made
 it (the ``actor`` a client sends is kept, followed by the key); restoring a quarantined or pending
@@ -97,9 +97,11 @@ def _serve(name: str, description: str | None = None, handler: Handler | None = 
     ]
     act = handler or _call_bank(operation)
 
-    def endpoint(**given: Any) -> Any:
+    async def endpoint(**given: Any) -> Any:
         request = _request_of(operation, given)
-        return act(given["bank"], request, given["who"], given["namespace"])
+        # The bank is synchronous: one hop to the thread pool per request. (A plain function would
+        # make FastAPI hop again to validate its answer, a cost as large as a record's own.)
+        return await anyio.to_thread.run_sync(act, given["bank"], request, given["who"], given["namespace"])
 
     endpoint.__signature__ = inspect.Signature(parameters, return_annotation=_answer(operation, options))  # type: ignore[attr-defined]
     endpoint.__name__ = name

@@ -48,6 +48,7 @@ from lessonbank.ports import (
     WriteResult,
 )
 from lessonbank.scoping import check_id_free, visible
+from lessonbank.stores.group_commit import GroupCommit
 from lessonbank.stores.parts import (
     FinishesJobs,
     ForwardsConsolidation,
@@ -65,6 +66,7 @@ from lessonbank.stores.sql.unit import SQLTx
 from lessonbank.text import keywords
 
 Clock = Callable[[], float]
+EpisodeWrite = tuple[Episode, Decision, Job | None, bool]  # record_episode's arguments
 
 
 class SQLStore(ForwardsJobs, FinishesJobs, ForwardsVectors, ForwardsConsolidation, ReadsOneLesson):
@@ -82,6 +84,7 @@ class SQLStore(ForwardsJobs, FinishesJobs, ForwardsVectors, ForwardsConsolidatio
         self.jobs = SQLJobQueue(dialect)
         self.vectors = dialect
         self.consolidation = SQLConsolidation(dialect, self.writer, self._lock_pools, self._keep_cap)
+        self._episodes = GroupCommit(self._record_all, self._record_one)
 
     def close(self) -> None:
         self.dialect.close()
@@ -92,50 +95,71 @@ class SQLStore(ForwardsJobs, FinishesJobs, ForwardsVectors, ForwardsConsolidatio
         self, episode: Episode, decision: Decision, job: Job | None, *, credit: bool = True
     ) -> Decision:
         """Store the episode and its job, and credit the lessons injected for it (see the Store
-        protocol), in one transaction; an id already stored is a repeat (a retried call): no-op."""
-        namespace = episode.namespace or "default"
-        helpful, harmful = episode_credit(episode) if credit and episode.context_ids else (0, 0)
+        protocol), in one transaction; an id already stored is a repeat (a retried call): no-op.
+
+        Episodes recorded at the same moment by several threads share that transaction
+        (:mod:`lessonbank.stores.group_commit`); each call still returns once its own is committed."""
+        return self._episodes((episode, decision, job, credit))
+
+    def _record_all(self, items: Sequence[EpisodeWrite]) -> list[Decision]:
+        d = self.dialect
+
+        def run() -> list[Decision]:
+            with d.tx() as conn:
+                return [self._record_in(conn, *item) for item in items]
+
+        return d.run(run)
+
+    def _record_one(self, item: EpisodeWrite) -> Decision:
         d = self.dialect
 
         def run() -> Decision:
             with d.tx() as conn:
-                stored = conn.execute(
-                    f"SELECT namespace, decision FROM episodes WHERE id = ?{d.for_update}", (episode.id,)
-                ).fetchone()
-                if stored is not None:
-                    check_id_free("episode", episode.id, namespace, stored[0])
-                    return d.load_record(Decision, stored[1])
-                final = decision
-                if job is not None and not self.jobs.insert(conn, job):
-                    existing = conn.execute(
-                        "SELECT id FROM jobs WHERE namespace = ? AND dedupe_key = ?",
-                        (namespace, job.dedupe_key),
-                    ).fetchone()
-                    job_id = existing[0] if existing else None
-                    final = duplicate_decision(decision, job_id)
-                values = {
-                    "id": episode.id,
-                    "namespace": namespace,
-                    "created_at": episode.created_at.timestamp(),
-                    "status": episode.status,
-                    "task": episode.task,
-                    "task_type": episode.task_type,
-                    "agent": episode.agent,
-                    "goal_id": episode.goal_id,
-                    "loop_id": episode.loop_id,
-                    "data": d.dump_record(episode),
-                    "decision": d.dump_record(final),
-                }
-                columns = d.episode_columns
-                conn.execute(
-                    f"INSERT INTO episodes ({', '.join(columns)}) VALUES ({question_marks(len(columns))})",
-                    [values[column] for column in columns],
-                )
-                if helpful or harmful:
-                    d.credit(conn, namespace, episode.context_ids, helpful, harmful)
-                return final
+                return self._record_in(conn, *item)
 
         return d.run(run)
+
+    def _record_in(
+        self, conn: Connection, episode: Episode, decision: Decision, job: Job | None, credit: bool
+    ) -> Decision:
+        namespace = episode.namespace or "default"
+        helpful, harmful = episode_credit(episode) if credit and episode.context_ids else (0, 0)
+        d = self.dialect
+        stored = conn.execute(
+            f"SELECT namespace, decision FROM episodes WHERE id = ?{d.for_update}", (episode.id,)
+        ).fetchone()
+        if stored is not None:
+            check_id_free("episode", episode.id, namespace, stored[0])
+            return d.load_record(Decision, stored[1])
+        final = decision
+        if job is not None and not self.jobs.insert(conn, job):
+            existing = conn.execute(
+                "SELECT id FROM jobs WHERE namespace = ? AND dedupe_key = ?",
+                (namespace, job.dedupe_key),
+            ).fetchone()
+            job_id = existing[0] if existing else None
+            final = duplicate_decision(decision, job_id)
+        values = {
+            "id": episode.id,
+            "namespace": namespace,
+            "created_at": episode.created_at.timestamp(),
+            "status": episode.status,
+            "task": episode.task,
+            "task_type": episode.task_type,
+            "agent": episode.agent,
+            "goal_id": episode.goal_id,
+            "loop_id": episode.loop_id,
+            "data": d.dump_record(episode),
+            "decision": d.dump_record(final),
+        }
+        columns = d.episode_columns
+        conn.execute(
+            f"INSERT INTO episodes ({', '.join(columns)}) VALUES ({question_marks(len(columns))})",
+            [values[column] for column in columns],
+        )
+        if helpful or harmful:
+            d.credit(conn, namespace, episode.context_ids, helpful, harmful)
+        return final
 
     def get_episode(
         self, episode_id: str, *, namespace: str | None = None

@@ -1,0 +1,368 @@
+"""Group commit: concurrent writers share transactions, each still answered with its own result.
+
+The committer alone (:class:`~lessonbank.stores.group_commit.GroupCommit`), then the stores'
+``record_episode`` from many threads on every backend, then a process killed while its threads
+record: every episode acknowledged before the kill is in the store afterwards.
+"""
+
+# ruff: noqa: F811  (the fixtures imported below are parameters of the tests)
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Callable, Sequence
+
+import pytest
+
+from lessonbank.errors import InputError
+from lessonbank.models import Decision, Episode
+from lessonbank.stores import Store
+from lessonbank.stores.group_commit import GroupCommit
+
+# The contract suite's fixtures: a fresh store on every backend.
+from tests.contract.conftest import backend, clock, open_url, store, store_url  # noqa: F401
+
+# ---------------------------------------------------------------------- the committer alone
+
+
+class Ledger:
+    """A pretend database: a batch either commits whole or raises, rolled back, like a transaction."""
+
+    def __init__(self, *, hold: threading.Event | None = None) -> None:
+        self.committed: list[int] = []
+        self.transactions: list[list[int]] = []
+        self.hold = hold  # the first transaction waits for it: later writers queue meanwhile
+        self.lock = threading.Lock()
+
+    def write_all(self, items: Sequence[int]) -> list[int]:
+        if self.hold is not None:
+            hold, self.hold = self.hold, None
+            assert hold.wait(30)
+        if any(item < 0 for item in items):
+            raise ValueError(f"bad item among {list(items)}")
+        with self.lock:
+            self.transactions.append(list(items))
+            self.committed.extend(items)
+        return [item * 10 for item in items]
+
+    def write_one(self, item: int) -> int:
+        return self.write_all([item])[0]
+
+
+def run_threads(count: int, target: Callable[[int], None]) -> None:
+    threads = [threading.Thread(target=target, args=(n,)) for n in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+        assert not thread.is_alive()
+
+
+def queue_behind_leader(
+    commit: GroupCommit[int, int], ledger: Ledger, items: Sequence[int]
+) -> dict[int, object]:
+    """Item 0 leads and is held inside its transaction while ``items`` arrive; then it is released.
+    What each item's caller got: its result or its exception."""
+    hold = threading.Event()
+    ledger.hold = hold
+    answers: dict[int, object] = {}
+
+    def call(item: int) -> None:
+        try:
+            answers[item] = commit(item)
+        except Exception as exc:
+            answers[item] = exc
+
+    leader = threading.Thread(target=call, args=(0,))
+    leader.start()
+    while ledger.hold is not None:  # the leader is inside write_all
+        threading.Event().wait(0.001)
+    followers = [threading.Thread(target=call, args=(item,)) for item in items]
+    for thread in followers:
+        thread.start()
+    while True:  # every follower is queued behind the leader
+        with commit._lock:
+            if len(commit._queue) == len(items):
+                break
+        threading.Event().wait(0.001)
+    hold.set()
+    for thread in [leader, *followers]:
+        thread.join(30)
+        assert not thread.is_alive()
+    return answers
+
+
+def test_writers_queued_behind_a_transaction_share_the_next_one() -> None:
+    ledger = Ledger()
+    commit = GroupCommit(ledger.write_all, ledger.write_one)
+    answers = queue_behind_leader(commit, ledger, range(1, 21))
+    assert answers == {item: item * 10 for item in range(21)}
+    assert ledger.transactions[0] == [0]
+    assert sorted(ledger.transactions[1]) == list(range(1, 21))  # one commit for all twenty
+    assert (commit.batches, commit.items) == (2, 21)
+
+
+def test_a_bad_write_fails_only_its_own_caller() -> None:
+    ledger = Ledger()
+    commit = GroupCommit(ledger.write_all, ledger.write_one)
+    answers = queue_behind_leader(commit, ledger, [1, 2, -3, 4, 5])
+    assert isinstance(answers[-3], ValueError)
+    assert {item: answer for item, answer in answers.items() if item != -3} == {
+        0: 0,
+        1: 10,
+        2: 20,
+        4: 40,
+        5: 50,
+    }
+    assert sorted(ledger.committed) == [0, 1, 2, 4, 5]  # the shared attempt rolled back, then one by one
+
+
+def test_batches_are_capped_and_every_writer_is_answered() -> None:
+    ledger = Ledger()
+    commit = GroupCommit(ledger.write_all, ledger.write_one, max_batch=4)
+    answers = queue_behind_leader(commit, ledger, range(1, 11))
+    assert answers == {item: item * 10 for item in range(11)}
+    assert max(len(batch) for batch in ledger.transactions) == 4
+    assert sorted(ledger.committed) == list(range(11))
+
+
+def test_a_lone_writer_commits_alone() -> None:
+    ledger = Ledger()
+    commit = GroupCommit(ledger.write_all, ledger.write_one)
+    assert [commit(item) for item in range(3)] == [0, 10, 20]
+    assert ledger.transactions == [[0], [1], [2]]
+
+
+def test_an_interrupted_leader_still_answers_its_followers() -> None:
+    calls: list[Sequence[int]] = []
+    hold = threading.Event()
+
+    def write_all(items: Sequence[int]) -> list[int]:
+        calls.append(list(items))
+        if len(calls) == 1:
+            assert hold.wait(30)
+            raise KeyboardInterrupt  # not an Exception: no one-by-one retry, and it reaches the leader
+        return list(items)
+
+    commit = GroupCommit(write_all, lambda item: write_all([item])[0])
+    got: dict[str, object] = {}
+
+    def leader() -> None:
+        try:
+            commit(0)
+        except KeyboardInterrupt:
+            got["leader"] = "interrupted"
+
+    def follower() -> None:
+        got["follower"] = commit(7)
+
+    first = threading.Thread(target=leader)
+    first.start()
+    while not calls:
+        threading.Event().wait(0.001)
+    second = threading.Thread(target=follower)
+    second.start()
+    while not commit._queue:
+        threading.Event().wait(0.001)
+    hold.set()
+    for thread in (first, second):
+        thread.join(30)
+        assert not thread.is_alive()
+    assert got == {"leader": "interrupted", "follower": 7}  # the follower led the next batch
+
+
+def test_max_batch_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_batch"):
+        GroupCommit(lambda items: list(items), lambda item: item, max_batch=0)
+
+
+# ---------------------------------------------------------------------- the stores
+
+
+def decision() -> Decision:
+    return Decision(reflect=False, reason="test")
+
+
+def test_concurrent_records_are_each_durable_and_readable_on_return(store: Store) -> None:
+    threads, each = 16, 12
+    seen: dict[int, list[str]] = {}
+
+    def record(n: int) -> None:
+        mine = []
+        for step in range(each):
+            episode = Episode(task=f"task {n}.{step}", status="failure", namespace="ns")
+            store.record_episode(episode, decision(), None)
+            stored, _ = store.get_episode(episode.id, namespace="ns")  # readable at once
+            assert stored.task == episode.task
+            mine.append(episode.id)
+        seen[n] = mine
+
+    run_threads(threads, record)
+    recorded = {episode.id for episode, _ in store.recent_episodes("ns", limit=10_000)}
+    assert recorded == {episode_id for ids in seen.values() for episode_id in ids}
+    assert len(recorded) == threads * each
+
+
+def test_a_record_refused_among_concurrent_ones_fails_only_its_caller(
+    store: Store,
+    open_url: Callable[[str], Store],
+    store_url: str,
+) -> None:
+    taken = Episode(task="held by another namespace", status="failure", namespace="other")
+    store.record_episode(taken, decision(), None)
+    errors: dict[int, Exception] = {}
+    good: dict[int, str] = {}
+
+    def record(n: int) -> None:
+        if n % 5 == 0:  # reuses an id another namespace holds: InputError, for this caller only
+            episode = taken.model_copy(update={"namespace": "ns", "task": f"clash {n}"})
+        else:
+            episode = Episode(task=f"fine {n}", status="failure", namespace="ns")
+        try:
+            store.record_episode(episode, decision(), None)
+            good[n] = episode.id
+        except Exception as exc:
+            errors[n] = exc
+
+    run_threads(20, record)
+    assert sorted(errors) == [0, 5, 10, 15]
+    assert all(isinstance(exc, InputError) for exc in errors.values())
+    recorded = {episode.id for episode, _ in open_url(store_url).recent_episodes("ns", limit=100)}
+    assert recorded == set(good.values()) and len(recorded) == 16
+
+
+@pytest.mark.parametrize("clash", [False, True])
+def test_records_queued_behind_a_transaction_share_one_and_a_bad_one_fails_alone(
+    store: Store,
+    backend: str,
+    clash: bool,
+) -> None:
+    """Deterministic: the first record is held inside its transaction until the others have queued."""
+    if backend in ("memory", "redis"):
+        pytest.skip("group commit is the SQL stores'")
+    committer = store._episodes  # type: ignore[attr-defined]
+    taken = Episode(task="held by another namespace", status="failure", namespace="other")
+    store.record_episode(taken, decision(), None)
+    hold, inside = threading.Event(), threading.Event()
+    write_one = committer._write_one
+
+    def held(item: object) -> object:
+        if not inside.is_set():
+            inside.set()
+            assert hold.wait(30)
+        return write_one(item)
+
+    committer._write_one = held
+    episodes = [Episode(task=f"fine {n}", status="failure", namespace="ns") for n in range(12)]
+    if clash:
+        episodes[4] = taken.model_copy(update={"namespace": "ns", "task": "clash"})
+    answers: dict[int, object] = {}
+
+    def record(n: int) -> None:
+        try:
+            answers[n] = store.record_episode(episodes[n], decision(), None)
+        except Exception as exc:
+            answers[n] = exc
+
+    first = threading.Thread(target=record, args=(0,))
+    first.start()
+    assert inside.wait(30)
+    others = [threading.Thread(target=record, args=(n,)) for n in range(1, 12)]
+    for thread in others:
+        thread.start()
+    while True:
+        with committer._lock:
+            if len(committer._queue) == 11:
+                break
+        threading.Event().wait(0.001)
+    batches, items = committer.batches, committer.items
+    hold.set()
+    for thread in [first, *others]:
+        thread.join(30)
+    if clash:
+        assert isinstance(answers.pop(4), InputError)
+    assert all(isinstance(answer, Decision) for answer in answers.values())
+    stored = {episode.id for episode, _ in store.recent_episodes("ns", limit=100)}
+    assert stored == {episodes[n].id for n in answers}
+    # the held one, then one batch for the eleven queued (with a clash: its shared transaction
+    # rolled back and each was written alone)
+    assert committer.batches - batches == 2
+    assert committer.items - items == 12
+
+
+def test_repeats_of_one_episode_in_concurrent_calls_store_it_once(store: Store) -> None:
+    episode = Episode(task="sent again by a retrying client", status="failure", namespace="ns")
+    answers: list[Decision] = []
+    run_threads(10, lambda n: answers.append(store.record_episode(episode, decision(), None)))
+    assert len(answers) == 10 and all(answer.reason == "test" for answer in answers)
+    assert [e.id for e, _ in store.recent_episodes("ns", limit=100)] == [episode.id]
+
+
+# ---------------------------------------------------------------------- a process killed mid-write
+
+RECORDER = """
+import sys, threading
+from lessonbank import Episode
+from lessonbank.models import Decision
+from lessonbank.stores import open_store
+
+store = open_store(sys.argv[1])
+lock = threading.Lock()
+
+def run(n):
+    step = 0
+    while True:
+        episode = Episode(task=f"thread {n} step {step}", status="failure", namespace="ns")
+        store.record_episode(episode, Decision(reflect=False, reason="crash"), None)
+        with lock:  # acknowledged: its caller has returned
+            print(episode.id, flush=True)
+        step += 1
+
+for n in range(12):
+    threading.Thread(target=run, args=(n,), daemon=True).start()
+threading.Event().wait()
+"""
+
+
+@pytest.mark.slow
+def test_every_record_acknowledged_before_a_kill_survives_it(
+    store_url: str,
+    backend: str,
+    open_url: Callable[[str], Store],
+) -> None:
+    if backend in ("memory", "redis"):
+        pytest.skip("group commit is the SQL stores'; memory does not outlive its process")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(RECORDER), store_url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    acknowledged = []
+    for line in proc.stdout:  # read until enough were acknowledged, then kill mid-stream
+        acknowledged.append(line.strip())
+        if len(acknowledged) >= 300:
+            break
+    proc.send_signal(signal.SIGKILL)
+    rest, err = proc.communicate(timeout=60)
+    acknowledged += [line for line in rest.split() if line]
+    assert proc.returncode == -signal.SIGKILL, err
+    stored = {episode.id for episode, _ in open_url(store_url).recent_episodes("ns", limit=1_000_000)}
+    assert set(acknowledged) <= stored
+    assert len(acknowledged) >= 300
+
+
+def test_the_committer_keeps_no_thread_of_its_own() -> None:
+    before = threading.active_count()
+    ledger = Ledger()
+    commit = GroupCommit(ledger.write_all, ledger.write_one)
+    run_threads(8, lambda n: commit(n))
+    assert threading.active_count() == before
+    assert sorted(ledger.committed) == list(range(8))
