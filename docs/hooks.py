@@ -131,7 +131,7 @@ def rest_reference() -> str:
     for path, methods in spec["paths"].items():
         for method, route in methods.items():
             lines.append(f"| {method.upper()} | `{path}` | {_cell(route.get('summary', ''))} |")
-    lines += ["", "## Routes", ""]
+    lines += ["", "## Operations and roles", "", *operations_table(), "", "## Routes", ""]
     for path, methods in spec["paths"].items():
         for method, route in methods.items():
             lines += [f"### {method.upper()} `{path}`", ""]
@@ -157,6 +157,26 @@ def rest_reference() -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def operations_table() -> list[str]:
+    """Every operation of ``lessonbank.operations.OPERATIONS``: the role it needs and where it is exposed."""
+    from lessonbank.operations import OPERATIONS
+
+    lines = [
+        "Every operation of the table in `lessonbank.operations`, the role it needs (`read` < `write` < `admin`)",
+        "and where it is reachable. Some have no route of their own: they are what another call becomes for",
+        "some inputs (restoring a quarantined lesson is its approval; adding a lesson pinned; importing counters).",
+        "",
+        "| operation | role | REST | MCP tool | CLI | summary |",
+        "|---|---|---|---|---|---|",
+    ]
+    for op in OPERATIONS.values():
+        rest = f"{op.rest[0]} `/api/v1{op.rest[1]}`" if op.rest else ""
+        mcp = f"`{op.mcp}`" if op.mcp else ""
+        cli = f"`lessonbank {op.cli}`" if op.cli else ""
+        lines.append(f"| `{op.name}` | {op.role} | {rest} | {mcp} | {cli} | {_cell(op.summary)} |")
+    return lines
 
 
 # ------------------------------------------------------------------------------------------------ MCP
