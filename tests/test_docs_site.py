@@ -87,6 +87,7 @@ class _Links(HTMLParser):
         super().__init__()
         self.hrefs: list[str] = []
         self.ids: set[str] = set()
+        self.loads: list[str] = []  # what a browser fetches on its own: stylesheets, scripts, images
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         values = dict(attrs)
@@ -94,6 +95,8 @@ class _Links(HTMLParser):
             self.ids.add(values["id"] or "")
         if tag in ("a", "link") and values.get("href"):
             self.hrefs.append(values["href"] or "")
+        if (tag == "link" and values.get("rel") != "canonical") or tag in ("script", "img", "iframe"):
+            self.loads.append(values.get("href") or values.get("src") or "")
 
 
 def _parse(page: Path) -> _Links:
@@ -126,6 +129,10 @@ def test_the_site_builds_strict_and_every_internal_link_resolves(site: Path) -> 
                 if unquote(parts.fragment) not in ids:
                     broken.append(f"{page.relative_to(site)}: {href} (no such anchor)")
     assert broken == []
+    remote = {load for links in parsed.values() for load in links.loads if urlsplit(load).netloc}
+    assert remote == set(), (
+        "a page loads something from another host (fonts, scripts): the site must work offline"
+    )
 
 
 def test_the_readme_links_to_docs_pages_that_exist() -> None:
