@@ -1,12 +1,13 @@
 """Exact lexical recall: one namespace's term vectors as an in-process inverted index (numpy).
 
 Every query word counts: nothing is dropped as too common, and no bound on work changes the
-answer. A recall scores every posting of the query's words with BM25 exactly as
-:mod:`lessonbank.stores.lexical` defines it (FTS5's formula with its ``BM25_K1`` and ``BM25_B``, IDF floored,
-field weights in the term frequencies), from the namespace's own figures at that moment: its
-lesson count, mean length and each word's document frequency. The scoring is vectorised (the
-postings of a word are two arrays, as in bm25s), so its cost is a few nanoseconds per posting:
-a 64-word query over 100k lessons reads a few hundred thousand postings in a few milliseconds.
+answer. A recall ranks with BM25 exactly as :mod:`lessonbank.stores.lexical` defines it (FTS5's
+formula with its ``BM25_K1`` and ``BM25_B``, IDF floored, field weights in the term frequencies), from
+the namespace's own figures at that moment: its lesson count, mean length and each word's document
+frequency. It reads the postings of the rare words and looks the common words up only for the
+lessons that can still reach the top (:mod:`lessonbank.retrieval.pruning`, MaxScore with per-word
+bounds kept per base); ``search(..., exhaustive=True)`` scores every posting instead (vectorised,
+as in bm25s), the reference the pruned ranking equals to the last bit.
 
 A recall's scope (kinds, tags, agent, task type, goal: each lesson's term vector names its own)
 narrows the lessons BM25's figures are taken over, so a recall filtered to one agent ranks as a
@@ -54,6 +55,8 @@ from lessonbank.stores.lexical import (
 if TYPE_CHECKING:
     import numpy as np
 
+    from lessonbank.retrieval.pruning import Word
+
 log = logging.getLogger("lessonbank.retrieval")
 
 DELTA_MIN = 4_096  # slots written since the base was built, before it is rebuilt
@@ -62,6 +65,7 @@ GIVE_BACK_FROM = 10_000  # rows read by a sync past which freed memory is handed
 FIRST_BATCH = 2  # the first filter batch is this many times the limit; each next one doubles
 SNAPSHOT_MIN = 2_000  # lessons a freshly built index holds before it is worth a snapshot
 SNAPSHOT_REFRESH = 1_024  # rows or deletes applied over a snapshot before a newer one is written
+PRUNED_MAX = 4_096  # ranks a pruned search is asked for at most; deeper, one exhaustive ranking is cheaper
 
 
 class LexicalIndex:
@@ -70,6 +74,9 @@ class LexicalIndex:
     def __init__(self, store: Store, namespace: str) -> None:
         import numpy as np
 
+        from lessonbank.retrieval import pruning  # numpy too: imported where its absence is caught
+
+        self._pruning = pruning
         self.store = store
         self.namespace = namespace
         self._np = np
@@ -100,6 +107,8 @@ class LexicalIndex:
         # The delta: postings of slots written since, by term hash.
         self._delta: dict[int, list[tuple[int, float]]] = {}
         self._norm_cache: tuple[tuple[int, float, int], Any] | None = None
+        self._bounds: tuple[Any, Any, Any, float] | None = None  # per base word (_term_bounds)
+        self._dead: tuple[int, Any] | None = None  # the base's dead slots, sorted, at that count of them
 
     def __len__(self) -> int:
         return self._live
@@ -261,6 +270,8 @@ class LexicalIndex:
         self._base_dead = 0
         self._delta = {}
         self._norm_cache = None
+        self._bounds = None
+        self._dead = None
         self._builds += 1
 
     def _apply(self, rows: Sequence[tuple[str, bytes]]) -> None:
@@ -341,6 +352,8 @@ class LexicalIndex:
         limit: int,
         passing: Callable[[list[str]], list[Candidate]],
         scope: LessonQuery | None = None,
+        *,
+        exhaustive: bool = False,
     ) -> list[Candidate]:
         """The ``limit`` best lessons by BM25 among those ``passing`` lets through, best first.
 
@@ -348,22 +361,128 @@ class LexicalIndex:
         the recall's filters, in that order (``Store.candidates``). ``scope``'s kinds, tags, agent,
         task type and goal narrow the lessons BM25's figures are taken over (every status counts),
         so a filtered recall ranks as a bank holding only those lessons would.
+
+        The ranking skips most postings (:mod:`lessonbank.retrieval.pruning`); ``exhaustive``
+        scores every one instead, the reference it must equal (same lessons, scores and order).
         """
         if limit <= 0:
             return []
-        with self._lock:
-            self._sync()
-            slots, scores = self._score(terms, self._scope_mask(scope))
-            ids = self._ids  # a rebuild replaces the list; appends keep every slot in place
-        batches = self._ranked(slots, scores, limit)  # sorted lazily, outside the lock
+        batches = self._exhaustive(terms, limit, scope) if exhaustive else self._pruned(terms, limit, scope)
         out: list[Candidate] = []
-        for batch_slots, batch_scores in batches:
-            relevance = {ids[int(s)]: float(v) for s, v in zip(batch_slots, batch_scores, strict=True)}
+        for relevance in batches:
             for found in passing(list(relevance)):
                 out.append(replace(found, relevance=relevance[found.lesson_id]))
                 if len(out) == limit:
                     return out
         return out
+
+    def _exhaustive(
+        self, terms: Sequence[str], limit: int, scope: LessonQuery | None
+    ) -> Iterator[dict[str, float]]:
+        """Every posting scored, then ranked in batches (lesson id → score, best first)."""
+        with self._lock:
+            self._sync()
+            slots, scores = self._score(terms, self._scope_mask(scope))
+            ids = self._ids  # a rebuild replaces the list; appends keep every slot in place
+        batches = self._pruning.ranked_batches(slots, scores, FIRST_BATCH * limit)  # sorted outside the lock
+        for batch_slots, batch_scores in batches:
+            yield {ids[int(s)]: float(v) for s, v in zip(batch_slots, batch_scores, strict=True)}
+
+    def _pruned(
+        self, terms: Sequence[str], limit: int, scope: LessonQuery | None
+    ) -> Iterator[dict[str, float]]:
+        """The exact head of the ranking, deeper each time the filters turn too many away: the
+        first ``FIRST_BATCH × limit`` ranks, then four times as many, ...; past ``PRUNED_MAX`` ranks
+        the rest comes from one exhaustive ranking."""
+        want, given = FIRST_BATCH * limit, 0
+        yielded: set[str] = set()
+        with self._lock:
+            self._sync()
+        while True:
+            with self._lock:  # later batches rank the index as it is then (a rebuild renumbers slots)
+                if want > PRUNED_MAX:
+                    slots, scores = self._score(terms, self._scope_mask(scope))
+                    order = self._np.lexsort((slots, -scores))
+                    slots, scores = slots[order], scores[order]
+                else:
+                    slots, scores = self._top(terms, want, scope)
+                ids = self._ids
+            batch = {ids[s]: v for s, v in zip(slots[given:].tolist(), scores[given:].tolist(), strict=True)}
+            for lesson_id in yielded & batch.keys():
+                del batch[lesson_id]
+            yielded |= batch.keys()
+            yield batch
+            if len(slots) < want:
+                return
+            want, given = want * 4, len(slots)
+
+    def _top(self, terms: Sequence[str], want: int, scope: LessonQuery | None) -> tuple[Any, Any]:
+        """The ``want`` best slots and their scores, best first, by pruned search."""
+        np = self._np
+        mask = self._scope_mask(scope)
+        wanted = query_terms(terms)
+        if mask is None:
+            docs, total_length = self._live, self._total_length
+        else:
+            docs, total_length = int(mask.sum()), float(self._length[: len(self._ids)][mask].sum())
+        if not wanted or not docs:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        keep = mask if mask is not None else (self._alive if self._base_dead else None)
+        norm = self._norm(docs, total_length, mask)
+        per_token = BM25_K1 * BM25_B * docs / (total_length or 1.0)  # as in the norm
+        words = self._words(
+            list(dict.fromkeys(term_hash(word) for word in wanted)), mask, docs, norm, per_token
+        )
+        return self._pruning.top_slots(words, norm, keep, want)
+
+    def _words(self, terms: Sequence[int], mask: Any, docs: int, norm: Any, per_token: float) -> list[Word]:
+        """The query's words with their postings, weights and bounds, in the query's order (words
+        no scoring lesson holds are left out, as the exhaustive scorer leaves them)."""
+        np = self._np
+        max_tf, min_length, impact, at_token = self._term_bounds()
+        wanted = np.fromiter(terms, np.uint64, len(terms))
+        where = np.searchsorted(self._terms, wanted).tolist()
+        out = []
+        for term, at in zip(wanted.tolist(), where, strict=True):
+            base_docs, base_tf, highest = self._docs[:0], self._tf[:0], 0.0
+            if at < len(self._terms) and int(self._terms[at]) == term:
+                start, end = int(self._starts[at]), int(self._starts[at + 1])
+                base_docs, base_tf = self._docs[start:end], self._tf[start:end]
+                highest = self._pruning.impact_bound(
+                    float(max_tf[at]), float(min_length[at]), float(impact[at]), at_token, per_token
+                )
+            delta = [(slot, tf) for slot, tf in self._delta.get(term, ()) if self._alive[slot]]
+            if mask is not None:
+                delta = [(slot, tf) for slot, tf in delta if mask[slot]]
+                df = int(np.count_nonzero(mask[base_docs])) + len(delta)
+            else:
+                df = len(base_docs) - self._dead_in(base_docs) + len(delta)
+            if not df:
+                continue
+            extra_docs = np.fromiter((d[0] for d in delta), np.int32, len(delta))
+            extra_tf = np.fromiter((d[1] for d in delta), np.float32, len(delta))
+            if delta:
+                ratio = extra_tf.astype(np.float64) / (extra_tf + norm[extra_docs])
+                highest = max(highest, float(ratio.max()))
+            weight = idf(docs, df) * (BM25_K1 + 1.0)
+            out.append(self._pruning.Word(base_docs, base_tf, extra_docs, extra_tf, weight, weight * highest))
+        return out
+
+    def _term_bounds(self) -> tuple[Any, Any, Any, float]:
+        """Per base word its bounds (``pruning.word_bounds``), computed once per base."""
+        if self._bounds is None:
+            at_token = BM25_K1 * BM25_B * self._live / (self._total_length or 1.0)
+            bounds = self._pruning.word_bounds(self._starts, self._docs, self._tf, self._length, at_token)
+            self._bounds = (*bounds, at_token)
+        return self._bounds
+
+    def _dead_in(self, docs: Any) -> int:
+        """How many of a base word's postings are dead slots."""
+        if not self._base_dead or not len(docs):
+            return 0
+        if self._dead is None or self._dead[0] != self._base_dead:
+            self._dead = (self._base_dead, self._np.flatnonzero(~self._alive[: self._base_slots]))
+        return int(self._pruning.dead_in(docs, self._dead[1], self._alive))
 
     def _postings(self, terms: Sequence[int]) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per term: every live slot holding it and its weighted frequency, base and delta."""
@@ -456,27 +575,6 @@ class LexicalIndex:
         if mask is None:
             self._norm_cache = (key, norm)
         return norm
-
-    def _ranked(self, slots: np.ndarray, scores: np.ndarray, limit: int) -> Iterator[tuple[Any, Any]]:
-        """The matching slots best first (ties in slot order, that is write order), in batches."""
-        np = self._np
-        total = len(slots)
-        first = min(total, FIRST_BATCH * limit)
-        if not first:
-            return
-        if first < total:
-            part = np.argpartition(-scores, first - 1)[:first]
-            part = part[np.lexsort((slots[part], -scores[part]))]
-            yield slots[part], scores[part]
-            rest = np.setdiff1d(np.arange(total), part, assume_unique=True)
-        else:
-            rest = np.arange(total)
-        rest = rest[np.lexsort((slots[rest], -scores[rest]))]
-        start, size = 0, first * 2
-        while start < len(rest):
-            chunk = rest[start : start + size]
-            yield slots[chunk], scores[chunk]
-            start, size = start + size, size * 2
 
 
 def _newest(rows: Sequence[tuple[str, bytes]]) -> list[tuple[str, bytes]]:

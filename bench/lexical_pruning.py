@@ -1,0 +1,274 @@
+"""Lexical recall latency, pruned against exhaustive, on a skewed (Zipf) vocabulary and on natural text.
+
+    .venv/bin/python bench/lexical_pruning.py --sizes 100000
+    .venv/bin/python bench/lexical_pruning.py --sizes 1000000 --texts zipf --queries 200
+
+Each text and size gets a SQLite bank of its own, filled with ``import_lessons``; a fresh
+``LexicalIndex`` loads it, then every query is searched twice on the same index: pruned (the default)
+and with ``exhaustive=True``, the reference. The bench reports p50/p99 of each, the postings the
+query's words hold, and how many queries' top 5 (ids, scores and order) differ from the reference:
+that count must be 0.
+
+- ``zipf``: lessons of 20-60 words drawn from 100,000 invented words with weight 1/rank (a few words in
+  most lessons, most words in few); queries of 8 and of 64 words drawn the same way.
+- ``natural``: lessons of two sentences of the real model-written reflections (``../shared/data``,
+  see ``_corpus.py``), remixed past the real pairs; queries are held-out sentences and task prompts,
+  cut at 64 words as the retriever cuts them.
+
+``--index-only`` skips the bank: the term vectors are made by ``term_vector`` (as the store's write
+path makes them) and served to the index by a plain table of rows (``TermVectorTable``), and every
+lesson passes the filters. It measures the index alone, and reaches 1M lessons in minutes where the
+import would take most of an hour on a busy machine.
+
+Prints a table and writes JSON (default ``bench/results/lexical_pruning.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _corpus
+from core import format_table, load_average, machine_info, summarize_ns
+from lessonbank.codeterms import query_words
+from lessonbank.models import Lesson
+from lessonbank.ports import Candidate, LessonQuery, VectorChanges
+from lessonbank.retrieval.lexical_index import LexicalIndex
+from lessonbank.stores.lexical import LEXICAL_SPACE, query_terms, term_hash, term_vector
+from lessonbank.stores.sqlite import SQLiteStore
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "lexical_pruning.json"
+NS = "bench"
+K = 5
+WARMUP = 10
+VOCABULARY = 100_000
+MAX_QUERY_WORDS = 64
+BATCH = 20_000
+
+
+def invented_words(rng: random.Random, size: int) -> list[str]:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    out: set[str] = set()
+    while len(out) < size:
+        out.add("".join(rng.choice(letters) for _ in range(rng.randint(4, 9))))
+    return sorted(out)
+
+
+class Zipf:
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.words = invented_words(self.rng, VOCABULARY)
+        self.weights = [1.0 / (rank + 1) for rank in range(VOCABULARY)]
+        total = 0.0
+        self.cumulative = []
+        for weight in self.weights:
+            total += weight
+            self.cumulative.append(total)
+
+    def draw(self, count: int) -> list[str]:
+        return self.rng.choices(self.words, cum_weights=self.cumulative, k=count)
+
+    def lessons(self, count: int) -> Iterator[str]:
+        for _ in range(count):
+            yield " ".join(self.draw(self.rng.randint(20, 60)))
+
+    def queries(self, count: int) -> list[str]:
+        return [" ".join(self.draw(8 if n % 2 else MAX_QUERY_WORDS)) for n in range(count)]
+
+
+class Natural:
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        source = _corpus.load_source(seed)
+        self.sentences = [s.text for s in source.lesson_sentences]
+        self.query_texts = _corpus.make_queries(source, 300, seed)
+
+    def lessons(self, count: int) -> Iterator[str]:
+        for n in range(count):
+            first, second = self.rng.choice(self.sentences), self.rng.choice(self.sentences)
+            yield f"{first} {second} (variant {n})"  # distinct content: the bank dedupes exact repeats
+
+    def queries(self, count: int) -> list[str]:
+        return [self.query_texts[n % len(self.query_texts)] for n in range(count)]
+
+
+def fill(store: SQLiteStore, texts: Iterator[str], count: int) -> float:
+    """Import ``count`` lessons; lessons/s."""
+    start = time.perf_counter()
+    now = datetime.now(UTC)
+    batch: list[Lesson] = []
+    for text in texts:
+        batch.append(Lesson(content=text, namespace=NS, created_at=now, updated_at=now))
+        if len(batch) == BATCH:
+            store.import_lessons(batch)
+            batch = []
+    if batch:
+        store.import_lessons(batch)
+    return count / (time.perf_counter() - start)
+
+
+class TermVectorTable:
+    """The two reads an index makes of a store, over term vectors held in a list (``--index-only``)."""
+
+    def __init__(self, texts: Iterator[str]) -> None:
+        scope = {"kind": "lesson", "agent": None, "task_type": None, "goal_id": None}
+        self.rows = [(f"l{n}", term_vector(text, [], None, scope)) for n, text in enumerate(texts)]
+
+    def vector_changes(self, namespace: str, model: str, after: int) -> VectorChanges:
+        assert namespace == NS and model == LEXICAL_SPACE
+        return VectorChanges(rows=self.rows if after == 0 else [], seq=1, count=len(self.rows))
+
+    def vector_hashes(self, namespace: str, model: str, lesson_ids: Sequence[str]) -> dict[str, str]:
+        return dict.fromkeys(lesson_ids, "")
+
+
+def every_one(ids: list[str]) -> list[Candidate]:
+    return [Candidate(lesson_id=i, relevance=0.0, access_count=0, confidence=0.5, pinned=False, last_used=0.0)
+            for i in ids]  # fmt: skip
+
+
+def measure(index: LexicalIndex, store: SQLiteStore | None, queries: Sequence[str]) -> dict[str, Any]:
+    scope = LessonQuery(NS)
+
+    def passing(ids: list[str]) -> Any:
+        return store.candidates(scope, ids) if store is not None else every_one(ids)
+
+    terms = [query_words(text, MAX_QUERY_WORDS) for text in queries]
+    postings = []
+    for words in terms:
+        hashes = [term_hash(word) for word in query_terms(words)]
+        postings.append(sum(len(index._postings([h])[0][0]) for h in hashes))
+    samples: dict[str, list[int]] = {"pruned": [], "exhaustive": []}
+    differ = 0
+    for n, words in enumerate([*terms[:WARMUP], *terms]):
+        answers = {}
+        for mode in ("pruned", "exhaustive"):
+            start = time.perf_counter_ns()
+            found = index.search(words, K, passing, scope, exhaustive=mode == "exhaustive")
+            took = time.perf_counter_ns() - start
+            answers[mode] = [(c.lesson_id, c.relevance) for c in found]
+            if n >= WARMUP:
+                samples[mode].append(took)
+        if n >= WARMUP and answers["pruned"] != answers["exhaustive"]:
+            differ += 1
+    postings.sort()
+    return {
+        "queries": len(queries),
+        "postings_p50": postings[len(postings) // 2],
+        "postings_max": postings[-1],
+        "pruned": summarize_ns(samples["pruned"]),
+        "exhaustive": summarize_ns(samples["exhaustive"]),
+        "top5_differ": differ,
+    }
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    results: dict[str, Any] = {
+        "benchmark": "lexical_pruning",
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine_info(),
+        "config": {
+            "sizes": args.sizes,
+            "texts": args.texts,
+            "queries": args.queries,
+            "index_only": args.index_only,
+        },
+        "rows": [],
+    }
+    for text in args.texts:
+        source = Zipf(7) if text == "zipf" else Natural(7)
+        queries = source.queries(args.queries)
+        if args.index_only:
+            for size in sorted(args.sizes):
+                print(f"{text}: {size:,} lessons: term vectors ...", file=sys.stderr)
+                table = TermVectorTable(source.lessons(size))
+                index = LexicalIndex(table, NS)  # type: ignore[arg-type]
+                results["rows"].append(measured(index, None, queries, text, size, None))
+                del index, table
+            continue
+        with tempfile.TemporaryDirectory(prefix="lessonbank-pruning-") as tmp:
+            store = SQLiteStore(Path(tmp) / "bank.db")
+            try:
+                done = 0
+                for size in sorted(args.sizes):
+                    print(f"{text}: {size:,} lessons: import ...", file=sys.stderr)
+                    rate = fill(store, source.lessons(size - done), size - done)
+                    done = size
+                    index = LexicalIndex(store, NS)
+                    results["rows"].append(measured(index, store, queries, text, size, rate))
+                    del index
+            finally:
+                store.close()
+    return results
+
+
+def measured(
+    index: LexicalIndex,
+    store: SQLiteStore | None,
+    queries: Sequence[str],
+    text: str,
+    size: int,
+    rate: float | None,
+) -> dict[str, Any]:
+    start = time.perf_counter()
+    index.sync()
+    load_s = time.perf_counter() - start
+    print(f"{text}: {size:,} lessons: recall ...", file=sys.stderr)
+    row = {"text": text, "lessons": size, "import_per_s": round(rate) if rate else None, "load_s": round(load_s, 2),
+           "index_only": store is None, **measure(index, store, queries), "load_average_after": load_average()}  # fmt: skip
+    print(json.dumps(row), file=sys.stderr)
+    return row
+
+
+def report(results: dict[str, Any]) -> str:
+    rows = [
+        [
+            row["text"],
+            f"{row['lessons']:,}",
+            f"{row['postings_p50']:,} / {row['postings_max']:,}",
+            f"{row['pruned']['p50_ms']:.2f} / {row['pruned']['p99_ms']:.2f}",
+            f"{row['exhaustive']['p50_ms']:.2f} / {row['exhaustive']['p99_ms']:.2f}",
+            str(row["top5_differ"]),
+        ]
+        for row in results["rows"]
+    ]
+    header = ["text", "lessons", "postings p50 / max", "pruned p50/p99 ms", "exhaustive p50/p99 ms",
+              "top 5 differ"]  # fmt: skip
+    return format_table(header, rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="100000")
+    parser.add_argument("--texts", default="zipf,natural")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--index-only", action="store_true", help="term vectors without a bank (see above)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args(argv)
+    args.sizes = [int(part.replace("_", "")) for part in args.sizes.split(",") if part.strip()]
+    args.texts = [part for part in args.texts.split(",") if part]
+    unknown = set(args.texts) - {"zipf", "natural"}
+    if unknown:
+        parser.error(f"unknown texts: {', '.join(sorted(unknown))} (zipf, natural)")
+    results = run(args)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n", "utf-8")
+    print(report(results))
+    print(f"JSON: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

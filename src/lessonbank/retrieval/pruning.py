@@ -1,0 +1,226 @@
+"""Exact top-k BM25 without scoring every posting (MaxScore over slot-ordered postings).
+
+A query word's contribution to any lesson is at most its *bound*: its weight times
+``tf / (tf + norm)`` at the word's highest term frequency and the shortest lesson holding it (the
+ratio grows with ``tf`` and falls with the length, so the pair bounds every posting whatever the
+mean length of the moment). Words are taken in falling bound order (rare words first, they are
+short to read and weigh most). Once the ``want``-th best partial score among the lessons seen so
+far exceeds the sum of the bounds of the words left, no lesson outside those seen can reach the top
+``want``: the words left, usually the common ones holding most postings, are then only looked up
+for the surviving candidates (a binary search in their slot-ordered postings), and each word looked
+up shrinks the candidates again.
+
+Exactness: a lesson is dropped only when even its bound is below a score that ``want`` lessons
+already reach, with a relative margin far above floating-point rounding; the survivors' scores are
+then summed again word by word in the query's order, which is the order the exhaustive scorer
+(``LexicalIndex`` with ``exhaustive=True``) adds them in, so the scores are the same to the last bit
+and ties fall the same way (by slot, that is write order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lessonbank.stores.lexical import BM25_B, BM25_K1
+
+MARGIN = 1e-9  # relative slack on every pruning comparison: rounding is ~1e-16 per addition
+LOOKUP_COST = 16  # a binary search for a candidate costs about this many postings read in a row
+BOUNDS_CHUNK = 1 << 22  # postings per step when the per-word bounds are computed (bounds the memory)
+
+
+@dataclass
+class Word:
+    """One query word's postings: a base slice (slot order; it may hold dead slots, which are never
+    candidates) and the delta's (live, slot order, every slot past the base's), its weight and an
+    upper bound of its contribution to any lesson."""
+
+    docs: Any
+    tf: Any
+    extra_docs: Any
+    extra_tf: Any
+    weight: float  # idf · (k1 + 1)
+    bound: float
+
+
+def impact_bound(max_tf: float, min_length: float, impact: float, at: float, per_token: float) -> float:
+    """An upper bound of ``tf / (tf + norm)`` over a word's postings, with BM25's norm at
+    ``per_token`` (k1·b / mean length): from the highest tf and the shortest lesson, and from
+    ``impact``, the exact maximum when the norm's per-token term was ``at`` (a norm that grew can only
+    lower it; one that shrank by a factor raises it by that factor at most)."""
+    if max_tf <= 0:
+        return 0.0
+    loose = max_tf / (max_tf + BM25_K1 * (1.0 - BM25_B) + per_token * min_length)
+    if at <= 0 or per_token <= 0:
+        return loose
+    return min(loose, impact * max(1.0, at / per_token))
+
+
+def word_bounds(starts: Any, docs: Any, tf: Any, length: Any, at_token: float) -> tuple[Any, Any, Any]:
+    """Per word of a base (postings ``docs``/``tf`` in one slice per word, from ``starts``): its
+    highest weighted frequency, the shortest lesson holding it, and its highest ``tf / (tf + norm)``
+    with the norm's per-token term ``at_token`` (dead slots included: a bound may be loose, never
+    low). In chunks of words, so no step holds a copy of every posting."""
+    count = len(starts) - 1
+    max_tf, min_length, impact = np.zeros(count), np.zeros(count), np.zeros(count)
+    first = 0
+    while first < count:
+        last = int(np.searchsorted(starts, starts[first] + BOUNDS_CHUNK, side="right"))
+        last = min(count, max(last - 1, first + 1))
+        lo, hi = int(starts[first]), int(starts[last])
+        offsets = starts[first:last] - lo
+        held, lengths = tf[lo:hi].astype(np.float64), length[docs[lo:hi]]
+        max_tf[first:last] = np.maximum.reduceat(held, offsets)
+        min_length[first:last] = np.minimum.reduceat(lengths, offsets)
+        ratio = held / (held + (BM25_K1 * (1.0 - BM25_B) + at_token * lengths))
+        impact[first:last] = np.maximum.reduceat(ratio, offsets)
+        first = last
+    return max_tf, min_length, impact
+
+
+def dead_in(docs: Any, dead: Any, alive: Any) -> int:
+    """How many of ``docs`` (ascending) are among ``dead`` (ascending): one binary search per dead
+    slot when they are few beside the postings, else one look at every posting."""
+    if len(dead) * 16 > len(docs):
+        return int(np.count_nonzero(~alive[docs]))
+    at = np.searchsorted(docs, dead)
+    np.minimum(at, len(docs) - 1, out=at)
+    return int(np.count_nonzero(docs[at] == dead))
+
+
+def top_slots(words: Sequence[Word], norm: Any, keep: Any, want: int) -> tuple[Any, Any]:
+    """The ``want`` best slots by BM25 and their scores, best first (ties by slot): exactly the
+    head of the exhaustive ranking. ``keep`` (a boolean per slot, or None) is the slots that may
+    score (live, inside the recall's scope); ``norm`` is BM25's length normalisation per slot."""
+    words = [w for w in words if len(w.docs) or len(w.extra_docs)]
+    if not words or want <= 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    bounds = np.array([w.bound for w in words])
+    order = np.argsort(-bounds, kind="stable").tolist()
+    left = np.concatenate((np.cumsum(bounds[order][::-1])[::-1], [0.0]))  # bounds of words i.. in order
+    partial = np.zeros(len(norm))  # the words read so far, per slot
+    pooled = np.zeros(len(norm), dtype=bool)
+    pool = np.zeros(0, dtype=np.int64)  # the `want` slots of best partial score so far
+    seen: list[Any] = []
+    threshold = 0.0  # a score that `want` slots are known to reach
+    done = 0
+    for index in order:
+        docs, contribution = _scored(words[index], norm, keep)
+        partial[docs] += contribution  # a word holds a slot once
+        seen.append(docs)
+        done += 1
+        # Only this word's slots changed, and only those now past the threshold can enter the pool.
+        fresh = docs[partial[docs] > threshold] if threshold > 0 else docs
+        if len(fresh):
+            pooled[pool] = True
+            fresh = fresh[~pooled[fresh]]
+            pooled[pool] = False
+            pool = np.concatenate((pool, fresh))
+            if len(pool) >= want:
+                values = partial[pool]
+                best = np.argpartition(values, len(pool) - want)[len(pool) - want :]
+                pool = pool[best]
+                threshold = float(values[best].min())
+        if _below(float(left[done]), threshold):
+            break  # no slot unseen so far can reach the top `want`
+    # The candidates: slots seen whose partial score plus the words left can reach the threshold.
+    rest = float(left[done])
+    if sum(len(docs) for docs in seen) > len(norm) // 4:
+        candidates = np.flatnonzero(_reaches(partial, rest, threshold) & (partial > 0))
+    else:
+        candidates = np.unique(
+            np.concatenate([docs[_reaches(partial[docs], rest, threshold)] for docs in seen])
+        )
+    # The words left: looked up for the candidates when they are few beside the word's postings,
+    # else read whole; each word done narrows the candidates again.
+    for position in range(done, len(order)):
+        word = words[order[position]]
+        if len(candidates) * LOOKUP_COST < len(word.docs) + len(word.extra_docs):
+            partial[candidates] += _looked_up(word, candidates, norm)
+        else:
+            docs, contribution = _scored(word, norm, keep)
+            partial[docs] += contribution
+        scores = partial[candidates]
+        if len(candidates) >= want:
+            threshold = max(threshold, _kth(scores, want))
+        candidates = candidates[_reaches(scores, float(left[position + 1]), threshold)]
+    candidates = candidates[_reaches(partial[candidates], 0.0, threshold)]
+    # Exact scores, summed in the query's order as the exhaustive scorer sums them.
+    exact = np.zeros(len(candidates))
+    for word in words:
+        exact += _looked_up(word, candidates, norm)
+    ranked = np.lexsort((candidates, -exact))[:want]
+    return candidates[ranked].astype(np.int64), exact[ranked]
+
+
+def _below(rest: float, threshold: float) -> bool:
+    """Whether ``rest`` is surely below ``threshold``, rounding included."""
+    return rest * (1 + MARGIN) < threshold * (1 - MARGIN)
+
+
+def _reaches(scores: Any, rest: float, threshold: float) -> Any:
+    """Which partial scores, plus at most ``rest``, may reach ``threshold`` (rounding included)."""
+    return (scores + rest) * (1 + MARGIN) >= threshold * (1 - MARGIN)
+
+
+def _scored(word: Word, norm: Any, keep: Any) -> tuple[Any, Any]:
+    """Every scoring posting of ``word``: slots and contributions."""
+    docs, tf = word.docs, word.tf
+    if len(word.extra_docs):
+        docs = np.concatenate((docs, word.extra_docs))
+        tf = np.concatenate((tf, word.extra_tf))
+    if keep is not None:
+        kept = keep[docs]
+        docs, tf = docs[kept], tf[kept]
+    return docs, _contribution(word.weight, tf, norm[docs])
+
+
+def _contribution(weight: float, tf: Any, norm: Any) -> Any:
+    """weight · tf / (tf + norm), with the exhaustive scorer's operations in its order."""
+    tf = tf.astype(np.float64)
+    out = norm + tf
+    np.divide(tf, out, out=out)
+    np.multiply(out, weight, out=out)
+    return out
+
+
+def _looked_up(word: Word, candidates: Any, norm: Any) -> Any:
+    """``word``'s contribution to each candidate (0 where it does not hold the word)."""
+    out = None
+    for docs, tf in ((word.docs, word.tf), (word.extra_docs, word.extra_tf)):
+        if not len(docs):
+            continue
+        at = np.searchsorted(docs, candidates)
+        np.minimum(at, len(docs) - 1, out=at)
+        found = np.where(docs[at] == candidates, _contribution(word.weight, tf[at], norm[candidates]), 0.0)
+        out = found if out is None else out + found  # a slot is in one of the two parts at most
+    return out if out is not None else np.zeros(len(candidates))
+
+
+def _kth(scores: Any, want: int) -> float:
+    return float(np.partition(scores, len(scores) - want)[len(scores) - want])
+
+
+def ranked_batches(slots: Any, scores: Any, first: int) -> Iterator[tuple[Any, Any]]:
+    """The exhaustive scorer's ranking, lazily: every matching slot best first (ties in slot order,
+    that is write order), ``first`` of them, then twice as many each time."""
+    total = len(slots)
+    first = min(total, first)
+    if not first:
+        return
+    if first < total:
+        part = np.argpartition(-scores, first - 1)[:first]
+        part = part[np.lexsort((slots[part], -scores[part]))]
+        yield slots[part], scores[part]
+        rest = np.setdiff1d(np.arange(total), part, assume_unique=True)
+    else:
+        rest = np.arange(total)
+    rest = rest[np.lexsort((slots[rest], -scores[rest]))]
+    start, size = 0, first * 2
+    while start < len(rest):
+        chunk = rest[start : start + size]
+        yield slots[chunk], scores[chunk]
+        start, size = start + size, size * 2
