@@ -1,20 +1,27 @@
-"""`lessonbank serve` under load, through the Python client (``lessonbank.AsyncRemoteBank``).
+"""`lessonbank serve` under load.
 
-1. **Concurrent clients**: a real ``lessonbank serve`` process (no in-process reflection worker: the
+1. **Records** (the write path, group commit): a real ``lessonbank serve`` over a fresh SQLite file
+   and a fresh PostgreSQL schema; ``--clients`` clients (50) each record episodes back to back for
+   ``--seconds``, over one keep-alive connection each with a light HTTP/1.1 client (``_serve.RawClient``,
+   tens of microseconds a request, so the two cores go to the server). Reported: records per second,
+   record p50/p99, errors, and episodes lost (acknowledged with 201 but not in the store afterwards;
+   must be 0). Target: ≥ 1,000 records/s, p99 ≤ 100 ms.
+2. **Concurrent clients**, through the Python client (``lessonbank.AsyncRemoteBank``): a real ``lessonbank serve`` process (no in-process reflection worker: the
    episodes' reflection jobs wait in the queue, as with a separate ``lessonbank worker``) over a fresh
    SQLite file and a fresh PostgreSQL schema, seeded with 1,000 lessons. ``--clients`` clients (50) each
    loop for ``--seconds`` (60): record an episode, then recall a query. Reported: requests per second,
    p50/p99 latency of each operation, errors, and episodes lost (recorded and acknowledged by the server
    but not in the store afterwards; must be 0).
-2. **Recall at 100k** (SQLite, lexical): the bank imported before the server starts; ``--queries``
+3. **Recall at 100k** (SQLite, lexical): the bank imported before the server starts; ``--queries``
    sequential recalls over HTTP, p50/p99 (target p99 ≤ 20 ms).
 
 The machine has 2 cores shared by the server and the clients: figures are of both together. (Named
 ``http_load`` because a ``bench/http.py`` would hide the standard library's ``http`` from every script
 run in this folder.)
 
-    .venv/bin/python bench/http_load.py                  # both parts, SQLite and PostgreSQL
+    .venv/bin/python bench/http_load.py                  # every part, SQLite and PostgreSQL
     .venv/bin/python bench/http_load.py --seconds 10 --size 10000 --backends sqlite
+    .venv/bin/python bench/http_load.py --parts records --seconds 20   # the write path only
 """
 
 from __future__ import annotations
@@ -32,8 +39,11 @@ from typing import Any
 
 import _backends
 import _corpus
-from _serve import serving
-from lessonbank import AsyncRemoteBank, LessonBank, RemoteBank
+from _serve import RawClient, serving
+from lessonbank import AsyncRemoteBank, Episode, LessonBank, RemoteBank
+from lessonbank.models import new_id
+from lessonbank.remote.calls import call_of
+from lessonbank.requests import RecordRequest
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -72,6 +82,65 @@ async def client(
             except Exception as exc:
                 found["errors"].append(f"recall: {type(exc).__name__}: {exc}"[:200])
             step += 1
+
+
+async def recorder(
+    url: str, bodies: list[dict[str, Any]], until: float, index: int, found: dict[str, Any]
+) -> None:
+    """Record episodes back to back until ``until`` (each a new episode: a fresh id)."""
+    async with RawClient(url) as client:
+        step = index
+        while time.monotonic() < until:
+            body = bodies[step % len(bodies)]
+            body = {**body, "episode": {**body["episode"], "id": new_id("ep")}}  # a new episode each time
+            started = time.perf_counter()
+            try:
+                status, answer = await client.request("POST", "/api/v1/ns/default/episodes", body)
+            except (OSError, ValueError) as exc:
+                found["errors"].append(f"record: {type(exc).__name__}: {exc}"[:200])
+                return
+            if status == 201:
+                found["record"].append(time.perf_counter() - started)
+                found["recorded"].append(answer["id"])
+            else:
+                found["errors"].append(f"record: HTTP {status}: {answer}"[:200])
+            step += 1
+
+
+def records(backend: str, clients: int, seconds: float) -> dict[str, Any]:
+    source = _corpus.load_source(11)
+    episodes = _corpus.make_episodes(source, 500, 11)
+    bodies = [call_of(RecordRequest(episode=Episode.model_validate(e))).json for e in episodes]
+    for n, body in enumerate(bodies):
+        body["episode"]["task"] = f"{body['episode']['task']} (variant {n})"
+    with tempfile.TemporaryDirectory(prefix="lb-http-") as tmp, _backends.fresh_url(backend, Path(tmp)) as db:
+        with LessonBank(db, worker=False):
+            pass  # the schema, before the clock starts
+        with serving(db, Path(tmp) / "home") as url:
+            found: dict[str, Any] = {"record": [], "recorded": [], "errors": []}
+
+            async def run() -> None:
+                until = time.monotonic() + seconds
+                await asyncio.gather(*(recorder(url, bodies, until, i, found) for i in range(clients)))
+
+            started = time.monotonic()
+            asyncio.run(run())
+            elapsed = time.monotonic() - started
+        with LessonBank(db, worker=False) as bank:
+            stored = {episode.id for episode in _all_episodes(bank)}
+    lost = [episode_id for episode_id in found["recorded"] if episode_id not in stored]
+    return {
+        "backend": backend,
+        "clients": clients,
+        "seconds": round(elapsed, 1),
+        "records": len(found["recorded"]),
+        "records_per_s": round(len(found["recorded"]) / elapsed, 1),
+        "record_p50_ms": round(percentile(found["record"], 0.5) * 1000, 2),
+        "record_p99_ms": round(percentile(found["record"], 0.99) * 1000, 2),
+        "errors": len(found["errors"]),
+        "first_errors": found["errors"][:5],
+        "episodes_lost": len(lost),
+    }
 
 
 def concurrent(backend: str, clients: int, seconds: float) -> dict[str, Any]:
@@ -150,6 +219,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--backends", default="sqlite,postgres")
+    parser.add_argument(
+        "--parts", default="records,mixed,scale", help="records (write path), mixed (record + recall), scale"
+    )
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument(
@@ -158,30 +230,48 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=1_000)
     parser.add_argument("--out", type=Path, default=RESULTS / "http_load.json")
     args = parser.parse_args()
+    parts = {part.strip() for part in args.parts.split(",") if part.strip()}
     report: dict[str, Any] = {
         "load_average": os.getloadavg(),
         "python": sys.version.split()[0],
+        "records": [],
         "concurrent": [],
     }
+    backends = []
     for backend in [b.strip() for b in args.backends.split(",") if b.strip()]:
         why = _backends.available(backend)
         if why is not None:
             print(f"skipping {backend}: {why}")
             continue
-        report["concurrent"].append(concurrent(backend, args.clients, args.seconds))
-    print(
-        "| backend | clients | s | req/s | record p50/p99 ms | recall p50/p99 ms | errors | episodes recorded / lost |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
-    for row in report["concurrent"]:
+        backends.append(backend)
+    if "records" in parts:
+        report["records"] = [records(backend, args.clients, args.seconds) for backend in backends]
+        print("| backend | clients | s | records/s | record p50/p99 ms | errors | records / lost |")
+        print("|---|---|---|---|---|---|---|")
+        for row in report["records"]:
+            print(
+                f"| {row['backend']} | {row['clients']} | {row['seconds']} | {row['records_per_s']} | "
+                f"{row['record_p50_ms']}/{row['record_p99_ms']} | {row['errors']} | "
+                f"{row['records']} / {row['episodes_lost']} |"
+            )
+            for error in row["first_errors"]:
+                print("  error:", error)
+        print()
+    if "mixed" in parts:
+        report["concurrent"] = [concurrent(backend, args.clients, args.seconds) for backend in backends]
         print(
-            f"| {row['backend']} | {row['clients']} | {row['seconds']} | {row['requests_per_s']} | "
-            f"{row['record_p50_ms']}/{row['record_p99_ms']} | {row['recall_p50_ms']}/{row['recall_p99_ms']} | "
-            f"{row['errors']} | {row['episodes_recorded']} / {row['episodes_lost']} |"
+            "| backend | clients | s | req/s | record p50/p99 ms | recall p50/p99 ms | errors | episodes recorded / lost |"
         )
-        for error in row["first_errors"]:
-            print("  error:", error)
-    if args.size:
+        print("|---|---|---|---|---|---|---|---|")
+        for row in report["concurrent"]:
+            print(
+                f"| {row['backend']} | {row['clients']} | {row['seconds']} | {row['requests_per_s']} | "
+                f"{row['record_p50_ms']}/{row['record_p99_ms']} | {row['recall_p50_ms']}/{row['recall_p99_ms']} | "
+                f"{row['errors']} | {row['episodes_recorded']} / {row['episodes_lost']} |"
+            )
+            for error in row["first_errors"]:
+                print("  error:", error)
+    if args.size and "scale" in parts:
         report["recall_at_scale"] = recall_at_scale(args.size, args.queries)
         row = report["recall_at_scale"]
         print("\n| lessons | queries | recall p50 ms | p99 ms |\n|---|---|---|---|")
