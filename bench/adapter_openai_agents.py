@@ -8,9 +8,11 @@ then the answer, so two model requests and one tool call per run; tracing off):
 - **plain**: static instructions, no hooks;
 - **adapter**: ``lesson_instructions(bank, ...)`` and ``hooks.run(...)``: the context block for the task
   in the system message, one episode recorded per run (the bank has no LLM and runs no worker, so the
-  reflection job is written and left queued, as ``record()`` leaves it for a worker).
+  reflection job is written and left queued, as ``record()`` leaves it for a worker). Two variants:
+  ``default`` (the long-term memory section) and ``rules`` (``agent_rules=True``: the running agent's
+  learned rules are looked up too, as a second section).
 
-Plain and adapter runs alternate, so a change in the machine's load hits both. Timed: each whole run
+The plain run and the adapter runs alternate task by task, so a change in the machine's load hits both. Timed: each whole run
 (start to result), and in the adapter runs the adapter's own work, the two bank calls it makes (the
 context build for the injection, ``record``), through a bank wrapper that times them.
 
@@ -49,6 +51,9 @@ from lessonbank.integrations.openai_agents import LessonBankHooks, lesson_instru
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "adapter_openai_agents.json"
 SEED = 7
 INSTRUCTIONS = "You solve programming tasks. Check your answer before you give it."
+# The adapter as it comes (the long-term memory section), and with agent_rules=True (the running agent's
+# learned rules as a second section: looked up on every run, given half the budget).
+VARIANTS: dict[str, dict[str, Any]] = {"default": {}, "rules": {"agent_rules": True}}
 
 
 @function_tool
@@ -113,43 +118,58 @@ def make_bank(folder: Path, size: int, source: _corpus.Source) -> tuple[str, flo
     return db, time.perf_counter() - started
 
 
-async def bench_size(db: str, url: str, tasks: list[str], warmup: int, flavour: str) -> dict[str, Any]:
+async def bench_size(db: str, url: str, tasks: list[str], warmup: int, flavour: str) -> list[dict[str, Any]]:
+    """One row per variant; the plain run and each variant's run alternate, task by task."""
     bank: Any = AsyncLessonBank(db, worker=False) if flavour == "async" else LessonBank(db, worker=False)
-    timed = TimedBank(bank)
-    hooks = LessonBankHooks(timed)  # type: ignore[arg-type]
+    timed = {name: TimedBank(bank) for name in VARIANTS}
     plain_s: list[float] = []
-    adapter_s: list[float] = []
+    adapter_s: dict[str, list[float]] = {name: [] for name in VARIANTS}
     async with AsyncOpenAI(base_url=f"{url}/v1", api_key="bench", max_retries=0) as client:
         model = OpenAIChatCompletionsModel(model="local-model", openai_client=client)
         plain = Agent(name="solver", instructions=INSTRUCTIONS, tools=[run_tests], model=model)
-        adapted = plain.clone(instructions=lesson_instructions(timed, INSTRUCTIONS))  # type: ignore[arg-type]
+        adapted = {
+            name: (
+                plain.clone(instructions=lesson_instructions(timed[name], INSTRUCTIONS, **options)),  # type: ignore[arg-type]
+                LessonBankHooks(timed[name]),  # type: ignore[arg-type]
+            )
+            for name, options in VARIANTS.items()
+        }
         for n, task in enumerate(tasks):
             started = time.perf_counter()
             await Runner.run(plain, task)
-            plain_elapsed = time.perf_counter() - started
-            started = time.perf_counter()
-            await hooks.run(adapted, task)
-            adapter_elapsed = time.perf_counter() - started
             if n >= warmup:  # the first ones load the lexical index and warm the connections
-                plain_s.append(plain_elapsed)
-                adapter_s.append(adapter_elapsed)
+                plain_s.append(time.perf_counter() - started)
+            for name, (agent, hooks) in adapted.items():
+                started = time.perf_counter()
+                await hooks.run(agent, task)
+                if n >= warmup:
+                    adapter_s[name].append(time.perf_counter() - started)
     close = bank.close()
     if inspect.isawaitable(close):
         await close
-    context_s, record_s = timed.context_s[warmup:], timed.record_s[warmup:]
-    own = [c + r for c, r in zip(context_s, record_s, strict=True)]
-    injected = timed.injected[warmup:]
-    return {
-        "bank": flavour,
-        "runs": len(adapter_s),
-        "plain_run": ms(plain_s),
-        "adapter_run": ms(adapter_s),
-        "overhead_p50_ms": round((percentile(adapter_s, 0.5) - percentile(plain_s, 0.5)) * 1000, 2),
-        "injection": ms(context_s),
-        "recording": ms(record_s),
-        "adapter_own": ms(own),
-        "lessons_injected_mean": round(sum(injected) / len(injected), 2),
-    }
+    rows = []
+    for name, options in VARIANTS.items():
+        context_s, record_s = timed[name].context_s[warmup:], timed[name].record_s[warmup:]
+        own = [c + r for c, r in zip(context_s, record_s, strict=True)]
+        injected = timed[name].injected[warmup:]
+        rows.append(
+            {
+                "variant": name,
+                "context_options": options,
+                "bank": flavour,
+                "runs": len(adapter_s[name]),
+                "plain_run": ms(plain_s),
+                "adapter_run": ms(adapter_s[name]),
+                "overhead_p50_ms": round(
+                    (percentile(adapter_s[name], 0.5) - percentile(plain_s, 0.5)) * 1000, 2
+                ),
+                "injection": ms(context_s),
+                "recording": ms(record_s),
+                "adapter_own": ms(own),
+                "lessons_injected_mean": round(sum(injected) / len(injected), 2),
+            }
+        )
+    return rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -175,11 +195,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for size in sizes:
             db, import_s = make_bank(Path(tmp), size, source)
             print(f"{size} lessons imported in {import_s:.1f} s", file=sys.stderr)
-            row = asyncio.run(bench_size(db, url, tasks, args.warmup, args.bank))
-            rows.append({"lessons": size, "import_s": round(import_s, 1), **row})
+            for row in asyncio.run(bench_size(db, url, tasks, args.warmup, args.bank)):
+                rows.append({"lessons": size, "import_s": round(import_s, 1), **row})
 
     print(
-        f"{'lessons':>8} {'bank':>5} {'runs':>5} {'plain p50/p99':>15} {'adapter p50/p99':>17} "
+        f"{'lessons':>8} {'variant':>10} {'bank':>5} {'runs':>5} {'plain p50/p99':>15} {'adapter p50/p99':>17} "
         f"{'inject p50/p99':>16} {'record p50/p99':>16} {'own p50/p99':>15} {'injected':>8}"
     )
     for row in rows:
@@ -188,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return f"{row[key]['p50_ms']}/{row[key]['p99_ms']}"
 
         print(
-            f"{row['lessons']:>8} {row['bank']:>5} {row['runs']:>5} {pair('plain_run'):>15} "
+            f"{row['lessons']:>8} {row['variant']:>10} {row['bank']:>5} {row['runs']:>5} {pair('plain_run'):>15} "
             f"{pair('adapter_run'):>17} {pair('injection'):>16} {pair('recording'):>16} "
             f"{pair('adapter_own'):>15} {row['lessons_injected_mean']:>8}"
         )

@@ -312,6 +312,20 @@ def test_callable_instructions_and_context_options(db_url: str, server: Server) 
         assert server.script.system_messages() == ["You are ops."]  # no lesson has the tag
 
 
+def test_agent_rules_adds_the_running_agents_learned_rules(db_url: str, server: Server) -> None:
+    rule = "IF a deploy fails on disk space THEN clean the build cache before retrying"
+    with LessonBank(db_url) as bank:
+        bank.add_lesson(MIGRATIONS)
+        bank.add_lesson(rule, kind="principle", agent="ops")
+        bank.add_lesson("IF a report is late THEN say so first", kind="principle", agent="writer")
+        server.run(ops_agent(bank), TASK, LessonBankHooks(bank))
+        server.run(ops_agent(bank, agent_rules=True), TASK, LessonBankHooks(bank))
+        without, with_rules = server.script.system_messages()
+        assert "## Learned Rules" not in without and MIGRATIONS in without
+        assert "## Learned Rules" in with_rules and rule in with_rules and MIGRATIONS in with_rules
+        assert "report is late" not in with_rules  # another agent's rule
+
+
 # ------------------------------------------------------------------ packaging
 
 
@@ -334,9 +348,7 @@ def test_a_streamed_run_is_recorded_when_it_finishes(db_url: str) -> None:
     model = ScriptedModel([[assistant_message("deployed")]])
     with LessonBank(db_url) as bank:
         lesson = bank.add_lesson(MIGRATIONS)
-        agent = Agent(
-            name="ops", instructions=lesson_instructions(bank, "You deploy.", agent=None), model=model
-        )
+        agent = Agent(name="ops", instructions=lesson_instructions(bank, "You deploy."), model=model)
         hooks = LessonBankHooks(bank)
 
         async def stream() -> None:

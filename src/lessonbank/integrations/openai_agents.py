@@ -155,15 +155,21 @@ def _content_text(content: Any) -> str:
 
 
 def lesson_instructions(
-    bank: Bank, instructions: Instructions, *, budget_tokens: int = 800, **context_options: Any
+    bank: Bank,
+    instructions: Instructions,
+    *,
+    budget_tokens: int = 800,
+    agent_rules: bool = False,
+    **context_options: Any,
 ) -> Callable[[RunContextWrapper[Any], Agent[Any]], Awaitable[str]]:
     """Instructions for ``Agent(instructions=...)``: ``instructions`` (a string, or the SDK's
     ``(context, agent) -> str`` callable) followed by the bank's context block for the run's input.
 
     ``context_options`` go to ``bank.context`` (``goal_id``, ``agent``, ``task_type``, ``formats``,
-    ``kind``, ``tags``); ``agent`` defaults to the running agent's name (its learned rules are added).
-    The block is built once per run and agent; its lesson ids are credited with the run's outcome by
-    :class:`LessonBankHooks`. An input with no text gets the instructions alone.
+    ``kind``, ``tags``). ``agent_rules``: pass the running agent's name as ``agent`` (unless given), which
+    adds that agent's learned rules as a section of its own (each section gets an equal share of the
+    budget). The block is built once per run and agent; its lesson ids are credited with the run's
+    outcome by :class:`LessonBankHooks`. An input with no text gets the instructions alone.
     """
     if isinstance(instructions, str):
         if not instructions.strip():
@@ -193,7 +199,7 @@ def lesson_instructions(
         if block is None:
             block = ""
             if run.task is not None:
-                options = {"agent": agent.name, **context_options}
+                options = {"agent": agent.name, **context_options} if agent_rules else context_options
                 got = await _resolve(bank.context(run.task, budget_tokens=budget_tokens, **options))
                 block = got.text
                 run.injected += [i for i in got.lesson_ids if i not in run.injected]
