@@ -77,6 +77,7 @@ class LexicalIndex:
         from lessonbank.retrieval import pruning  # numpy too: imported where its absence is caught
 
         self._pruning = pruning
+        self._scratch = pruning.Scratch()  # used under the lock only
         self.store = store
         self.namespace = namespace
         self._np = np
@@ -433,7 +434,7 @@ class LexicalIndex:
         words = self._words(
             list(dict.fromkeys(term_hash(word) for word in wanted)), mask, docs, norm, per_token
         )
-        return self._pruning.top_slots(words, norm, keep, want)
+        return self._pruning.top_slots(words, norm, keep, want, self._scratch)
 
     def _words(self, terms: Sequence[int], mask: Any, docs: int, norm: Any, per_token: float) -> list[Word]:
         """The query's words with their postings, weights and bounds, in the query's order (words

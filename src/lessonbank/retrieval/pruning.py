@@ -91,20 +91,51 @@ def dead_in(docs: Any, dead: Any, alive: Any) -> int:
     return int(np.count_nonzero(docs[at] == dead))
 
 
-def top_slots(words: Sequence[Word], norm: Any, keep: Any, want: int) -> tuple[Any, Any]:
+class Scratch:
+    """Per-slot work arrays kept between searches (one search at a time), all zero between them: a
+    fresh zeroed array per search would cost a page fault per 4 KB it touches."""
+
+    def __init__(self) -> None:
+        self.partial = np.zeros(0)
+        self.pooled = np.zeros(0, dtype=bool)
+
+    def take(self, size: int) -> tuple[Any, Any]:
+        if len(self.partial) < size:
+            self.partial, self.pooled = np.zeros(size), np.zeros(size, dtype=bool)
+        return self.partial[:size], self.pooled[:size]
+
+
+def top_slots(
+    words: Sequence[Word], norm: Any, keep: Any, want: int, scratch: Scratch | None = None
+) -> tuple[Any, Any]:
     """The ``want`` best slots by BM25 and their scores, best first (ties by slot): exactly the
     head of the exhaustive ranking. ``keep`` (a boolean per slot, or None) is the slots that may
     score (live, inside the recall's scope); ``norm`` is BM25's length normalisation per slot."""
     words = [w for w in words if len(w.docs) or len(w.extra_docs)]
     if not words or want <= 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0)
+    scratch = scratch or Scratch()
+    partial, pooled = scratch.take(len(norm))  # the words read so far, per slot
+    touched: list[Any] = []
+    try:
+        return _top_slots(words, norm, keep, want, partial, pooled, touched)
+    except BaseException:
+        partial[:] = 0.0
+        pooled[:] = False
+        raise
+    finally:
+        for docs in touched:
+            partial[docs] = 0.0
+
+
+def _top_slots(
+    words: list[Word], norm: Any, keep: Any, want: int, partial: Any, pooled: Any, touched: list[Any]
+) -> tuple[Any, Any]:
     bounds = np.array([w.bound for w in words])
     order = np.argsort(-bounds, kind="stable").tolist()
     left = np.concatenate((np.cumsum(bounds[order][::-1])[::-1], [0.0]))  # bounds of words i.. in order
-    partial = np.zeros(len(norm))  # the words read so far, per slot
-    pooled = np.zeros(len(norm), dtype=bool)
     pool = np.zeros(0, dtype=np.int64)  # the `want` slots of best partial score so far
-    seen: list[Any] = []
+    seen = touched  # every slot written to `partial`, to clear it after
     threshold = 0.0  # a score that `want` slots are known to reach
     done = 0
     for index in order:
@@ -130,10 +161,15 @@ def top_slots(words: Sequence[Word], norm: Any, keep: Any, want: int) -> tuple[A
     rest = float(left[done])
     if sum(len(docs) for docs in seen) > len(norm) // 4:
         candidates = np.flatnonzero(_reaches(partial, rest, threshold) & (partial > 0))
-    else:
-        candidates = np.unique(
-            np.concatenate([docs[_reaches(partial[docs], rest, threshold)] for docs in seen])
-        )
+    else:  # the reachable slots of each word read, each once (`pooled` marks those taken)
+        parts = []
+        for docs in seen:
+            reachable = docs[_reaches(partial[docs], rest, threshold)]
+            reachable = reachable[~pooled[reachable]]
+            pooled[reachable] = True
+            parts.append(reachable)
+        candidates = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
+        pooled[candidates] = False
     # The words left: looked up for the candidates when they are few beside the word's postings,
     # else read whole; each word done narrows the candidates again.
     for position in range(done, len(order)):
@@ -143,6 +179,7 @@ def top_slots(words: Sequence[Word], norm: Any, keep: Any, want: int) -> tuple[A
         else:
             docs, contribution = _scored(word, norm, keep)
             partial[docs] += contribution
+            touched.append(docs)
         scores = partial[candidates]
         if len(candidates) >= want:
             threshold = max(threshold, _kth(scores, want))
