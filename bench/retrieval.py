@@ -536,6 +536,7 @@ def lexical_reference(
     row["latency"]["lessonbank, 64 words"] = summarize_ns(
         time_each(lambda q: recall_ids(bank, q, LATENCY_K, "lexical"), long_inputs, args.warmup)
     )
+    row["pruning"] = pruned_against_exhaustive(bank, [*queries, *longest])
     if reference is not None:
         row["latency"]["bm25s"] = summarize_ns(
             time_each(lambda q: reference.top_ids(q, LATENCY_K), inputs, args.warmup)
@@ -711,6 +712,33 @@ def feedback_report(rows: Sequence[dict[str, Any]]) -> list[str]:
             + markdown_table(header, body)]  # fmt: skip
 
 
+def pruned_against_exhaustive(bank: LessonBank, texts: Sequence[str]) -> dict[str, Any]:
+    """The index's pruned top 5 beside its exhaustive scorer's for every query, through the bank's
+    filters: how many differ (ids, scores or order; it must be none), and each one's latency."""
+    from lessonbank.codeterms import query_words
+    from lessonbank.ports import LessonQuery
+    from lessonbank.retrieval.hybrid import MAX_QUERY_TERMS
+
+    index = bank.retriever.lexical_index(NAMESPACE)
+    if index is None:
+        return {"queries": 0, "top 5 differ": None}
+    query = LessonQuery(NAMESPACE)
+    index.sync()  # loaded and up to date before the first timed search
+    differ, samples = 0, {"pruned": [], "exhaustive": []}
+    for text in dict.fromkeys(texts):
+        terms = query_words(text, MAX_QUERY_TERMS)  # as the retriever passes them
+        found = {}
+        for mode, exhaustive in (("pruned", False), ("exhaustive", True)):
+            start = time.perf_counter_ns()
+            hits = index.search(terms, LATENCY_K, lambda ids: bank.store.candidates(query, ids), query,
+                                exhaustive=exhaustive)  # fmt: skip
+            samples[mode].append(time.perf_counter_ns() - start)
+            found[mode] = [(c.lesson_id, c.relevance) for c in hits]
+        differ += found["pruned"] != found["exhaustive"]
+    return {"queries": len(samples["pruned"]), "top 5 differ": differ,
+            **{f"{mode} index search": summarize_ns(values) for mode, values in samples.items()}}  # fmt: skip
+
+
 def reference_report(rows: Sequence[dict[str, Any]]) -> list[str]:
     """Lexical recall beside bm25s and the exhaustive scorer, per bank size."""
     if not rows:
@@ -728,6 +756,12 @@ def reference_report(rows: Sequence[dict[str, Any]]) -> list[str]:
         for name, figures in row["latency"].items():
             body.append([f"{row['lessons']:,}", name, f"{figures['p50_ms']:.2f}", f"{figures['p99_ms']:.2f}"])
     parts.append("Lexical latency, k=5\n\n" + markdown_table(["lessons", "system", "p50 ms", "p99 ms"], body))
+    body = [[f"{row['lessons']:,}", str(row["pruning"]["queries"]), str(row["pruning"]["top 5 differ"]),
+             *(f"{row['pruning'][f'{mode} index search']['p{q}_ms']:.2f}" for mode in ("pruned", "exhaustive") for q in (50, 99))]
+            for row in rows if row.get("pruning", {}).get("queries")]  # fmt: skip
+    parts.append("Pruned top 5 against the exhaustive scorer (same index, same filters)\n\n"
+                 + markdown_table(["lessons", "queries", "top 5 differ", "pruned p50 ms", "pruned p99 ms",
+                                   "exhaustive p50 ms", "exhaustive p99 ms"], body))  # fmt: skip
     body = [[f"{row['lessons']:,}", *(str(v) for v in row["index"].values())] for row in rows]
     parts.append("Lexical index size\n\n" + markdown_table(["lessons", *rows[0]["index"]], body))
     body = []
