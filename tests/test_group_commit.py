@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from lessonbank.errors import InputError
-from lessonbank.models import Decision, Episode
+from lessonbank.models import Decision, Episode, Job
 from lessonbank.stores import Store
 from lessonbank.stores.group_commit import GroupCommit
 
@@ -235,18 +235,13 @@ def test_a_record_refused_among_concurrent_ones_fails_only_its_caller(
     assert recorded == set(good.values()) and len(recorded) == 16
 
 
-@pytest.mark.parametrize("clash", [False, True])
-def test_records_queued_behind_a_transaction_share_one_and_a_bad_one_fails_alone(
-    store: Store,
-    backend: str,
-    clash: bool,
-) -> None:
-    """Deterministic: the first record is held inside its transaction until the others have queued."""
-    if backend in ("memory", "redis"):
-        pytest.skip("group commit is the SQL stores'")
+def record_in_one_batch(
+    store: Store, writes: Sequence[tuple[Episode, Decision, Job | None]]
+) -> tuple[dict[int, object], int]:
+    """Record ``writes[0]`` held inside its transaction until every other write has queued behind it,
+    so those share the next batch; each call's answer (its decision or its error), and how many
+    batches the committer led for them."""
     committer = store._episodes  # type: ignore[attr-defined]
-    taken = Episode(task="held by another namespace", status="failure", namespace="other")
-    store.record_episode(taken, decision(), None)
     hold, inside = threading.Event(), threading.Event()
     write_one = committer._write_one
 
@@ -257,32 +252,50 @@ def test_records_queued_behind_a_transaction_share_one_and_a_bad_one_fails_alone
         return write_one(item)
 
     committer._write_one = held
-    episodes = [Episode(task=f"fine {n}", status="failure", namespace="ns") for n in range(12)]
-    if clash:
-        episodes[4] = taken.model_copy(update={"namespace": "ns", "task": "clash"})
     answers: dict[int, object] = {}
 
     def record(n: int) -> None:
         try:
-            answers[n] = store.record_episode(episodes[n], decision(), None)
+            answers[n] = store.record_episode(*writes[n])
         except Exception as exc:
             answers[n] = exc
 
     first = threading.Thread(target=record, args=(0,))
     first.start()
     assert inside.wait(30)
-    others = [threading.Thread(target=record, args=(n,)) for n in range(1, 12)]
+    others = [threading.Thread(target=record, args=(n,)) for n in range(1, len(writes))]
     for thread in others:
         thread.start()
     while True:
         with committer._lock:
-            if len(committer._queue) == 11:
+            if len(committer._queue) == len(others):
                 break
         threading.Event().wait(0.001)
     batches, items = committer.batches, committer.items
     hold.set()
     for thread in [first, *others]:
         thread.join(30)
+    committer._write_one = write_one
+    assert committer.items - items == len(writes)
+    return answers, committer.batches - batches
+
+
+def sql_only(backend: str) -> None:
+    if backend in ("memory", "redis"):
+        pytest.skip("group commit is the SQL stores'")
+
+
+@pytest.mark.parametrize("clash", [False, True])
+def test_records_queued_behind_a_transaction_share_one_and_a_bad_one_fails_alone(
+    store: Store, backend: str, clash: bool
+) -> None:
+    sql_only(backend)
+    taken = Episode(task="held by another namespace", status="failure", namespace="other")
+    store.record_episode(taken, decision(), None)
+    episodes = [Episode(task=f"fine {n}", status="failure", namespace="ns") for n in range(12)]
+    if clash:
+        episodes[4] = taken.model_copy(update={"namespace": "ns", "task": "clash"})
+    answers, batches = record_in_one_batch(store, [(episode, decision(), None) for episode in episodes])
     if clash:
         assert isinstance(answers.pop(4), InputError)
     assert all(isinstance(answer, Decision) for answer in answers.values())
@@ -290,8 +303,41 @@ def test_records_queued_behind_a_transaction_share_one_and_a_bad_one_fails_alone
     assert stored == {episodes[n].id for n in answers}
     # the held one, then one batch for the eleven queued (with a clash: its shared transaction
     # rolled back and each was written alone)
-    assert committer.batches - batches == 2
-    assert committer.items - items == 12
+    assert batches == 2
+
+
+def test_a_batch_writes_each_job_and_gives_a_repeated_one_the_stored_job(store: Store, backend: str) -> None:
+    sql_only(backend)
+    reflect = Decision(reflect=True, trigger="failure", reflector="lesson", reason="failed")
+
+    def job_of(episode: Episode, key: str) -> Job:
+        return Job(namespace="ns", episode_id=episode.id, dedupe_key=key, payload={"trigger": "failure"})
+
+    earlier = Episode(task="reflected already", status="failure", namespace="ns")
+    earlier_job = job_of(earlier, "key-taken")
+    store.record_episode(earlier, reflect.model_copy(update={"job_id": earlier_job.id}), earlier_job)
+    episodes = [Episode(task=f"new {n}", status="failure", namespace="ns") for n in range(8)]
+    jobs = [job_of(episode, "key-taken" if n == 5 else f"key-{n}") for n, episode in enumerate(episodes)]
+    writes = [
+        (episode, reflect.model_copy(update={"job_id": job.id}), job)
+        for episode, job in zip(episodes, jobs, strict=True)
+    ]
+    answers, batches = record_in_one_batch(store, writes)
+    assert batches == 2
+    for n, answer in answers.items():
+        assert isinstance(answer, Decision)
+        if n == 5:  # same dedupe key as a stored job: not reflected again, pointed at that job
+            assert (answer.reflect, answer.job_id) == (False, earlier_job.id)
+        else:
+            assert (answer.reflect, answer.job_id) == (True, jobs[n].id)
+    queued = {job.id for job in store.list_jobs("ns", None, 100)}
+    assert queued == {earlier_job.id} | {job.id for n, job in enumerate(jobs) if n != 5}
+    stored = {
+        episode.id: stored_decision for episode, stored_decision in store.recent_episodes("ns", limit=100)
+    }
+    assert set(stored) == {earlier.id} | {episode.id for episode in episodes}
+    for n, episode in enumerate(episodes):
+        assert stored[episode.id] == answers[n]  # what each caller got is what was stored
 
 
 def test_repeats_of_one_episode_in_concurrent_calls_store_it_once(store: Store) -> None:

@@ -66,9 +66,15 @@ class SQLJobQueue:
 
     def insert(self, conn: Connection, job: Job) -> bool:
         """Insert ``job`` in the caller's transaction; False when its (namespace, dedupe_key) is taken."""
-        row = conn.execute(
-            f"INSERT INTO jobs ({', '.join(_INSERTED)}) VALUES ({question_marks(len(_INSERTED))}) "
-            "ON CONFLICT (namespace, dedupe_key) DO NOTHING RETURNING id",
+        return bool(self.insert_all(conn, [job]))
+
+    def insert_all(self, conn: Connection, jobs: Sequence[Job]) -> set[str]:
+        """Insert ``jobs`` (dedupe keys distinct) in the caller's transaction, in one statement; the
+        ids of those inserted (a job whose (namespace, dedupe_key) is taken is not)."""
+        if not jobs:
+            return set()
+        d = self.dialect
+        rows = [
             (
                 job.id,
                 job.namespace,
@@ -80,14 +86,24 @@ class SQLJobQueue:
                 job.max_attempts,
                 job.run_after.timestamp(),
                 job.detail,
-                self.dialect.json(job.payload),
+                d.json(job.payload),
                 job.created_at.timestamp(),
                 job.updated_at.timestamp(),
-            ),
-        ).fetchone()
-        if row is not None:
-            self.dialect.notify(conn, job.namespace)
-        return row is not None
+            )
+            for job in jobs
+        ]
+        values = ", ".join([f"({question_marks(len(_INSERTED))})"] * len(rows))
+        inserted = {
+            str(row[0])
+            for row in conn.execute(
+                f"INSERT INTO jobs ({', '.join(_INSERTED)}) VALUES {values} "
+                "ON CONFLICT (namespace, dedupe_key) DO NOTHING RETURNING id",
+                [value for row in rows for value in row],
+            ).fetchall()
+        }
+        for namespace in sorted({job.namespace for job in jobs if job.id in inserted}):
+            d.notify(conn, namespace)
+        return inserted
 
     def enqueue_job(self, job: Job) -> None:
         def run() -> None:

@@ -27,8 +27,6 @@ from lessonbank.lessons import (
     LessonWriter,
     check_sort,
     content_taken,
-    duplicate_decision,
-    episode_credit,
     pick_near_duplicate,
     pools_of,
 )
@@ -47,7 +45,7 @@ from lessonbank.ports import (
     StoreStats,
     WriteResult,
 )
-from lessonbank.scoping import check_id_free, visible
+from lessonbank.scoping import visible
 from lessonbank.stores.group_commit import GroupCommit
 from lessonbank.stores.parts import (
     FinishesJobs,
@@ -60,13 +58,13 @@ from lessonbank.stores.parts import (
 from lessonbank.stores.sql.audit import insert_audit, read_audit
 from lessonbank.stores.sql.consolidation import SQLConsolidation
 from lessonbank.stores.sql.dialect import SORTS, Connection, Dialect, lesson_filter, question_marks
+from lessonbank.stores.sql.episodes import EpisodeWrite, EpisodeWriter
 from lessonbank.stores.sql.queue import SQLJobQueue
 from lessonbank.stores.sql.retention import purge_old
 from lessonbank.stores.sql.unit import SQLTx
 from lessonbank.text import keywords
 
 Clock = Callable[[], float]
-EpisodeWrite = tuple[Episode, Decision, Job | None, bool]  # record_episode's arguments
 
 
 class SQLStore(ForwardsJobs, FinishesJobs, ForwardsVectors, ForwardsConsolidation, ReadsOneLesson):
@@ -84,6 +82,7 @@ class SQLStore(ForwardsJobs, FinishesJobs, ForwardsVectors, ForwardsConsolidatio
         self.jobs = SQLJobQueue(dialect)
         self.vectors = dialect
         self.consolidation = SQLConsolidation(dialect, self.writer, self._lock_pools, self._keep_cap)
+        self._episode_writer = EpisodeWriter(dialect, self.jobs)
         self._episodes = GroupCommit(self._record_all, self._record_one)
 
     def close(self) -> None:
@@ -102,64 +101,18 @@ class SQLStore(ForwardsJobs, FinishesJobs, ForwardsVectors, ForwardsConsolidatio
         return self._episodes((episode, decision, job, credit))
 
     def _record_all(self, items: Sequence[EpisodeWrite]) -> list[Decision]:
-        d = self.dialect
-
         def run() -> list[Decision]:
-            with d.tx() as conn:
-                return [self._record_in(conn, *item) for item in items]
+            with self.dialect.tx() as conn:
+                return self._episode_writer.write_all(conn, items)
 
-        return d.run(run)
+        return self.dialect.run(run)
 
     def _record_one(self, item: EpisodeWrite) -> Decision:
-        d = self.dialect
-
         def run() -> Decision:
-            with d.tx() as conn:
-                return self._record_in(conn, *item)
+            with self.dialect.tx() as conn:
+                return self._episode_writer.write_one(conn, *item)
 
-        return d.run(run)
-
-    def _record_in(
-        self, conn: Connection, episode: Episode, decision: Decision, job: Job | None, credit: bool
-    ) -> Decision:
-        namespace = episode.namespace or "default"
-        helpful, harmful = episode_credit(episode) if credit and episode.context_ids else (0, 0)
-        d = self.dialect
-        stored = conn.execute(
-            f"SELECT namespace, decision FROM episodes WHERE id = ?{d.for_update}", (episode.id,)
-        ).fetchone()
-        if stored is not None:
-            check_id_free("episode", episode.id, namespace, stored[0])
-            return d.load_record(Decision, stored[1])
-        final = decision
-        if job is not None and not self.jobs.insert(conn, job):
-            existing = conn.execute(
-                "SELECT id FROM jobs WHERE namespace = ? AND dedupe_key = ?",
-                (namespace, job.dedupe_key),
-            ).fetchone()
-            job_id = existing[0] if existing else None
-            final = duplicate_decision(decision, job_id)
-        values = {
-            "id": episode.id,
-            "namespace": namespace,
-            "created_at": episode.created_at.timestamp(),
-            "status": episode.status,
-            "task": episode.task,
-            "task_type": episode.task_type,
-            "agent": episode.agent,
-            "goal_id": episode.goal_id,
-            "loop_id": episode.loop_id,
-            "data": d.dump_record(episode),
-            "decision": d.dump_record(final),
-        }
-        columns = d.episode_columns
-        conn.execute(
-            f"INSERT INTO episodes ({', '.join(columns)}) VALUES ({question_marks(len(columns))})",
-            [values[column] for column in columns],
-        )
-        if helpful or harmful:
-            d.credit(conn, namespace, episode.context_ids, helpful, harmful)
-        return final
+        return self.dialect.run(run)
 
     def get_episode(
         self, episode_id: str, *, namespace: str | None = None
