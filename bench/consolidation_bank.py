@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -43,6 +44,7 @@ from lessonbank.errors import NotFoundError
 from lessonbank.llm.base import Message
 from lessonbank.llm.fake import FakeLLM
 from lessonbank.services.consolidation import prompts
+from lessonbank.services.consolidation.paraphrase import Weights
 from lessonbank.text import same_lesson
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -70,6 +72,56 @@ def follower() -> FakeLLM:
         return next((reply for opening, reply in REPLIES.items() if prompt.startswith(opening)), "")
 
     return FakeLLM(default=answer)
+
+
+_NEAR = re.compile(r"^near duplicates: (.+)$", re.M)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+
+
+def rewriter() -> FakeLLM:
+    """A deterministic stand-in for the consolidation model that rewrites merges: its plan repeats the
+    pre-pass's clusters; for each it writes one MERGE whose wording is the longest source as the prompt
+    shows it (a row cut short loses its unfinished sentence). It sees what a model sees (the prompts),
+    nothing else: no label, no item. The cycle keeps its wording when it passes validation and the
+    screens (``merges.prefer_model_wording``)."""
+
+    def answer(messages: Sequence[Message]) -> str:
+        if messages[0]["content"] != prompts.SYSTEM:
+            return "not a reflection"
+        prompt = next(m["content"] for m in messages if m["role"] == "user")
+        if prompt.startswith("You are performing a memory consolidation cycle"):
+            return "\n".join(["1. Merge the pre-pass's near duplicates.", *_NEAR.findall(prompt)])
+        if prompt.startswith("Execute the consolidation plan"):
+            return _merges(prompt)
+        return next((reply for opening, reply in REPLIES.items() if prompt.startswith(opening)), "")
+
+    return FakeLLM(default=answer)
+
+
+def _merges(prompt: str) -> str:
+    named = prompt.split("LESSONS NAMED IN THE PLAN (id | kind | text):", 1)[-1]
+    rows = {}
+    for line in named.splitlines():
+        parts = line.split(" | ", 2)
+        if len(parts) == 3 and parts[0].startswith("les_"):
+            rows[parts[0]] = parts[2]
+    blocks = []
+    for cluster in _NEAR.findall(prompt):
+        ids = [i.strip() for i in cluster.split(",") if i.strip() in rows]
+        if len(ids) < 2:
+            continue
+        text = max((rows[i] for i in ids), key=len)
+        if text.endswith("…"):  # cut for the prompt: keep its whole sentences
+            whole = _SENTENCE_END.split(text[:-1])
+            text = " ".join(whole[:-1]) if len(whole) > 1 else text[:-1]
+        blocks.append(
+            f"---\nOPERATION: MERGE\nTARGET: {', '.join(ids)}\nCONTENT: {text}\n"
+            "REASON: the same lesson in other words\n---"
+        )
+    return "\n".join(blocks) or "NONE"
+
+
+MODELS = {"follower": follower, "rewriter": rewriter}
 
 
 def build(half: str, rules: Sequence[Mapping[str, Any]], now: datetime) -> dict[str, Any]:
@@ -109,6 +161,60 @@ def build(half: str, rules: Sequence[Mapping[str, Any]], now: datetime) -> dict[
     return {"rows": rows, "items": items, "duplicates": sorted(duplicates), "stale": stale}
 
 
+def ceiling(
+    rows: Sequence[Mapping[str, Any]],
+    items: Mapping[str, str],
+    duplicates: Sequence[tuple[str, str]],
+    embedder: str | None,
+) -> dict[str, float | None]:
+    """How many duplicate pairs any similarity could merge without merging something else first: the
+    share of pairs where one text's nearest lesson of another item is farther than its partner (by
+    weighted term Dice, by MiniLM cosine when ``embedder``, by either). Below that, the two texts are
+    less alike than one of them is to a distinct lesson: a recall ceiling for a pre-pass that merges
+    what is alike, whatever its threshold. Evaluation only: the pre-pass never sees it."""
+    ids = [row["id"] for row in rows]
+    text = {row["id"]: row["content"] for row in rows}
+    weights = Weights.of(text.values())
+    involved = sorted({i for pair in duplicates for i in pair})
+    near_dice = {
+        i: max((weights.likeness(text[i], text[j]) for j in ids if items[j] != items[i]), default=0.0)
+        for i in involved
+    }
+    found = {"dice": [], "cosine": [], "either": []}
+    cosine: dict[tuple[str, str], float] = {}
+    near_cosine: dict[str, float] = {}
+    if embedder is not None:
+        import numpy as np
+
+        vectors = vectors_of([text[i] for i in ids], embedder)
+        matrix = np.asarray(vectors, dtype=np.float32)
+        matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+        row_of = {i: n for n, i in enumerate(ids)}
+        other = np.asarray([[items[j] != items[i] for j in ids] for i in involved])
+        sims = matrix[[row_of[i] for i in involved]] @ matrix.T
+        for n, i in enumerate(involved):
+            near_cosine[i] = float(np.where(other[n], sims[n], -1.0).max())
+        for a, b in duplicates:
+            cosine[(a, b)] = float(matrix[row_of[a]] @ matrix[row_of[b]])
+    for a, b in duplicates:
+        by_dice = weights.likeness(text[a], text[b]) > min(near_dice[a], near_dice[b])
+        found["dice"].append(by_dice)
+        if embedder is not None:
+            by_cosine = cosine[(a, b)] > min(near_cosine[a], near_cosine[b])
+            found["cosine"].append(by_cosine)
+            found["either"].append(by_dice or by_cosine)
+    return {key: round(sum(hits) / len(hits), 3) if hits else None for key, hits in found.items()}
+
+
+def vectors_of(texts: Sequence[str], embedder: str) -> Any:
+    import _vectorcache
+    from lessonbank.retrieval.embedders import make_embedder
+
+    inner = make_embedder(embedder)
+    assert inner is not None, embedder
+    return _vectorcache.CachedEmbedder(inner, _vectorcache.DEFAULT_PATH).embed_documents(list(texts))
+
+
 def _join_retypes(texts: Mapping[str, str], items: dict[str, str]) -> None:
     """A text and its retype (the same lesson) are one item."""
     heads: list[str] = []
@@ -123,13 +229,15 @@ def _join_retypes(texts: Mapping[str, str], items: dict[str, str]) -> None:
                 items[key] = new
 
 
-def run(half: str, embedder: str | None, rules: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def run(
+    half: str, embedder: str | None, rules: Sequence[Mapping[str, Any]], model: str = "follower"
+) -> dict[str, Any]:
     now = datetime.now(UTC)
     bank_spec = build(half, rules, now)
     items: dict[str, str] = bank_spec["items"]
     with (
         tempfile.TemporaryDirectory(prefix="lb-consolidation-bank-") as tmp,
-        LessonBank(f"sqlite:///{tmp}/bank.db", embedder=embedder, llm=follower(), worker=False) as bank,
+        LessonBank(f"sqlite:///{tmp}/bank.db", embedder=embedder, llm=MODELS[model](), worker=False) as bank,
     ):
         bank.import_lessons(bank_spec["rows"])
         ids = [row["id"] for row in bank_spec["rows"]]
@@ -168,16 +276,22 @@ def run(half: str, embedder: str | None, rules: Sequence[Mapping[str, Any]]) -> 
     stale: set[str] = bank_spec["stale"] & set(state)
     distinct = [i for i in ids if i not in in_duplicates and i not in same_item and i not in stale]
     lost = sorted(i for i in distinct if i in merged_into or i in archived)
+    reachable = ceiling([r for r in bank_spec["rows"] if r["id"] in state], items, duplicates, embedder)
     wrong = [(a, b) for a, b in merged_pairs if items[a] != items[b]]
     return {
         "half": half,
         "embedder": embedder or "none",
+        "model": model,
+        "merges_worded_by_model": sum(1 for op in merges if "the model's wording" in op.reason),
         "lessons_before": before,
         "lessons_after": after,
         "duplicate_pairs": len(duplicates),
         "duplicates_merged": len(duplicates) - len(left),
         "duplicates_merged_share": round(1 - len(left) / len(duplicates), 3) if duplicates else None,
         "duplicate_pairs_left": len(left),
+        "ceiling_dice": reachable["dice"],
+        "ceiling_cosine": reachable["cosine"],
+        "ceiling_either": reachable["either"],
         "merges": len(merges),
         "merged_pairs": len(merged_pairs),
         "merge_precision": round(1 - len(wrong) / len(merged_pairs), 3) if merged_pairs else None,
@@ -200,7 +314,11 @@ ROWS = (
     "duplicates_merged",
     "duplicates_merged_share",
     "duplicate_pairs_left",
+    "ceiling_dice",
+    "ceiling_cosine",
+    "ceiling_either",
     "merge_precision",
+    "merges_worded_by_model",
     "distinct_lessons",
     "distinct_lost",
     "stale",
@@ -212,7 +330,11 @@ ROWS = (
 
 def table(results: Sequence[Mapping[str, Any]]) -> str:
     heads = [f"{r['embedder']}/{r['half']}" for r in results]
-    lines = [f"{'':26}" + "".join(f"{h:>14}" for h in heads)]
+    models = [r["model"] for r in results]
+    lines = [
+        f"{'':26}" + "".join(f"{h:>14}" for h in heads),
+        f"{'':26}" + "".join(f"{m:>14}" for m in models),
+    ]
     for row in ROWS:
         cells = ["-" if r[row] is None else str(r[row]) for r in results]
         lines.append(f"{row:26}" + "".join(f"{c:>14}" for c in cells))
@@ -222,19 +344,21 @@ def table(results: Sequence[Mapping[str, Any]]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--embedders", nargs="+", default=["none", "minilm"])
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     args = parser.parse_args(argv)
     rules = [rule for rule in _ruffdocs.ruff_rules(_ruffdocs.ruff_binary()) if rule.get("code")]
     results = []
     for embedder in args.embedders:
-        for half in ("tune", "held"):
-            found = run(half, None if embedder == "none" else embedder, rules)
-            assert found["lessons_before"] >= MIN_LESSONS, found["lessons_before"]
-            results.append(found)
+        for model in args.models:
+            for half in ("tune", "held"):
+                found = run(half, None if embedder == "none" else embedder, rules, model)
+                assert found["lessons_before"] >= MIN_LESSONS, found["lessons_before"]
+                results.append(found)
     print(table(results))
     for found in results:
         for label in ("wrong_merges", "lost_examples"):
             for example in found[label]:
-                print(f"{found['embedder']}/{found['half']} {label}: {example}")
+                print(f"{found['embedder']}/{found['model']}/{found['half']} {label}: {example}")
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / "consolidation_bank.json"
     out.write_text(json.dumps(results, indent=2))

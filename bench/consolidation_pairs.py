@@ -17,7 +17,8 @@ scope), and the pre-pass runs once on that bank. Reported:
 
     .venv/bin/python bench/consolidation_pairs.py                   # words only (no embedder)
     .venv/bin/python bench/consolidation_pairs.py --embedder minilm   # with MiniLM vectors (cached)
-    .venv/bin/python bench/consolidation_pairs.py --sweep             # the tuning half over thresholds
+    .venv/bin/python bench/consolidation_pairs.py --sweep             # the tuning half over the scorer's
+                                                                     # join / member probabilities
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import json
 import sys
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from itertools import combinations
 from pathlib import Path
@@ -34,7 +36,7 @@ from typing import Any
 
 import _pairdata
 from lessonbank.models import Lesson
-from lessonbank.services.consolidation import paraphrase
+from lessonbank.services.consolidation import paraphrase, scorer
 from lessonbank.services.consolidation.prepass import COSINE, find_candidates
 from lessonbank.text import same_lesson
 
@@ -185,21 +187,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     records = _pairdata.load()
     vectors = vectors_for(records, args.embedder) if args.embedder != "none" else None
     halves = {half: [r for r in records if r["half"] == half] for half in ("tune", "held")}
-    if args.sweep and vectors:
-        for cosine in (0.7, 0.75, 0.8, 0.85, 0.88, 0.9, 0.92):
-            got = measure(halves["tune"], vectors, cosine)
-            print(cosine, *(f"{k}={_fmt(got[k])}" for k in ROWS[1:]))
-        return 0
-    if args.sweep:
-        for para in (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8):
-            for contra in (0.4, 0.5, 0.6, 0.7):
-                paraphrase.PARAPHRASE, paraphrase.CONTRADICTION = para, contra
+    if args.sweep:  # the scorer's join and member probabilities, on the tuning half only
+        name = "VECTOR" if vectors else "LEXICAL"
+        fitted = getattr(scorer, name)
+        for join in (0.7, 0.8, 0.85, 0.9, 0.95):
+            for member in (0.1, 0.2, 0.3, 0.45, 0.6, 0.75):
+                if member > join:
+                    continue
+                setattr(scorer, name, replace(fitted, join=join, member=member))
                 got = measure(halves["tune"], vectors, args.cosine)
-                print(para, contra, *(f"{k}={_fmt(got[k])}" for k in ROWS[1:]))
+                print(join, member, *(f"{k}={_fmt(got[k])}" for k in ROWS[1:]))
         return 0
     results = {half: measure(found, vectors, args.cosine) for half, found in halves.items()}
+    model = scorer.VECTOR if vectors else scorer.LEXICAL
     print(
-        f"embedder: {args.embedder}  cosine: {args.cosine}  paraphrase: {paraphrase.PARAPHRASE}  "
+        f"embedder: {args.embedder}  cosine: {args.cosine}  join: {model.join}  member: {model.member}  "
         f"contradiction: {paraphrase.CONTRADICTION}"
     )
     print(table(results))

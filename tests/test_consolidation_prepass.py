@@ -56,14 +56,16 @@ def test_a_words_mark_joins_only_the_same_lesson_and_a_vector_mark_is_trusted() 
     assert found.counts["marks"] == 1
 
 
-def test_clusters_are_connected_components() -> None:
+def test_a_chain_joins_only_lessons_close_to_every_member() -> None:
+    # a ~ b and b ~ c are marked, a and c share no word: complete linkage keeps c out of a's cluster
+    # (a chain of connected pairs used to join all four). The retyped d is a's own lesson.
     lessons = [
         lesson("Pin the dependency versions.", "a"),
         similar_to(lesson("Lock every package to an exact release.", "b"), "a", 0.93, "vector:minilm"),
         similar_to(lesson("Freeze requirements with exact versions.", "c"), "b", 0.94, "vector:minilm"),
         lesson("pin dependency versions", "d"),  # the same lesson as a
     ]
-    assert find_candidates(lessons, NOW).clusters == [["a", "b", "c", "d"]]
+    assert find_candidates(lessons, NOW).clusters == [["a", "b", "d"]]
 
 
 def vectors_for(rows: dict[str, list[float]]) -> dict[str, np.ndarray]:
@@ -93,22 +95,23 @@ def test_close_vectors_cluster_unless_siblings_or_opposite() -> None:
     )
     found = find_candidates(lessons, NOW, vectors=vectors)
     assert found.clusters == [["a", "b"]]
-    assert found.counts["vectors"] == 1
-    assert find_candidates(lessons, NOW, vectors=vectors, cosine=0.999).clusters == []
+    assert found.counts["paraphrases"] + found.counts["vectors"] == 1
+    # The scorer weighs the cosine: the same words with far vectors are not joined.
+    far = {**vectors, "b": np.asarray([0.0, 0.0, 0.0, -1.0], dtype=np.float32)}
+    assert find_candidates(lessons, NOW, vectors=far).clusters == []
 
 
 def test_the_vector_pass_gives_the_same_pairs_a_block_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(7)
     base = rng.normal(size=(20, 16)).astype(np.float32)
     lessons, vectors = [], {}
-    for n in range(40):  # lesson 20 + k is lesson k's vector with a little noise, worded differently
-        code = "".join(chr(ord("a") + int(digit)) for digit in str(n))  # letters: no literal to compare
-        lessons.append(lesson(f"advice w{code}a w{code}b w{code}c", f"l{n:02d}"))
+    for n in range(40):  # lesson 20 + k is lesson k's vector with a little noise
+        lessons.append(lesson(f"advice {n}", f"l{n:02d}"))
         vectors[f"l{n:02d}"] = base[n % 20] + (0.01 * rng.normal(size=16) if n >= 20 else 0)
-    whole = find_candidates(lessons, NOW, vectors=vectors)
+    whole = sorted(pair for pair, _ in prepass._vector_pairs(lessons, vectors, 0.9))
     monkeypatch.setattr(prepass, "BLOCK_CELLS", 7)  # blocks of one row
-    assert find_candidates(lessons, NOW, vectors=vectors).clusters == whole.clusters
-    assert whole.clusters == [[f"l{k:02d}", f"l{k + 20:02d}"] for k in range(20)]
+    assert sorted(pair for pair, _ in prepass._vector_pairs(lessons, vectors, 0.9)) == whole
+    assert whole == [(f"l{k:02d}", f"l{k + 20:02d}") for k in range(20)]
 
 
 def test_only_live_active_unpinned_lessons_of_one_scope_are_clustered() -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from lessonbank.lessons import similar_to
 from lessonbank.models import Lesson
-from lessonbank.services.consolidation.paraphrase import Weights, opposed, relation
+from lessonbank.services.consolidation.paraphrase import Weights, named_apart, opposed, relation, siblings
 from lessonbank.services.consolidation.prepass import find_candidates
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
@@ -132,3 +132,61 @@ def test_close_vectors_do_not_join_one_template_with_a_slot_filled_differently()
     b = lesson("Async functions should not run processes with blocking methods", "b")
     close = {key: np.ones(4, dtype=np.float32) for key in "ab"}
     assert find_candidates([a, b], NOW, vectors=close, cosine=0.85).clusters == []
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        # two words swapped (F502 / F503)
+        (
+            "`%`-format string expected mapping but got sequence",
+            "`%`-format string expected sequence but got mapping",
+        ),
+        # the negations fall on different words (EXE001 / EXE002)
+        ("Shebang is present but file is not executable", "The file is executable but no shebang is present"),
+        # a qualifier added in the same word order (C416 / C411-like)
+        ("Unnecessary list comprehension (rewrite as a set comprehension)", "Unnecessary list comprehension"),
+        # different names in capitals
+        (
+            "Use of insecure cipher, replace with a known secure cipher such as AES",
+            "Use of insecure block cipher mode, replace with a known secure mode such as CBC or CTR",
+        ),
+        # one word of its own each side, in a text of two sentences
+        (
+            "Do not call getattr with a constant attribute value. It is not any safer than normal access.",
+            "Do not call setattr with a constant attribute value. It is not any safer than normal access.",
+        ),
+    ],
+)
+def test_siblings_found_by_word_order_negation_scope_qualifiers_and_names(a: str, b: str) -> None:
+    assert siblings(a, b)
+    weights = Weights.of([a, b, "Pin the versions.", "Close the connections."])
+    assert relation(a, b, weights, paraphrase=0.0) is None
+    assert find_candidates([lesson(a, "a"), lesson(b, "b")], NOW).clusters == []
+
+
+def test_naming_more_is_not_naming_different_things() -> None:
+    assert not named_apart(
+        "The encode_cyclic function only cycles whole groups.",
+        "Both encode_cyclic and decode_cyclic skip the last group.",
+    )
+    assert not named_apart("Using `hasattr(x, '__call__')` is unreliable.", "Using `hasattr` is unreliable.")
+    assert named_apart("Annotate `*args` with one type.", "Annotate `**kwargs` with one type.")
+    assert named_apart("Use `sys.version[0]` here.", "Use `sys.version[2]` here.")
+    # A number is an example in an explanation, the lesson in a one-line rule.
+    assert named_apart("Pin numpy to 1.26 for the ARM builds.", "Pin numpy to 2.0 for the ARM builds.")
+    assert not named_apart(
+        "It fails for lengths that are not a multiple of 3. The last group is skipped.",
+        "It fails when the last group has 2 characters. That group is never cycled.",
+    )
+
+
+def test_explanations_of_several_sentences_are_not_opposed_by_one_negation() -> None:
+    a = "The implementation is incorrect because it shifts every character. Uppercase letters break it."
+    b = "The implementation is incorrect because it does not handle uppercase letters. It shifts them all."
+    assert not opposed(a, b)
+    assert opposed("Retry flaky network calls.", "Do not retry flaky network calls.")
+    # "No X allowed" and "Remove X" both negate: not opposed.
+    assert not opposed(
+        "No whitespace allowed around the docstring.", "Remove the whitespace around the docstring."
+    )

@@ -38,11 +38,13 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import Literal
 
-from lessonbank.text import STOPWORDS, literals, stem, words
+from lessonbank.text import STOPWORDS, literals, same_lesson, stem, words
 
 TEMPLATE = 0.7  # word-sequence likeness at or above which two texts each with a term of its own are siblings
 SLOT = 2  # terms of its own each side may have for two texts of one template to be siblings
+QUALIFIER = 0.5  # word-sequence likeness from which a text adding one or two words is a sibling
 PARAPHRASE = 0.8  # weighted Dice of terms at or above which two unopposed texts are one lesson
+OPPOSITION_WORDS = 30  # longer texts are not opposed by a negation or an opposite word alone
 CONTRADICTION = 0.7  # weighted Dice at or above which two opposed texts are about the same thing
 
 Relation = Literal["paraphrase", "contradiction"]
@@ -56,6 +58,7 @@ _NEGATION = re.compile(
     r"|\bdo\s+not\b",
     re.I,
 )
+_REMOVAL = re.compile(r"\b(remove|removing|delete|deleting|drop|dropping|strip|stripping)\b", re.I)
 # Opposite pairs (stems). Each side is a set of stems meaning the same.
 _OPPOSITES: tuple[tuple[frozenset[str], frozenset[str]], ...] = tuple(
     (frozenset(stem(w) for w in a.split()), frozenset(stem(w) for w in b.split()))
@@ -145,8 +148,10 @@ def terms(text: str) -> frozenset[str]:
 
 
 def negated(text: str) -> bool:
-    """Whether the text negates its advice ("do not", "never", "avoid"), contrasts aside."""
-    return bool(_NEGATION.search(_CONTRAST.sub(" ", text)))
+    """Whether the text negates its advice ("do not", "never", "avoid", "remove", "no"), contrasts
+    aside: "No whitespace allowed around the docstring" and "Remove the whitespace around the
+    docstring" both do."""
+    return bool(_NEGATION.search(_CONTRAST.sub(" ", text)) or _REMOVAL.search(text))
 
 
 @lru_cache(maxsize=65536)
@@ -155,8 +160,13 @@ def _stems(text: str) -> frozenset[str]:
 
 
 def opposed(a: str, b: str) -> bool:
-    """Evidence that two texts give opposite advice: one negates and the other does not, or each
-    holds one side of an opposite pair that the other lacks."""
+    """Evidence that two one-sentence texts give opposite advice: one negates and the other does
+    not, or each holds one side of an opposite pair that the other lacks. Texts of several sentences
+    (or more than :data:`OPPOSITION_WORDS` words) are never opposed by these cues: in a paragraph a
+    "not" or a "before" is about some clause, and two explanations of one problem differ in them
+    at random (a third of the labelled paraphrases of several sentences had one negation more)."""
+    if not (_one_sentence(a) and _one_sentence(b)):
+        return False
     if negated(a) != negated(b):
         return True
     stems_a, stems_b = _stems(a), _stems(b)
@@ -165,6 +175,17 @@ def opposed(a: str, b: str) -> bool:
         _split(stems_a, stems_b, one, other) and (prescribed or (one, other) not in _POSITIONAL)
         for one, other in _OPPOSITES
     )
+
+
+# A word in capitals names a thing (AES / CBC, FTP, XML); so does one in the other text's lower case.
+_ACRONYM = re.compile(r"\b[A-Z][A-Z0-9]{1,7}s?\b")
+_UNWRITTEN = re.compile(r"[\s_`'\"]+")  # what differs between two writings of one name
+_BARE_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_SENTENCE = re.compile(r"[.!?](?:\s+|$)")
+
+
+def _one_sentence(text: str) -> bool:
+    return len(words(text)) <= OPPOSITION_WORDS and len(_SENTENCE.findall(text.strip())) <= 1
 
 
 def _split(
@@ -176,20 +197,126 @@ def _split(
     )
 
 
+def named_apart(a: str, b: str) -> bool:
+    """Whether the two texts name different things: each names a code span, identifier or number that
+    matches none the other names (``*args`` / ``**kwargs``, D203 / D211, ``sys.version[0]`` / ``[2]``).
+    Two names match when the words of one are all words of the other (``hasattr`` / ``hasattr(x,
+    '__call__')``, ``__init__`` / ``init``): one text naming more than the other is not naming
+    different things. A bare number counts only between two one-sentence texts ("Pin numpy to 1.26"
+    / "to 2.0"): in an explanation of several sentences it is an example ("a multiple of 3"), and two
+    explanations of one problem pick different ones."""
+    numbers = _one_sentence(a) and _one_sentence(b)
+    named_a, named_b = _named_words(a, numbers), _named_words(b, numbers)
+    return _unmatched(named_a, named_b, b) and _unmatched(named_b, named_a, a)
+
+
+def _unmatched(one: tuple[_Name, ...], other: tuple[_Name, ...], text: str) -> bool:
+    """Whether ``one`` holds a name matching none of ``other`` nor the words of ``text``. Names of the
+    same words match only when they are written alike: ``{a} != {b}`` is not ``{a} == {b}``."""
+    plain = _word_set(text)
+    return bool(other) and any(
+        not ((x[0] <= plain and not x[1]) or any(_match(x, y) for y in other)) for x in one
+    )
+
+
+def _match(x: _Name, y: _Name) -> bool:
+    if x[1] and y[1]:  # two expressions: written alike
+        return x[1] == y[1]
+    return x[0] <= y[0] or y[0] <= x[0]  # a word inside a longer name: hasattr / hasattr(x, '__call__')
+
+
+@lru_cache(maxsize=65536)
+def _word_set(text: str) -> frozenset[str]:
+    return frozenset(words(text))
+
+
+_Name = tuple[frozenset[str], str]  # a name's words, and how it is written when more than a word
+
+
+@lru_cache(maxsize=65536)
+def _named_words(text: str, numbers: bool) -> tuple[_Name, ...]:
+    named = [name for name in sorted(literals(text)) if numbers or not _BARE_NUMBER.fullmatch(name)]
+    named += _ACRONYM.findall(text)
+    found = []
+    for name in named:
+        written = _UNWRITTEN.sub("", name).lower()
+        found.append((frozenset(words(name)) or frozenset([name]), "" if written.isalnum() else written))
+    return tuple(found)
+
+
 def siblings(a: str, b: str) -> bool:
-    """Two lessons of one template: they name different things (code spans, identifiers, numbers),
-    or each has exactly one term the other lacks, everything else shared."""
-    named_a, named_b = literals(a), literals(b)
-    if named_a and named_b and named_a != named_b:
-        return True
-    if any(_split(_stems(a), _stems(b), *pair) for pair in _POSITIONAL):
+    """Two lessons of one template: they name different things (:func:`named_apart`); or each has
+    exactly one term the other lacks, or one has one term more, everything else shared ("*getattr*"
+    / "*setattr* with a constant attribute value", "public *nested* class"); or, both one sentence,
+    they hold opposite places ("whitespace *before* / *after* keywords"), swap two words ("expected
+    *mapping* but got *sequence*" / the reverse), negate different things, one adds a qualifier of one
+    or two words to the other in one word order ("Unnecessary list comprehension *(rewrite as a set
+    comprehension)*", :data:`QUALIFIER`; "Run the *full* test *suite* before you commit" / "Always run
+    the tests before committing" rewords, 0.43),
+    or they fill one template's slot differently (:data:`SLOT`, :data:`TEMPLATE`). In an explanation
+    of several sentences the first two hold, and the others are asked of the first sentences (what
+    an explanation is about): a word more or less further on is wording, not the lesson."""
+    if named_apart(a, b):
         return True
     terms_a, terms_b = terms(a), terms(b)
     only_a, only_b = len(terms_a - terms_b), len(terms_b - terms_a)
-    if len(terms_a & terms_b) >= 2 and sorted((only_a, only_b)) in ([0, 1], [1, 1]):
+    shared = len(terms_a & terms_b)
+    if shared >= 2 and sorted((only_a, only_b)) in ([0, 1], [1, 1]):
         return True
+    if _one_sentence(a) and _one_sentence(b):
+        return _one_template(a, b)
+    first_a, first_b = _first_sentence(a), _first_sentence(b)
+    if first_a == a or first_b == b or same_lesson(first_a, first_b):
+        return False
+    # "Useless *comparisons* / *expressions* have no effect. ...": one word each side, or two swapped
+    terms_a, terms_b = terms(first_a), terms(first_b)
+    only = sorted((len(terms_a - terms_b), len(terms_b - terms_a)))
+    return (len(terms_a & terms_b) >= 2 and only == [1, 1]) or swapped(first_a, first_b)
+
+
+def _one_template(a: str, b: str) -> bool:
+    """The rules of :func:`siblings` for two one-sentence texts."""
+    terms_a, terms_b = terms(a), terms(b)
+    only_a, only_b = len(terms_a - terms_b), len(terms_b - terms_a)
+    shared = len(terms_a & terms_b)
+    if shared >= 2 and sorted((only_a, only_b)) in ([0, 1], [1, 1]):
+        return True
+    if any(_split(_stems(a), _stems(b), *pair) for pair in _POSITIONAL) or swapped(a, b):
+        return True
+    if negated(a) and negated(b) and _negated_terms(a) != _negated_terms(b) and terms_a == terms_b:
+        return True  # "shebang present but file *not* executable" / "file executable but *no* shebang"
+    if min(only_a, only_b) == 0 and 0 < max(only_a, only_b) <= SLOT and shared >= 2:
+        return template_likeness(a, b) >= QUALIFIER
     slot = min(only_a, only_b) > 0 and max(only_a, only_b) <= SLOT
     return slot and template_likeness(a, b) >= TEMPLATE
+
+
+def _first_sentence(text: str) -> str:
+    found = _SENTENCE.search(text.strip())
+    return text.strip()[: found.start() + 1] if found and found.end() < len(text.strip()) else text.strip()
+
+
+def _negated_terms(text: str) -> frozenset[str]:
+    """The first content term after each negation cue: what the text says is not so."""
+    found = set()
+    for match in _NEGATION.finditer(_CONTRAST.sub(" ", text)):
+        following = _sequence(text[match.end() :])
+        if following:
+            found.add(_SYNONYMS.get(following[0], following[0]))
+    return frozenset(found)
+
+
+def swapped(a: str, b: str) -> bool:
+    """The same content words in the same places but two of them swapped."""
+    seq_a, seq_b = _sequence(a), _sequence(b)
+    if len(seq_a) != len(seq_b) or seq_a == seq_b:
+        return False
+    differ = [i for i, (x, y) in enumerate(zip(seq_a, seq_b, strict=True)) if x != y]
+    return len(differ) == 2 and seq_a[differ[0]] == seq_b[differ[1]] and seq_a[differ[1]] == seq_b[differ[0]]
+
+
+def _sequence(text: str) -> list[str]:
+    return [stem(word) for word in words(text) if word not in STOPWORDS]
 
 
 @lru_cache(maxsize=65536)
@@ -208,14 +335,21 @@ class Weights:
 
     frequency: Counter[str] = field(default_factory=Counter)
     documents: int = 0
+    words: int = 0
 
     @classmethod
     def of(cls, texts: Iterable[str]) -> Weights:
         weights = cls()
         for text in texts:
-            weights.frequency.update(terms(text))
+            found = terms(text)
+            weights.frequency.update(found)
             weights.documents += 1
+            weights.words += len(found)
         return weights
+
+    def average_length(self) -> float:
+        """The lessons' average count of distinct terms (BM25's length normalization)."""
+        return self.words / self.documents if self.documents else 0.0
 
     def weight(self, term: str) -> float:
         return math.log(1.0 + (self.documents + 1) / (self.frequency.get(term, 0) + 1))
@@ -241,8 +375,7 @@ def relation(
 ) -> Relation | None:
     """What ``b`` is to ``a`` (see the module docstring); None for two lessons. ``cosine`` is the
     pair's vector similarity when an embedder is configured, counted from ``min_cosine`` on."""
-    named_a, named_b = literals(a), literals(b)
-    if named_a and named_b and named_a != named_b:
+    if named_apart(a, b):
         return None
     likeness = weights.likeness(a, b)
     paraphrase = PARAPHRASE if paraphrase is None else paraphrase

@@ -9,40 +9,39 @@ expired at ``now``). A pinned lesson is the person's word: never clustered, neve
 - **Archive**: every unpinned live lesson whose :func:`~.decay.decay_score` is below 0.05 (tier
   ``archive``), with its score. A decayed lesson is proposed for archive, never merged: merging it
   would revive it as a new lesson.
-- **Clusters** of near duplicates: connected components (union-find) of the pairs below, within one
-  scope only — same namespace, kind and pool (an insight's goal, a rule's agent and stream, a
-  procedure's task type) — among the lessons not proposed for archive:
+- **Clusters** of near duplicates, within one scope only — same namespace, kind and pool (an
+  insight's goal, a rule's agent and stream, a procedure's task type) — among the lessons not
+  proposed for archive. Two lessons are **joined** when:
 
   - **same lesson** (words): the two texts are :func:`~lessonbank.text.same_lesson` — the same content
     words stemmed and in order, the same negations, code spans, identifiers and numbers. Found by
     hashing each text's signature (content stems, literals, negation count), then checking the
     lessons that share one: linear in the bank, exact;
-  - **paraphrases** (words): :func:`~.paraphrase.relation` — the IDF-weighted overlap of the two
-    texts' stemmed terms (synonyms folded, order ignored) at least :data:`~.paraphrase.PARAPHRASE`,
-    no opposition, not siblings. Only lessons sharing one of their :data:`RARE_TERMS` rarest terms
-    are compared (blocks of at most :data:`MAX_BLOCK`); a pair that is opposed instead ("always" /
-    "never", "use" / "avoid", a negation) is a contradiction candidate, never merged. Figures:
-    ``bench/consolidation_pairs.py``;
   - **marked by an embedder**: the lesson names the other in ``metadata["similar_to"]`` with
-    ``by="vector:<embedder>"`` (write-time dedup, :mod:`lessonbank.retrieval.dedup`, already
-    applied its sibling guard). A mark ``by="words"`` counts only when the texts are the same lesson;
-  - **close vectors** (when ``vectors`` are given): cosine ≥ ``cosine`` among each lesson's
-    :data:`NEIGHBOURS` nearest of those after it (each pair is computed once), the same polarity, and either the same lesson or worded differently
-    (token Jaccard < :data:`~lessonbank.retrieval.dedup.TEMPLATE_JACCARD`).
+    ``by="vector:<embedder>"`` (write-time dedup, :mod:`lessonbank.retrieval.dedup`) and the guards
+    below let the pair through. A mark ``by="words"`` counts only when the texts are the same lesson
+    or paraphrases by :data:`~.paraphrase.PARAPHRASE`;
+  - **scored** (:mod:`.scorer`): a candidate pair that the guards of :func:`~.paraphrase.relation`
+    let through (not opposed, not siblings, not naming different things) and whose probability of
+    being one lesson is at least the model's ``join`` — the lexical model without vectors, the one
+    with the cosine when ``vectors`` are given (or a cosine at least ``cosine`` and a probability at
+    least ``member``). Candidates: lessons sharing one of their :data:`RARE_TERMS` rarest terms
+    (blocks of at most :data:`MAX_BLOCK`), and with vectors each lesson's :data:`NEIGHBOURS` nearest
+    of those after it from cosine :data:`CANDIDATE_COSINE` (each pair computed once). A pair that is
+    opposed instead ("always" / "never", "use" / "avoid", a negation) is a contradiction candidate,
+    never merged.
+
+  Joined pairs become clusters from the most likely down, by **complete linkage**: two clusters
+  become one only if every pair across them passes the guards and is joined or at least ``member``
+  likely, so a chain A ~ B ~ C never puts A with a C that is another lesson (union-find did).
 
   **Siblings are not near duplicates.** "Check whitespace *after* keywords" and "... *before*
-  keywords" share most of their words (token Jaccard ≥ 0.6) and a word-overlap rule would cluster
-  them; the word that differs is the lesson. So a high Jaccard alone never joins two lessons:
-  without an embedder only the same lesson retyped is clustered. Measured
-  (``bench/consolidation_prepass.py``): on ruff's 950 distinct rule texts a Jaccard ≥ 0.6 rule within
-  rare-keyword blocks makes 98 clusters (275 rules), this pre-pass 0 without vectors and 9 (19 rules)
-  with MiniLM vectors at 0.92 (4 at 0.94, 0 at 0.96); on GPT-4's 340 reflections (true duplicates:
-  those of one problem) it makes 20 clusters without vectors and 42 with MiniLM at 0.92, none
-  joining two problems. The threshold with vectors, 0.85 (MiniLM), was chosen on the tuning half of
-  ``tests/data/lesson_pairs.jsonl``, precision first: from 0.92 down to 0.85 the labelled paraphrases
-  joined double (recall 0.07 → 0.15) at a higher precision (0.85 → 0.92), because the sibling guard
-  now also vetoes one template with a slot filled differently (:func:`~.paraphrase.siblings`); below
-  0.85 distinct rules join faster than paraphrases (0.80: precision 0.90, 4 distinct pairs merged). The cycle proposes, a person decides: a merge keeps every source, superseded.
+  keywords" share most of their words and a word-overlap rule would cluster them; the word that
+  differs is the lesson (:func:`~.paraphrase.siblings`: opposite places, two words swapped, a
+  qualifier added, one template's slot, negations on different words, different names). Figures,
+  tuned half and held-out half: ``bench/consolidation_pairs.py`` (labelled pairs) and
+  ``bench/consolidation_bank.py`` (a whole cycle on ~1,160 lessons). The cycle proposes, a person
+  decides: a merge keeps every source, superseded.
 - **Contradictions**: pairs named in ``metadata["contradicts"]`` when both are still live (pinned or
   not: a flag writes nothing, the person decides) and their texts show opposition
   (:func:`~.paraphrase.opposed`: "use Edit, not a rewrite" / "use Edit rather than rewriting" is a
@@ -61,7 +60,7 @@ the peak) and 36 s (196 MB: the 154 MB matrix copy and a block), the caller's ve
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -70,6 +69,7 @@ from typing import TYPE_CHECKING
 from lessonbank.lessons import passes, stream_of
 from lessonbank.models import Lesson
 from lessonbank.ports import LessonQuery
+from lessonbank.services.consolidation import scorer
 from lessonbank.services.consolidation.decay import decay_score, tier_of
 from lessonbank.services.consolidation.paraphrase import Relation, Weights, opposed, relation, terms
 from lessonbank.services.pools import PROMOTE_AFTER_S
@@ -78,12 +78,12 @@ from lessonbank.text import STOPWORDS, literals, negations, same_lesson, stem, w
 if TYPE_CHECKING:
     import numpy as np
 
-# The default of ``find_candidates`` (LESSONBANK_CONSOLIDATION_COSINE). 0.85 merges twice the labelled
-# paraphrases of bench/consolidation_pairs.py, but in a whole cycle over ~1,160 lessons of dense rule
-# summaries (bench/consolidation_bank.py) it lost 22-24 distinct lessons against 6-8 at 0.92: a merge
-# that loses a distinct lesson costs more than a duplicate left, so the stricter one is the default.
+# The default of ``find_candidates`` (LESSONBANK_CONSOLIDATION_COSINE): from this cosine a pair the
+# guards let through is joined once the scorer gives it at least ``member`` (below, the scorer's
+# ``join`` decides). A close cosine alone lost distinct lessons in a whole cycle (bench/consolidation_bank.py).
 COSINE = 0.92
-NEIGHBOURS = 5  # nearest neighbours of each lesson compared by vector
+NEIGHBOURS = 10  # nearest neighbours of each lesson scored by vector
+CANDIDATE_COSINE = 0.5  # below this two lessons' vectors are not about one thing: never scored
 BLOCK_CELLS = 8_000_000  # similarities computed at once: 32 MB of float32
 RARE_TERMS = 4  # each lesson is compared by words with the lessons sharing one of its rarest terms
 MAX_BLOCK = 200  # a term shared by more lessons than this is too common to pair lessons by
@@ -158,20 +158,24 @@ def find_candidates(
     opposed_pairs: set[Pair] = set()
     marked = set(_marked_pairs(by_id, weights, opposed_pairs))
     same = set(_same_lesson_pairs(groups.values()))
-    worded: set[Pair] = set()
+    trusted = marked | same
+    clusters: list[list[str]] = []
+    found_counts = {"paraphrases": 0, "vectors": 0}
     for key, group in groups.items():
+        pairs = _Pairs(group, weights[key], vectors)
         for found, kind in _lexical_pairs(group, weights[key]):
-            (worded if kind == "paraphrase" else opposed_pairs).add(found)
-    worded -= same
-    close: set[Pair] = set()
-    if vectors:
-        for key, group in groups.items():
-            for found, kind in _vector_pairs(group, vectors, cosine, weights[key]):
-                (close if kind == "paraphrase" else opposed_pairs).add(found)
-    parents = _UnionFind()
-    for a, b in (marked | same | worded | close) - opposed_pairs:
-        parents.union(a, b)
-    clusters = sorted(sorted(members) for members in parents.groups() if len(members) > 1)
+            if kind == "contradiction":
+                opposed_pairs.add(found)
+            elif found not in trusted:
+                pairs.candidate(found, "paraphrases")
+        if vectors:
+            for found, close in _vector_pairs(group, vectors, min(cosine, CANDIDATE_COSINE)):
+                if found not in trusted:
+                    pairs.candidate(found, "vectors", forced=close >= cosine)
+        clusters += pairs.clusters(trusted, same, opposed_pairs)
+        for source, count in pairs.joined.items():
+            found_counts[source] += count
+    clusters = sorted(sorted(members) for members in clusters)
     contradictions = _contradictions(live, weights, marked)
     found_by_words = opposed_pairs - set(contradictions)
 
@@ -185,8 +189,8 @@ def find_candidates(
             "live": len(live),
             "marks": len(marked),
             "words": len(same),
-            "paraphrases": len(worded),
-            "vectors": len(close),
+            "paraphrases": found_counts["paraphrases"],
+            "vectors": found_counts["vectors"],
             "opposed": len(found_by_words),
         },
     )
@@ -250,9 +254,11 @@ def _same_lesson_pairs(groups: Iterable[list[Lesson]]) -> Iterator[Pair]:
 
 
 def _lexical_pairs(group: Sequence[Lesson], weights: Weights) -> Iterator[tuple[Pair, Relation]]:
-    """Pairs of one scope that are paraphrases or contradiction candidates by their words. Only
+    """Candidate pairs of one scope by their words, and the contradiction candidates among them. Only
     lessons sharing one of their :data:`RARE_TERMS` rarest terms are compared, in blocks of at most
-    :data:`MAX_BLOCK` lessons (a term more common than that tells nothing): linear in the bank."""
+    :data:`MAX_BLOCK` lessons (a term more common than that tells nothing): linear in the bank. A pair
+    is a candidate ("paraphrase") when the guards of :func:`~.paraphrase.relation` let it through;
+    the scorer decides later."""
     blocks: dict[str, list[Lesson]] = defaultdict(list)
     for lesson in group:
         found = sorted(terms(lesson.content), key=lambda t: (weights.frequency[t], t))
@@ -268,24 +274,22 @@ def _lexical_pairs(group: Sequence[Lesson], weights: Weights) -> Iterator[tuple[
                 if key in seen:
                     continue
                 seen.add(key)
-                found_relation = relation(a.content, b.content, weights)
+                found_relation = relation(a.content, b.content, weights, paraphrase=0.0)
                 if found_relation is not None:
                     yield key, found_relation
 
 
 def _vector_pairs(
-    group: Sequence[Lesson], vectors: Mapping[str, np.ndarray], cosine: float, weights: Weights
-) -> Iterator[tuple[Pair, Relation]]:
-    """Pairs of one scope at cosine ≥ ``cosine`` among each lesson's nearest neighbours that pass
-    the sibling guard. The similarities are computed a block of rows at a time."""
+    group: Sequence[Lesson], vectors: Mapping[str, np.ndarray], floor: float
+) -> Iterator[tuple[Pair, float]]:
+    """Pairs of one scope at cosine ≥ ``floor`` among each lesson's :data:`NEIGHBOURS` nearest, with
+    their cosine. The similarities are computed a block of rows at a time."""
     import numpy as np  # only with vectors: an embedder brings NumPy, the base install does not
 
     members = [lesson for lesson in group if lesson.id in vectors]
     if len(members) < 2:
         return
-    matrix = np.stack([np.asarray(vectors[lesson.id], dtype=np.float32) for lesson in members])
-    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))[:, None]  # no n × d temporary
-    matrix /= np.where(norms > 0, norms, 1.0)
+    matrix = _normalized(members, vectors)
     n = len(members)
     rows = max(1, BLOCK_CELLS // n)
     buffer = np.empty(rows * n, dtype=np.float32)  # one block's similarities, reused by every block
@@ -296,20 +300,121 @@ def _vector_pairs(
         sims = buffer[: (stop - start) * (n - start)].reshape(stop - start, n - start)
         np.matmul(matrix[start:stop], matrix[start:].T, out=sims)
         sims[np.tril_indices(stop - start)] = -1.0
-        for row in np.flatnonzero(sims.max(axis=1) >= cosine):  # most rows have no hit
-            cols = np.flatnonzero(sims[row] >= cosine)
+        for row in np.flatnonzero(sims.max(axis=1) >= floor):  # most rows have no hit
+            cols = np.flatnonzero(sims[row] >= floor)
             if len(cols) > NEIGHBOURS:
                 cols = cols[np.argsort(-sims[row, cols])[:NEIGHBOURS]]
             a = members[start + int(row)]
             for col in cols:
-                b = members[start + int(col)]
-                found = relation(
-                    a.content, b.content, weights, cosine=float(sims[row, col]), min_cosine=cosine
-                )
-                if same_lesson(a.content, b.content):
-                    yield _pair(a.id, b.id), "paraphrase"
-                elif found is not None:
-                    yield _pair(a.id, b.id), found
+                yield _pair(a.id, members[start + int(col)].id), float(sims[row, col])
+
+
+def _normalized(members: Sequence[Lesson], vectors: Mapping[str, np.ndarray]) -> np.ndarray:
+    import numpy as np
+
+    matrix = np.stack([np.asarray(vectors[lesson.id], dtype=np.float32) for lesson in members])
+    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))[:, None]  # no n × d temporary
+    matrix /= np.where(norms > 0, norms, 1.0)
+    return matrix
+
+
+class _Pairs:
+    """The candidate pairs of one scope, scored (:mod:`.scorer`), and their clusters.
+
+    A candidate the guards of :func:`~.paraphrase.relation` let through is **joined** when its
+    probability is at least the model's ``join`` (or its cosine is at least the caller's threshold and
+    its probability at least ``member``). Clusters grow from the most likely pair down, and two
+    clusters become one only if **every** pair across them passes the guards and is trusted (the same
+    lesson, an embedder's mark) or at least ``member`` likely: a chain A ~ B ~ C never joins A and C
+    when A and C are two lessons (complete linkage)."""
+
+    def __init__(
+        self, group: Sequence[Lesson], weights: Weights, vectors: Mapping[str, np.ndarray] | None
+    ) -> None:
+        self.text = {lesson.id: lesson.content for lesson in group}
+        self.weights = weights
+        self.model = scorer.VECTOR if vectors else scorer.LEXICAL
+        self.row: dict[str, int] = {}
+        self.matrix: np.ndarray | None = None
+        if vectors:
+            members = [lesson for lesson in group if lesson.id in vectors]
+            if members:
+                self.matrix = _normalized(members, vectors)
+                self.row = {lesson.id: n for n, lesson in enumerate(members)}
+        self.scores: dict[Pair, float] = {}
+        self.edges: dict[Pair, float] = {}
+        self.joined: Counter[str] = Counter()
+
+    def probability(self, pair: Pair) -> float:
+        """The scorer's probability for a pair (0 when the guards veto it), computed once."""
+        if pair not in self.scores:
+            a, b = self.text[pair[0]], self.text[pair[1]]
+            if relation(a, b, self.weights, paraphrase=0.0) != "paraphrase" and not same_lesson(a, b):
+                self.scores[pair] = 0.0
+            else:
+                values = scorer.features(a, b, self.weights)
+                if self.model.vectors:
+                    cosine = self._cosine(pair)
+                    if cosine is not None:
+                        values = (*values, cosine)
+                    else:  # a lesson without a vector yet: the lexical model
+                        self.scores[pair] = scorer.probability(scorer.LEXICAL, values)
+                        return self.scores[pair]
+                self.scores[pair] = scorer.probability(self.model, values)
+        return self.scores[pair]
+
+    def _cosine(self, pair: Pair) -> float | None:
+        if self.matrix is None or pair[0] not in self.row or pair[1] not in self.row:
+            return None
+        return float(self.matrix[self.row[pair[0]]] @ self.matrix[self.row[pair[1]]])
+
+    def model_of(self, pair: Pair) -> scorer.Model:
+        return self.model if self._cosine(pair) is not None else scorer.LEXICAL
+
+    def candidate(self, pair: Pair, source: str, *, forced: bool = False) -> None:
+        if pair in self.edges:
+            return
+        probability = self.probability(pair)
+        model = self.model_of(pair)
+        if probability >= model.join or (forced and probability >= model.member):
+            self.edges[pair] = probability
+            self.joined[source] += 1
+
+    def clusters(self, trusted: set[Pair], same: set[Pair], opposed: set[Pair]) -> list[list[str]]:
+        """Clusters of the joined pairs, the most likely first, every pair across two clusters checked
+        before they become one. The same lesson retyped is one lesson: only the first text of each
+        is checked."""
+        head = {lesson_id: lesson_id for lesson_id in self.text}
+        for a, b in sorted(pair for pair in same if pair[0] in self.text and pair[1] in self.text):
+            head[b] = head[a] if head[a] != b else head[b]
+        edges = {pair: 2.0 for pair in trusted if pair[0] in self.text and pair[1] in self.text}
+        edges.update((pair, p) for pair, p in self.edges.items() if pair not in edges)
+        members = {lesson_id: [lesson_id] for lesson_id in self.text}
+        heads = {lesson_id: {head[lesson_id]} for lesson_id in self.text}
+        for pair, _ in sorted(edges.items(), key=lambda item: (-item[1], item[0])):
+            if pair in opposed:
+                continue
+            one, other = members[pair[0]], members[pair[1]]
+            if one is other:
+                continue
+            heads_one, heads_other = heads[pair[0]], heads[pair[1]]
+            if not all(
+                a == b or self._together(_pair(a, b), edges, opposed) for a in heads_one for b in heads_other
+            ):
+                continue
+            one.extend(other)
+            heads_one |= heads_other
+            for member in other:
+                members[member], heads[member] = one, heads_one
+        unique = {id(found): found for found in members.values() if len(found) > 1}
+        return list(unique.values())
+
+    def _together(self, pair: Pair, edges: Mapping[Pair, float], opposed: set[Pair]) -> bool:
+        if pair in opposed:
+            return False
+        if pair in edges:
+            return True
+        return self.probability(pair) >= self.model_of(pair).member
 
 
 def _contradictions(
@@ -337,27 +442,3 @@ def _promotions(lessons: Iterable[Lesson], now: datetime) -> Iterator[str]:
         first = float(meta.get("first_confirmed", lesson.created_at.timestamp()))
         if int(meta.get("confirmations", 1)) >= 2 and now.timestamp() - first >= PROMOTE_AFTER_S:
             yield lesson.id
-
-
-class _UnionFind:
-    def __init__(self) -> None:
-        self.parent: dict[str, str] = {}
-
-    def find(self, item: str) -> str:
-        root = self.parent.setdefault(item, item)
-        while root != self.parent[root]:
-            root = self.parent[root]
-        while item != root:  # path compression
-            self.parent[item], item = root, self.parent[item]
-        return root
-
-    def union(self, a: str, b: str) -> None:
-        root_a, root_b = self.find(a), self.find(b)
-        if root_a != root_b:
-            self.parent[max(root_a, root_b)] = min(root_a, root_b)
-
-    def groups(self) -> list[list[str]]:
-        found: dict[str, list[str]] = defaultdict(list)
-        for item in self.parent:
-            found[self.find(item)].append(item)
-        return list(found.values())
