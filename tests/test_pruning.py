@@ -27,6 +27,12 @@ from lessonbank.stores.sqlite import SQLiteStore
 from tests.contract.conftest import Clock
 from tests.test_lexical_index import NS, random_lesson, vocabulary, zipf_words
 
+
+@pytest.fixture(autouse=True)
+def always_pruned(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lexical_index, "PRUNE_FROM", 0)  # small banks too: the pruned path is under test
+
+
 # ------------------------------------------------------------------ top_slots on random postings
 
 
@@ -186,3 +192,18 @@ def test_deep_filters_walk_past_the_pruned_batches(tmp_path: Path, monkeypatch: 
             assert found[0] == found[1] and len(found[0]) == 5
     finally:
         store.close()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    scores=st.lists(st.sampled_from([0.5, 1.0, 1.0, 2.0, 3.0]), min_size=1, max_size=80),
+    first=st.integers(1, 30),
+)
+def test_the_exhaustive_batches_break_ties_by_slot_across_the_cut(scores: list[float], first: int) -> None:
+    slots = np.arange(len(scores), dtype=np.int64) * 3
+    values = np.array(scores)
+    batches = list(pruning.ranked_batches(slots, values, first))
+    got = [int(s) for batch, _ in batches for s in batch]
+    order = np.lexsort((slots, -values))
+    assert got == slots[order].tolist()
+    assert len(batches[0][0]) == min(first, len(scores))

@@ -65,6 +65,7 @@ GIVE_BACK_FROM = 10_000  # rows read by a sync past which freed memory is handed
 FIRST_BATCH = 2  # the first filter batch is this many times the limit; each next one doubles
 SNAPSHOT_MIN = 2_000  # lessons a freshly built index holds before it is worth a snapshot
 SNAPSHOT_REFRESH = 1_024  # rows or deletes applied over a snapshot before a newer one is written
+PRUNE_FROM = 400_000  # postings of a query's words from which pruning pays for its own work
 PRUNED_MAX = 4_096  # ranks a pruned search is asked for at most; deeper, one exhaustive ranking is cheaper
 
 
@@ -434,6 +435,9 @@ class LexicalIndex:
         words = self._words(
             list(dict.fromkeys(term_hash(word) for word in wanted)), mask, docs, norm, per_token
         )
+        if sum(len(w.docs) + len(w.extra_docs) for w in words) < PRUNE_FROM:
+            slots, scores = self._score(terms, mask)  # fewer postings than pruning's own work costs
+            return self._pruning.head(slots, scores, want)
         return self._pruning.top_slots(words, norm, keep, want, self._scratch)
 
     def _words(self, terms: Sequence[int], mask: Any, docs: int, norm: Any, per_token: float) -> list[Word]:

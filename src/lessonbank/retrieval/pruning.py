@@ -244,20 +244,29 @@ def _kth(scores: Any, want: int) -> float:
 def ranked_batches(slots: Any, scores: Any, first: int) -> Iterator[tuple[Any, Any]]:
     """The exhaustive scorer's ranking, lazily: every matching slot best first (ties in slot order,
     that is write order), ``first`` of them, then twice as many each time."""
-    total = len(slots)
-    first = min(total, first)
-    if not first:
+    if not len(slots) or first <= 0:
         return
-    if first < total:
-        part = np.argpartition(-scores, first - 1)[:first]
-        part = part[np.lexsort((slots[part], -scores[part]))]
-        yield slots[part], scores[part]
-        rest = np.setdiff1d(np.arange(total), part, assume_unique=True)
-    else:
-        rest = np.arange(total)
+    top_slots, top_scores = head(slots, scores, first)
+    yield top_slots, top_scores
+    if len(top_slots) == len(slots):
+        return
+    taken = np.zeros(int(slots.max()) + 1, dtype=bool)
+    taken[top_slots] = True
+    rest = np.flatnonzero(~taken[slots])
     rest = rest[np.lexsort((slots[rest], -scores[rest]))]
     start, size = 0, first * 2
     while start < len(rest):
         chunk = rest[start : start + size]
         yield slots[chunk], scores[chunk]
         start, size = start + size, size * 2
+
+
+def head(slots: Any, scores: Any, want: int) -> tuple[Any, Any]:
+    """The ``want`` best of ``slots`` by score, ties by slot, best first: every slot tied with the
+    ``want``-th score is sorted with the others, so the cut falls as a full sort's would."""
+    if len(slots) > want:
+        kth = np.partition(scores, len(scores) - want)[len(scores) - want]
+        kept = np.flatnonzero(scores >= kth)
+        slots, scores = slots[kept], scores[kept]
+    order = np.lexsort((slots, -scores))[:want]
+    return slots[order], scores[order]
