@@ -42,7 +42,7 @@ try:
     from agents.run_config import ToolErrorFormatterArgs
     from agents.run_context import AgentHookContext
     from agents.tool import Tool, default_tool_error_function
-except ImportError as exc:  # pragma: no cover - exercised by a test that hides the package
+except ImportError as exc:  # the extra is not installed
     raise ConfigError(
         "the OpenAI Agents SDK is not installed: pip install 'lessonbank[openai-agents]'"
     ) from exc
@@ -61,7 +61,7 @@ Judge = Callable[[Any], "Status | bool"]
 
 CONTEXT_OPTIONS = ("goal_id", "agent", "task_type", "formats", "kind", "tags")
 TASK_CHARS = 4_000  # the episode's task: long inputs are summarised by their head
-TEXT_CHARS = 500  # a tool's arguments and result, the final output, as stored in the episode
+TEXT_CHARS = 500  # a tool's arguments and result as stored in the episode (the final output: 4 times)
 # What the SDK's default tool failure handler tells the model: a result equal to it is a failed call
 # (the exception itself is only seen by ``tool_error_formatter`` / ``tool_error``).
 SDK_TOOL_ERROR = default_tool_error_function(RunContextWrapper(context=None), Exception())
