@@ -48,6 +48,10 @@ QUIET = {
     "DISABLE_AUTOUPDATER": "1",
     "DISABLE_ERROR_REPORTING": "1",
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    # Claude Code 2.1 connects MCP servers in the background in -p mode and may send the first request
+    # without their tools; wait for them (up to 60 s: `lessonbank mcp` starts slowly on a loaded machine).
+    "MCP_CONNECTION_NONBLOCKING": "false",
+    "MCP_TIMEOUT": "60000",
 }
 
 
