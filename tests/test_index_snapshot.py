@@ -1,5 +1,6 @@
-"""The lexical index's snapshot beside a SQLite bank: a new process starts from it and answers exactly
-as a full load would; a snapshot it cannot trust costs a full load, never an answer."""
+"""The lexical index's snapshot, beside a SQLite bank or in the cache folder of a PostgreSQL or Redis
+bank: a new process starts from it and answers exactly as a full load would; a snapshot it cannot
+trust costs a full load, never an answer."""
 
 from __future__ import annotations
 
@@ -8,18 +9,21 @@ import os
 import random
 import shutil
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from lessonbank.ports import LessonQuery
+from lessonbank.ports import LessonQuery, Store
 from lessonbank.retrieval import lexical_index, snapshot
 from lessonbank.retrieval.lexical_index import LexicalIndex
+from lessonbank.stores import open_store
 from lessonbank.stores.lexical import LEXICAL_SPACE
 from lessonbank.stores.memory import MemoryStore
 from lessonbank.stores.sqlite import SQLiteStore
-from tests.contract.conftest import Clock
+from tests.contract.conftest import Clock, require, store_url  # noqa: F401
 from tests.test_lexical_index import NS, random_lesson, vocabulary, zipf_words
 
 
@@ -188,7 +192,7 @@ def damage(file: Path, how: str) -> None:
     elif how == "empty":
         data = bytearray()
     elif how == "stale format":
-        data = data.replace(b'"format": 1', b'"format": 0', 1)
+        data = data.replace(b'"format": 2', b'"format": 0', 1)
     elif how == "other namespace":
         data = data.replace(b'"namespace": "default"', b'"namespace": "defaulx"', 1)
     file.write_bytes(bytes(data))
@@ -245,7 +249,7 @@ def test_another_banks_snapshot_is_ignored(tmp_path: Path, caplog: pytest.LogCap
         shutil.copytree(tmp_path / "one.db.lexicon", tmp_path / "other.db.lexicon")
         with caplog.at_level(logging.WARNING, logger="lessonbank.retrieval"):
             found = answers(LexicalIndex(other, NS), other, random.Random(6), vocab)
-        assert any("another bank file" in record.getMessage() for record in caplog.records)
+        assert any("another bank" in record.getMessage() for record in caplog.records)
         assert found == answers(without_snapshot(other), other, random.Random(6), vocab)
     finally:
         one.close()
@@ -314,7 +318,7 @@ def test_a_bank_restored_from_an_older_copy_does_not_trust_a_newer_snapshot(
         again.close()
 
 
-def test_small_banks_and_other_stores_keep_no_snapshot(
+def test_small_banks_and_the_in_memory_store_keep_no_snapshot(
     store: SQLiteStore, bank_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(lexical_index, "SNAPSHOT_MIN", 1_000)
@@ -334,3 +338,113 @@ def test_an_unwritable_folder_costs_the_snapshot_only(
     assert any("no index snapshot" in record.getMessage() for record in caplog.records)
     assert found == answers(without_snapshot(store), store, random.Random(3), vocab)
     assert os.path.isfile(f"{bank_file}.lexicon")
+
+
+# ------------------------------------------------------------------ every store
+
+
+@pytest.fixture(params=("sqlite", "postgres", "redis"))
+def backend(request: pytest.FixtureRequest) -> str:
+    """The stores that keep a snapshot (``store_url`` makes a fresh bank on each)."""
+    name: str = request.param
+    require(name)
+    return name
+
+
+@pytest.fixture
+def bank(store_url: str) -> Iterator[Store]:  # noqa: F811
+    opened = open_store(store_url, clock=Clock())
+    yield opened
+    opened.close()
+
+
+def in_another_process(url: str, code: str) -> None:
+    """Run ``code`` in a new Python process with ``store`` open on ``url`` (snapshots from 50 lessons)."""
+    script = (
+        "import sys\n"
+        "from lessonbank.models import Lesson\n"
+        "from lessonbank.retrieval import lexical_index\n"
+        "from lessonbank.retrieval.lexical_index import LexicalIndex\n"
+        "from lessonbank.stores import open_store\n"
+        "lexical_index.SNAPSHOT_MIN = 50\n"
+        "store = open_store(sys.argv[1])\n"
+        f"{code}\n"
+        "store.close()\n"
+    )
+    subprocess.run([sys.executable, "-c", script, url], check=True, env=os.environ.copy(), timeout=120)
+
+
+def test_every_store_keeps_a_snapshot_a_new_process_starts_from(
+    bank: Store,
+    store_url: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _, vocab = fill(bank)  # type: ignore[arg-type]
+    in_another_process(store_url, f"LexicalIndex(store, {NS!r}).sync()")
+    kept = snapshot.snapshot_of(bank, NS)
+    assert kept is not None and kept.path.is_file()
+    assert stat.S_IMODE(kept.path.stat().st_mode) == 0o600
+    if not store_url.startswith("sqlite"):  # in the cache folder under LESSONBANK_HOME
+        assert kept.path.is_relative_to(Path(os.environ["LESSONBANK_HOME"]) / "cache" / "index-snapshots")
+
+    reads = full_loads(bank, monkeypatch)  # type: ignore[arg-type]
+    index = LexicalIndex(bank, NS)
+    found = answers(index, bank, random.Random(5), vocab)  # type: ignore[arg-type]
+    assert reads and 0 not in reads  # only the changes after the snapshot's sequence
+    assert found == answers(without_snapshot(bank), bank, random.Random(5), vocab)  # type: ignore[arg-type]
+
+
+def test_a_write_through_another_process_after_the_snapshot_is_recalled(
+    bank: Store,
+    store_url: str,  # noqa: F811
+) -> None:
+    _, vocab = fill(bank)  # type: ignore[arg-type]
+    LexicalIndex(bank, NS).sync()  # leaves the snapshot
+    victim = bank.list_lessons(LessonQuery(NS), limit=1)[0].id
+    in_another_process(
+        store_url,
+        f"store.write_lesson(Lesson(content='rotate the zanzibarquux keys', namespace={NS!r}))\n"
+        f"store.delete_lesson({NS!r}, {victim!r})",
+    )
+    index = LexicalIndex(bank, NS)  # a new process's index: the snapshot, then the changes since
+    found = index.search(["zanzibarquux"], 5, lambda ids: bank.candidates(LessonQuery(NS), ids))
+    assert [bank.get_lessons([c.lesson_id])[0].content for c in found] == ["rotate the zanzibarquux keys"]
+    assert victim not in index._slot_of
+    assert answers(index, bank, random.Random(7), vocab) == answers(
+        without_snapshot(bank), bank, random.Random(7), vocab
+    )  # type: ignore[arg-type]
+
+
+def test_a_corrupted_snapshot_of_any_store_is_logged_and_rebuilt_losing_nothing(
+    bank: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, vocab = fill(bank)  # type: ignore[arg-type]
+    LexicalIndex(bank, NS).sync()
+    kept = snapshot.snapshot_of(bank, NS)
+    assert kept is not None
+    damage(kept.path, "flipped byte")
+    with caplog.at_level(logging.WARNING, logger="lessonbank.retrieval"):
+        found = answers(LexicalIndex(bank, NS), bank, random.Random(4), vocab)  # type: ignore[arg-type]
+    assert any("checksum" in r.getMessage() and "ignored" in r.getMessage() for r in caplog.records)
+    assert found == answers(without_snapshot(bank), bank, random.Random(4), vocab)  # type: ignore[arg-type]
+    reads = full_loads(bank, monkeypatch)  # type: ignore[arg-type]
+    LexicalIndex(bank, NS).sync()  # the full load wrote a good snapshot again
+    assert reads and 0 not in reads
+
+
+def test_the_cache_folder_is_keyed_without_the_password() -> None:
+    plain = snapshot.without_password("postgresql://lb:s3cret@db.example:5432/bank?schema=a")
+    assert plain == "postgresql://lb@db.example:5432/bank?schema=a"
+    assert snapshot.without_password("redis://:pw@[::1]:6379/0") == "redis://[::1]:6379/0"
+    assert (
+        snapshot.without_password("redis://127.0.0.1:6379/0?prefix=x:")
+        == "redis://127.0.0.1:6379/0?prefix=x:"
+    )
+
+
+def test_the_cache_folder_follows_lessonbank_home_then_the_platform(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LESSONBANK_HOME", "/tmp/lb-home")
+    assert snapshot.cache_folder() == Path("/tmp/lb-home/cache")
+    monkeypatch.delenv("LESSONBANK_HOME")
+    monkeypatch.setenv("XDG_CACHE_HOME", "/tmp/xdg")
+    assert snapshot.cache_folder() == Path("/tmp/xdg/lessonbank")

@@ -1,4 +1,5 @@
-"""Lexical index snapshots: a namespace's built index kept in a file beside its SQLite bank.
+"""Lexical index snapshots: a namespace's built index kept in a file beside its SQLite bank, or in
+a cache folder for a PostgreSQL or Redis bank.
 
 A new process reads the snapshot (memory-mapped) instead of every term vector, then follows the
 change sequence from the snapshot's number on, as a long-lived index does: rows written since go to
@@ -7,13 +8,17 @@ index the process could have held at sequence ``seq``; it is never trusted furth
 
 Invariants:
 
-- One file per namespace, ``<bank>.lexicon/<hash of the namespace>.snap``, written whole or not at
-  all (a temporary file in the same folder, then a rename), readable by its owner only (0600).
+- One file per namespace, ``<bank>.lexicon/<hash of the namespace>.snap`` for SQLite; for a server
+  store ``<cache>/index-snapshots/<hash of the URL>/<hash of the namespace>.snap``, the URL taken
+  without its password and the cache ``$LESSONBANK_HOME/cache`` (else ``$XDG_CACHE_HOME/lessonbank``,
+  ``~/.cache/lessonbank``). Written whole or not at all (a temporary file in the same folder, then a
+  rename), readable by its owner only (0600), in folders private to the user.
 - The header names the format, the term-vector space and record layout, the namespace, the bank
-  file (its inode), the sequence it reflects and the last lessons written with their term vectors'
-  hashes (SQLite writes them empty: then their ids); the payload carries a CRC32.
-- A snapshot whose format, space, namespace or bank file differs, none of whose anchors the store
-  still holds as they were, whose sequence the bank has not reached, or whose bytes are damaged is
+  (a SQLite file's inode, a server store's URL), the sequence it reflects and the last lessons
+  written with their term vectors' hashes (SQLite writes them empty, Redis keeps none: then their
+  ids alone); the payload carries a CRC32.
+- A snapshot whose format, space, namespace or bank differs, none of whose anchors the store still
+  holds as they were, whose sequence the bank has not reached, or whose bytes are damaged is
   ignored with a logged reason, and the index loads in full: it can cost time, never an answer.
 """
 
@@ -31,7 +36,9 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
+from lessonbank.settings import make_private_folder
 from lessonbank.stores.lexical import LEXICAL_SPACE, TERM_RECORD
 
 if TYPE_CHECKING:
@@ -41,7 +48,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("lessonbank.retrieval")
 
-FORMAT = 1
+FORMAT = 2  # 2: the bank named by a string (an inode or a URL), not by an inode alone
 MAGIC = b"LBLEXSNP"
 PREFIX = struct.Struct("<8sI")  # magic, header length
 ALIGN = 64
@@ -73,30 +80,62 @@ class IndexState:
 
 
 def snapshot_of(store: Store, namespace: str) -> Snapshot | None:
-    """The snapshot of ``namespace`` beside a SQLite bank's file; None for the other stores, which
-    keep no snapshot (each new process of theirs loads every term vector)."""
+    """The snapshot of ``namespace``: beside a SQLite bank's file, in the cache folder of a
+    PostgreSQL or Redis bank's URL; None for a store with neither (the in-memory test double)."""
     dialect = getattr(store, "dialect", None)
     folder = getattr(dialect, "index_folder", None)
-    if not isinstance(folder, Path):
+    if isinstance(folder, Path):
+        return Snapshot(folder, namespace, bank_file=Path(str(getattr(dialect, "path", ""))))
+    url = getattr(dialect, "url", None) or getattr(getattr(store, "db", None), "url", None)
+    if not isinstance(url, str):
         return None
-    return Snapshot(folder, Path(str(getattr(dialect, "path", ""))), namespace)
+    key = without_password(url)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
+    return Snapshot(cache_folder() / "index-snapshots" / digest, namespace, bank_url=key)
+
+
+def without_password(url: str) -> str:
+    """``url`` with the password taken out of it (the cache folder's name must not hold it)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = f"{parts.username}@" if parts.username else ""
+    host = parts.hostname or ""
+    netloc = f"{user}{f'[{host}]' if ':' in host else host}{f':{parts.port}' if parts.port else ''}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def cache_folder() -> Path:
+    """Where lessonbank keeps what it can rebuild: ``$LESSONBANK_HOME/cache``, else the platform's
+    cache folder (``$XDG_CACHE_HOME/lessonbank``, ``~/.cache/lessonbank``)."""
+    home = os.environ.get("LESSONBANK_HOME")
+    if home:
+        return Path(home).expanduser() / "cache"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path("~/.cache").expanduser())
+    return Path(base) / "lessonbank"
 
 
 class Snapshot:
-    """The snapshot file of one namespace of one bank."""
+    """The snapshot file of one namespace of one bank (``bank_file`` for SQLite, else ``bank_url``)."""
 
-    def __init__(self, folder: Path, bank_file: Path, namespace: str) -> None:
+    def __init__(
+        self, folder: Path, namespace: str, *, bank_file: Path | None = None, bank_url: str | None = None
+    ) -> None:
         self.folder = folder
         self.bank_file = bank_file
+        self.bank_url = bank_url
         self.namespace = namespace
         digest = hashlib.sha256(namespace.encode()).hexdigest()[:24]
         self.path = folder / f"{digest}.snap"
 
-    def _bank_inode(self) -> int:
+    def _bank(self) -> str:
+        """What the bank is: its file's inode (a file replaced in place is another bank), or its URL."""
+        if self.bank_file is None:
+            return f"url:{self.bank_url}"
         try:
-            return os.stat(self.bank_file).st_ino
+            return f"inode:{os.stat(self.bank_file).st_ino}"
         except OSError:
-            return -1
+            return "inode:-1"
 
     # ------------------------------------------------------------------ writing
 
@@ -138,18 +177,18 @@ class Snapshot:
                 "space": LEXICAL_SPACE,
                 "record": TERM_RECORD.format,
                 "namespace": self.namespace,
-                "bank_inode": self._bank_inode(),
+                "bank": self._bank(),
                 "seq": state.seq,
                 "miscount": state.miscount,
                 "slots": len(state.ids),
-                "anchors": [[lesson_id, hashes[lesson_id]] for lesson_id in anchors if lesson_id in hashes],
+                "anchors": [[lesson_id, hashes.get(lesson_id, "")] for lesson_id in anchors],
                 "arrays": layout,
                 "crc32": crc,
             }
         ).encode()
         start = _aligned(PREFIX.size + len(header))
         try:
-            self.folder.mkdir(mode=0o700, exist_ok=True)
+            make_private_folder(self.folder)
             fd, temp = tempfile.mkstemp(dir=self.folder, prefix=f".{self.path.stem}.", suffix=".tmp")
         except OSError as error:
             log.warning("namespace %s: no index snapshot (%s)", self.namespace, error)
@@ -207,8 +246,8 @@ class Snapshot:
             return self._refuse("it holds another term-vector format")
         if header.get("namespace") != self.namespace:
             return self._refuse("it belongs to another namespace")
-        if header.get("bank_inode") != self._bank_inode():
-            return self._refuse("it belongs to another bank file")
+        if header.get("bank") != self._bank():
+            return self._refuse("it belongs to another bank")
         start = _aligned(PREFIX.size + header_length)
         arrays: dict[str, Any] = {}
         for name, dtype in ARRAYS.items():
@@ -242,7 +281,12 @@ class Snapshot:
             return self._refuse(f"it is at sequence {seq}")
         anchors = [(str(lesson_id), str(text_hash)) for lesson_id, text_hash in header["anchors"]]
         held = store.vector_hashes(self.namespace, LEXICAL_SPACE, [lesson_id for lesson_id, _ in anchors])
-        if not any(held.get(lesson_id) == text_hash for lesson_id, text_hash in anchors):
+        if not any(held.get(lesson_id) == text_hash for lesson_id, text_hash in anchors) and not (
+            # Term vectors without a hash (Redis keeps none): the lesson ids, unique to a bank, tell.
+            store.get_lessons(
+                [lesson_id for lesson_id, text_hash in anchors if not text_hash], namespace=self.namespace
+            )
+        ):
             return self._refuse("the bank no longer holds the lessons it was taken at")
         # A bank restored from an older copy has handed out fewer sequence numbers than the snapshot
         # reflects (sequence numbers only grow): asking for the rows from ``seq`` on tells.
