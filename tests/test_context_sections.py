@@ -172,3 +172,18 @@ def test_a_reflected_lesson_renders_what_it_has_once() -> None:
     assert render_lesson(unstated) == "LESSON: Large Go files\nCORRECTION: use patch\nTRIGGER: error"
     repeated = full.model_copy(update={"correction": "Large Go files", "mistake": None})
     assert render_lesson(repeated) == "LESSON: Large Go files\nTRIGGER: error"
+
+
+def test_an_agent_without_rules_leaves_the_whole_budget_to_long_term_memory(tmp_path: Path) -> None:
+    """Asking for an agent's rules costs long-term memory nothing when the agent has none: the
+    rules section is filled first and what it leaves goes to the lessons. (Two banks alike: a
+    context counts a use on what it injects, which moves the next ranking.)"""
+    blocks = {}
+    for agent in (None, "ops"):
+        with LessonBank(f"sqlite:///{tmp_path / f'{agent}.db'}", llm=FakeLLM()) as bank:
+            for n in range(12):
+                bank.add_lesson(f"deploy step {n}: check the staging cluster health before rollout {n}")
+            blocks[agent] = bank.context("deploy to the staging cluster", budget_tokens=120, agent=agent)
+    assert blocks["ops"].formats == ["long_term_memory", "learned_rules"]
+    assert len(blocks[None].lesson_ids) >= 3
+    assert blocks["ops"].text == blocks[None].text

@@ -142,7 +142,8 @@ class ContextBuilder:
         agent: str | None = None,
         task_type: str | None = None,
     ) -> ContextBlock:
-        """Each requested section in turn gets an equal share of the budget that is left.
+        """Each requested section in turn gets an equal share of the budget that is left, long-term
+        memory last (it takes what the other sections leave); the block keeps the requested order.
 
         ``formats=None``: the sections follow the arguments (:func:`default_formats`)."""
         # Seed 000 injects a goal's insights, else those of similar tasks: found by recall, so a bank
@@ -175,10 +176,20 @@ class ContextBuilder:
         section_ids: list[list[str]] = []
         separator = count(SECTION_SEPARATOR)
         notes = count(NOTES_LINE + "\n")  # the block's first line, there whenever a section is
-        for index, name in enumerate(chosen):
-            used = notes + count(SECTION_SEPARATOR.join(texts)) + (separator if texts else 0)
-            share = (budget_tokens - used) // (len(chosen) - index)
-            text, used_ids = self._section(name, task, share, filters, goal_id, agent, task_type, similar)
+        # Long-term memory is filled last, whatever its place in the block: it can use any budget,
+        # while rules, replays and reflections are few, so what they leave (all of it, when the agent
+        # has no rules yet) goes to it instead of being lost.
+        order = sorted(range(len(chosen)), key=lambda index: chosen[index] == LONG_TERM_MEMORY)
+        found: dict[int, tuple[str, list[str]]] = {}
+        for done, index in enumerate(order):
+            so_far = [text for text, _ids in found.values() if text]
+            used = notes + count(SECTION_SEPARATOR.join(so_far)) + (separator if so_far else 0)
+            share = (budget_tokens - used) // (len(chosen) - done)
+            found[index] = self._section(
+                chosen[index], task, share, filters, goal_id, agent, task_type, similar
+            )
+        for index in range(len(chosen)):
+            text, used_ids = found[index]
             if text:
                 texts.append(text)
                 section_ids.append(used_ids)
