@@ -102,3 +102,28 @@ def test_the_readme_starts_with_the_two_commands_and_stays_short() -> None:
     commands = [line.split("#")[0].strip() for line in first.group(1).splitlines()]
     assert commands == ["./scripts/quickstart", "./scripts/test"]
     assert len(text.splitlines()) <= 200
+
+
+def test_the_remote_bank_example_runs_against_a_served_bank(tmp_path: Path) -> None:
+    """Running the server's RemoteBank line, against a real `lessonbank serve` app with a write key."""
+    from lessonbank.server.app import create_app
+    from lessonbank.server.auth import KeyStore
+    from lessonbank.settings import Settings
+    from tests.threaded_server import serving
+
+    page = ROOT / "docs" / "how-to" / "serve.md"
+    (example,) = [block for block in python_blocks(page) if "RemoteBank(" in block]
+    keys = KeyStore(tmp_path / "keys.json")
+    _, key = keys.create("ci-agent", role="write", namespaces=["team-a"])
+    settings = Settings(home=tmp_path / "served", db=f"sqlite:///{tmp_path / 'served.db'}")
+    with serving(create_app(settings, keys=keys, worker=False)) as url:
+        code = example.replace("http://bank-host:8765", url).replace("lbk_…", key)
+        assert code.count(url) == 1 and code.count(key) == 1, "the example no longer shows the URL and key"
+        namespace: dict[str, object] = {}
+        exec(compile(code, str(page), "exec"), namespace)
+        bank = namespace["bank"]
+        try:
+            bank.add_lesson("pin the toolchain in CI", tags=["ci"])  # type: ignore[attr-defined]
+            assert [hit.lesson.content for hit in bank.recall("toolchain")] == ["pin the toolchain in CI"]  # type: ignore[attr-defined]
+        finally:
+            bank.close()  # type: ignore[attr-defined]
