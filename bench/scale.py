@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -111,7 +112,9 @@ def measured(url: str, home: Path, args: argparse.Namespace) -> dict[str, Any]:
                "--cases", str(args.cases), "--queries", str(args.queries), "--cache-dir", str(args.cache_dir)]  # fmt: skip
     if args.dataset:
         command += ["--dataset", str(args.dataset)]
-    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
+    # LESSONBANK_HOME too: a server store's index snapshot goes to its cache folder, not the user's.
+    env = {**os.environ, "LESSONBANK_HOME": str(home)}
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True, env=env)
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
