@@ -180,4 +180,9 @@ MIGRATIONS: list[str] = [
     """
     SELECT 1;
     """,
+    # 6: a pool's lessons (an agent's rules, a goal's insights, a task type's replays) are listed newest
+    # first by kind: this index serves the kind and the order together (as on SQLite).
+    """
+    CREATE INDEX IF NOT EXISTS lessons_ns_kind_created ON lessons (namespace, kind, created_at);
+    """,
 ]
