@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -178,3 +179,83 @@ def test_every_setting_is_in_the_configuration_page() -> None:
         alias = field.validation_alias
         names += list(getattr(alias, "choices", [])) if alias is not None else [f"LESSONBANK_{name.upper()}"]
     assert [name for name in names if f"`{name}`" not in page] == []
+
+
+# ---------------------------------------------------------------------- the browser
+
+
+@pytest.fixture
+def served_site(site: Path) -> Iterator[str]:
+    """The built site over HTTP on a free local port (Material's search needs http://, not file://)."""
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(site)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_site_reads_in_chromium_wide_and_narrow(served_site: str, tmp_path: Path) -> None:
+    """Home, a how-to and the generated references load in Debian's chromium with no script error
+    and nothing from another host; the nav leads from page to page; search finds a concept; on a
+    420 px screen nothing overflows sideways. Screenshots are kept in the test's folder."""
+    from tests.test_dashboard import CHROMIUM, _chromium_or_skip
+
+    _chromium_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    problems: list[str] = []
+    foreign: list[str] = []
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            for width in (1280, 420):
+                page = browser.new_page(viewport={"width": width, "height": 900})
+                page.on("console", lambda msg: problems.append(msg.text) if msg.type == "error" else None)
+                page.on("pageerror", lambda exc: problems.append(str(exc)))
+                page.on(
+                    "request",
+                    lambda request: (
+                        foreign.append(request.url)
+                        if not request.url.startswith((served_site, "data:", "blob:"))
+                        else None
+                    ),
+                )
+                for path, heading in (
+                    ("/", "lessonbank"),
+                    ("/how-to/langgraph/", "LangGraph"),
+                    ("/reference/cli/", "CLI"),
+                    ("/reference/mcp/", "MCP"),
+                ):
+                    page.goto(served_site + path)
+                    assert heading.lower() in page.locator("h1").first.inner_text().lower(), path
+                    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+                    assert overflow <= 1, f"{path} scrolls sideways by {overflow}px at {width}px"
+                    name = path.strip("/").replace("/", "-") or "home"
+                    page.screenshot(path=str(tmp_path / f"docs-{name}-{width}.png"))
+                if width == 1280:
+                    page.goto(served_site + "/")
+                    page.get_by_role("link", name="Concepts").first.click()
+                    page.wait_for_url("**/concepts/")
+                    assert "Concepts" in page.locator("h1").first.inner_text()
+                    page.locator("label.md-search__icon, .md-search__input").first.click()
+                    page.locator("input.md-search__input").fill("consolidation")
+                    results = page.locator(".md-search-result__item")
+                    results.first.wait_for(timeout=15_000)
+                    assert results.count() >= 1
+                    page.screenshot(path=str(tmp_path / "docs-search-1280.png"))
+                page.close()
+        finally:
+            browser.close()
+    assert problems == []
+    assert foreign == []
