@@ -15,11 +15,13 @@ import sys
 import textwrap
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 
 from lessonbank.errors import InputError
-from lessonbank.models import Decision, Episode, Job
+from lessonbank.models import Decision, Episode, Job, Lesson
+from lessonbank.ports import LessonQuery, WriteResult
 from lessonbank.stores import Store
 from lessonbank.stores.group_commit import GroupCommit
 
@@ -235,13 +237,12 @@ def test_a_record_refused_among_concurrent_ones_fails_only_its_caller(
     assert recorded == set(good.values()) and len(recorded) == 16
 
 
-def record_in_one_batch(
-    store: Store, writes: Sequence[tuple[Episode, Decision, Job | None]]
+def in_one_batch(
+    committer: GroupCommit[Any, Any], calls: Sequence[Callable[[], object]]
 ) -> tuple[dict[int, object], int]:
-    """Record ``writes[0]`` held inside its transaction until every other write has queued behind it,
-    so those share the next batch; each call's answer (its decision or its error), and how many
-    batches the committer led for them."""
-    committer = store._episodes  # type: ignore[attr-defined]
+    """Run ``calls[0]`` held inside its transaction until every other call has queued behind it, so
+    those share the next batch; each call's answer (its result or its error), and how many batches
+    the committer led for them."""
     hold, inside = threading.Event(), threading.Event()
     write_one = committer._write_one
 
@@ -251,19 +252,19 @@ def record_in_one_batch(
             assert hold.wait(30)
         return write_one(item)
 
-    committer._write_one = held
+    committer._write_one = held  # type: ignore[method-assign]
     answers: dict[int, object] = {}
 
-    def record(n: int) -> None:
+    def call(n: int) -> None:
         try:
-            answers[n] = store.record_episode(*writes[n])
+            answers[n] = calls[n]()
         except Exception as exc:
             answers[n] = exc
 
-    first = threading.Thread(target=record, args=(0,))
+    first = threading.Thread(target=call, args=(0,))
     first.start()
     assert inside.wait(30)
-    others = [threading.Thread(target=record, args=(n,)) for n in range(1, len(writes))]
+    others = [threading.Thread(target=call, args=(n,)) for n in range(1, len(calls))]
     for thread in others:
         thread.start()
     while True:
@@ -275,9 +276,16 @@ def record_in_one_batch(
     hold.set()
     for thread in [first, *others]:
         thread.join(30)
-    committer._write_one = write_one
-    assert committer.items - items == len(writes)
+    committer._write_one = write_one  # type: ignore[method-assign]
+    assert committer.items - items == len(calls)
     return answers, committer.batches - batches
+
+
+def record_in_one_batch(
+    store: Store, writes: Sequence[tuple[Episode, Decision, Job | None]]
+) -> tuple[dict[int, object], int]:
+    committer = store._episodes  # type: ignore[attr-defined]
+    return in_one_batch(committer, [lambda w=write: store.record_episode(*w) for write in writes])
 
 
 def sql_only(backend: str) -> None:
@@ -346,6 +354,50 @@ def test_repeats_of_one_episode_in_concurrent_calls_store_it_once(store: Store) 
     run_threads(10, lambda n: answers.append(store.record_episode(episode, decision(), None)))
     assert len(answers) == 10 and all(answer.reason == "test" for answer in answers)
     assert [e.id for e, _ in store.recent_episodes("ns", limit=100)] == [episode.id]
+
+
+def test_lessons_added_at_once_share_transactions_and_a_repeat_is_reinforced(
+    store: Store, backend: str
+) -> None:
+    sql_only(backend)
+    committer = store._lessons  # type: ignore[attr-defined]
+    distinct = [f"When deploy {n} fails, read the rollout log of service {n} first" for n in range(24)]
+    same = "Pin the terraform provider version before running plan in CI"
+    results: dict[int, WriteResult] = {}
+
+    def add(n: int) -> None:
+        text = same if n >= len(distinct) else distinct[n]
+        results[n] = store.write_lesson(Lesson(content=text, namespace="ns"))
+
+    before = committer.items
+    run_threads(len(distinct) + 8, add)
+    assert committer.items - before == len(distinct) + 8
+    stored = {lesson.content: lesson for lesson in store.list_lessons(LessonQuery("ns"), limit=100)}
+    assert set(stored) == {*distinct, same}
+    repeats = [results[n] for n in range(len(distinct), len(distinct) + 8)]
+    assert sorted(result.action for result in repeats) == ["added"] + ["reinforced"] * 7
+    assert {result.lesson.id for result in repeats} == {stored[same].id}
+    assert stored[same].access_count == 7  # each repeat reinforced it once, none was lost
+
+
+def test_lessons_queued_behind_a_transaction_share_one_and_a_bad_one_fails_alone(
+    store: Store, backend: str
+) -> None:
+    sql_only(backend)
+    taken = store.write_lesson(Lesson(content="A lesson another namespace holds", namespace="other")).lesson
+    lessons = [
+        Lesson(content=f"Check the {n}th migration before deploying", namespace="ns") for n in range(10)
+    ]
+    lessons[3] = Lesson(id=taken.id, content="Reuses an id held elsewhere", namespace="ns")
+    answers, batches = in_one_batch(
+        store._lessons,  # type: ignore[attr-defined]
+        [lambda lesson=lesson: store.write_lesson(lesson) for lesson in lessons],
+    )
+    assert batches == 2
+    assert isinstance(answers.pop(3), InputError)
+    assert all(isinstance(answer, WriteResult) and answer.action == "added" for answer in answers.values())
+    stored = {lesson.content for lesson in store.list_lessons(LessonQuery("ns"), limit=100)}
+    assert stored == {lessons[n].content for n in answers}
 
 
 # ---------------------------------------------------------------------- a process killed mid-write

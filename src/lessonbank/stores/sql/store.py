@@ -12,6 +12,10 @@ holds what is the same. Invariants:
   write lock); the store only offers the reads and writes. The near-duplicate search runs
   before, outside any write transaction, so writers are not kept waiting: two near duplicates
   written in the same instant by two processes may both be kept (exact duplicates never).
+- Episodes recorded and lessons written at the same moment by several threads of one process share
+  a transaction (:mod:`lessonbank.stores.group_commit`, :mod:`.episodes`): the same result as
+  writing them one after another, each caller answered once its own write is committed; when the
+  shared transaction fails, each write is retried alone, so only the bad one raises.
 - Filters and sorts are :func:`lessonbank.lessons.passes` and ``sort_lessons`` in SQL.
 - An audit entry given with a change to a lesson (update, delete, ``change_lesson``) is inserted
   in the change's transaction (``audit.py``); a proposal's apply is one transaction (``consolidation.py``).
@@ -65,6 +69,7 @@ from lessonbank.stores.sql.unit import SQLTx
 from lessonbank.text import keywords
 
 Clock = Callable[[], float]
+LessonWrite = tuple[Lesson, Lesson | None, str | None]  # a prepared lesson, its near duplicate, duplicate_of
 
 
 class SQLStore(ForwardsJobs, FinishesJobs, ForwardsVectors, ForwardsConsolidation, ReadsOneLesson):
@@ -84,6 +89,9 @@ class SQLStore(ForwardsJobs, FinishesJobs, ForwardsVectors, ForwardsConsolidatio
         self.consolidation = SQLConsolidation(dialect, self.writer, self._lock_pools, self._keep_cap)
         self._episode_writer = EpisodeWriter(dialect, self.jobs)
         self._episodes = GroupCommit(self._record_all, self._record_one)
+        self._lessons = GroupCommit(
+            self._write_lessons_in_turn, lambda item: self._write_lessons_in_turn([item])[0]
+        )
 
     def close(self) -> None:
         self.dialect.close()
@@ -183,13 +191,21 @@ class SQLStore(ForwardsJobs, FinishesJobs, ForwardsVectors, ForwardsConsolidatio
         threshold: float = NEAR_DUPLICATE_JACCARD,
         duplicate_of: str | None = None,
     ) -> WriteResult:
+        """Lessons written at the same moment by several threads share one transaction (group
+        commit), written in turn in it as if one after another; the near-duplicate search runs
+        before, in the caller's thread, outside any transaction (see the module docstring)."""
         lesson = self.writer.prepared(lesson)
+        similar = self.dialect.run(lambda: self._near_duplicate(lesson, threshold))
+        return self._lessons((lesson, similar, duplicate_of))
 
-        def run() -> WriteResult:
-            similar = self._near_duplicate(lesson, threshold)
+    def _write_lessons_in_turn(self, items: Sequence[LessonWrite]) -> list[WriteResult]:
+        def run() -> list[WriteResult]:
             with self.dialect.tx() as conn:
                 tx = SQLTx(self.dialect, conn)
-                return self.writer.write_all(tx, [lesson], [similar], duplicate_of=duplicate_of)[0]
+                return [
+                    self.writer.write_all(tx, [lesson], [similar], duplicate_of=duplicate_of)[0]
+                    for lesson, similar, duplicate_of in items
+                ]
 
         return self.dialect.run(run)
 
