@@ -8,6 +8,7 @@ record: every episode acknowledged before the kill is in the store afterwards.
 # ruff: noqa: F811  (the fixtures imported below are parameters of the tests)
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -464,3 +465,23 @@ def test_the_committer_keeps_no_thread_of_its_own() -> None:
     run_threads(8, lambda n: commit(n))
     assert threading.active_count() == before
     assert sorted(ledger.committed) == list(range(8))
+
+
+def test_an_async_banks_concurrent_records_are_each_stored(store_url: str, backend: str) -> None:
+    """A bank's callers go through the same committer: asyncio tasks recording at once (each in a
+    thread of the default executor) all get their episode back, stored."""
+    from lessonbank import AsyncLessonBank
+
+    async def main() -> tuple[list[str], set[str]]:
+        async with AsyncLessonBank(store_url, worker=False) as bank:
+            recorded = await asyncio.gather(
+                *(
+                    bank.record({"task": f"async task {n}", "status": "failure", "error": "boom"})
+                    for n in range(40)
+                )
+            )
+            rows = await bank.decisions(limit=100)
+        return [episode.id for episode in recorded], {row["episode_id"] for row in rows}
+
+    ids, stored = asyncio.run(main())
+    assert len(set(ids)) == 40 and set(ids) == stored
