@@ -402,10 +402,10 @@ class LexicalIndex:
             self._sync()
         while True:
             with self._lock:  # later batches rank the index as it is then (a rebuild renumbers slots)
-                if want > PRUNED_MAX:
+                if want > PRUNED_MAX:  # the whole ranking: this batch is the last
                     slots, scores = self._score(terms, self._scope_mask(scope))
                     order = self._np.lexsort((slots, -scores))
-                    slots, scores = slots[order], scores[order]
+                    slots, scores, want = slots[order], scores[order], len(slots) + 1
                 else:
                     slots, scores = self._top(terms, want, scope)
                 ids = self._ids
