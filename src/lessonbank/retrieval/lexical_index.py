@@ -23,9 +23,9 @@ dead; past ``DELTA_MIN`` slots or an eighth of the index, the base is rebuilt fr
 slots. When the store holds fewer term vectors than the index (lessons deleted: deletes have no
 sequence number), one lookup finds which; any other difference reloads the index in full.
 
-Snapshots (SQLite banks, :mod:`lessonbank.retrieval.snapshot`): once a sync has built the base
-afresh (a full load or a rebuild) over at least ``SNAPSHOT_MIN`` lessons, the index is written
-beside the bank with the sequence it reflects. A new process's first sync reads that snapshot and
+Snapshots (:mod:`lessonbank.retrieval.snapshot`): once a sync has built the base afresh (a full
+load or a rebuild) over at least ``SNAPSHOT_MIN`` lessons, the index is written beside a SQLite bank
+or in the cache folder of a server store's, with the sequence it reflects. A new process's first sync reads that snapshot and
 follows the changes after its sequence as above, instead of reading every row; when those changes
 reach ``SNAPSHOT_REFRESH`` rows or deleted lessons, it compacts and writes a newer snapshot. A
 snapshot that cannot be trusted is ignored (logged) and the index loads in full.
@@ -55,7 +55,7 @@ from lessonbank.stores.lexical import (
 if TYPE_CHECKING:
     import numpy as np
 
-    from lessonbank.retrieval.pruning import Word
+    from lessonbank.retrieval.pruning import Word, WordBounds
 
 log = logging.getLogger("lessonbank.retrieval")
 
@@ -109,7 +109,7 @@ class LexicalIndex:
         # The delta: postings of slots written since, by term hash.
         self._delta: dict[int, list[tuple[int, float]]] = {}
         self._norm_cache: tuple[tuple[int, float, int], Any] | None = None
-        self._bounds: tuple[Any, Any, Any, float] | None = None  # per base word (_term_bounds)
+        self._bounds: WordBounds | None = None  # per base word (_term_bounds)
         self._dead: tuple[int, Any] | None = None  # the base's dead slots, sorted, at that count of them
 
     def __len__(self) -> int:
@@ -444,18 +444,17 @@ class LexicalIndex:
         """The query's words with their postings, weights and bounds, in the query's order (words
         no scoring lesson holds are left out, as the exhaustive scorer leaves them)."""
         np = self._np
-        max_tf, min_length, impact, at_token = self._term_bounds()
         wanted = np.fromiter(terms, np.uint64, len(terms))
         where = np.searchsorted(self._terms, wanted).tolist()
+        held = {at for term, at in zip(wanted.tolist(), where, strict=True) if self._holds(at, term)}
+        bounds = self._term_bounds(sorted(held))
         out = []
         for term, at in zip(wanted.tolist(), where, strict=True):
             base_docs, base_tf, highest = self._docs[:0], self._tf[:0], 0.0
-            if at < len(self._terms) and int(self._terms[at]) == term:
+            if self._holds(at, term):  # not `at in held`: a missing word's position may be another's
                 start, end = int(self._starts[at]), int(self._starts[at + 1])
                 base_docs, base_tf = self._docs[start:end], self._tf[start:end]
-                highest = self._pruning.impact_bound(
-                    float(max_tf[at]), float(min_length[at]), float(impact[at]), at_token, per_token
-                )
+                highest = bounds.bound(at, per_token)
             delta = [(slot, tf) for slot, tf in self._delta.get(term, ()) if self._alive[slot]]
             if mask is not None:
                 delta = [(slot, tf) for slot, tf in delta if mask[slot]]
@@ -473,13 +472,16 @@ class LexicalIndex:
             out.append(self._pruning.Word(base_docs, base_tf, extra_docs, extra_tf, weight, weight * highest))
         return out
 
-    def _term_bounds(self) -> tuple[Any, Any, Any, float]:
-        """Per base word its bounds (``pruning.word_bounds``), computed once per base."""
+    def _term_bounds(self, words: list[int]) -> WordBounds:
+        """The base's word bounds, those of ``words`` computed if they are not yet."""
         if self._bounds is None:
             at_token = BM25_K1 * BM25_B * self._live / (self._total_length or 1.0)
-            bounds = self._pruning.word_bounds(self._starts, self._docs, self._tf, self._length, at_token)
-            self._bounds = (*bounds, at_token)
+            self._bounds = self._pruning.WordBounds(len(self._terms), at_token)
+        self._bounds.fill(self._starts, self._docs, self._tf, self._length, words)
         return self._bounds
+
+    def _holds(self, at: int, term: int) -> bool:
+        return at < len(self._terms) and int(self._terms[at]) == term
 
     def _dead_in(self, docs: Any) -> int:
         """How many of a base word's postings are dead slots."""

@@ -29,7 +29,6 @@ from lessonbank.stores.lexical import BM25_B, BM25_K1
 
 MARGIN = 1e-9  # relative slack on every pruning comparison: rounding is ~1e-16 per addition
 LOOKUP_COST = 16  # a binary search for a candidate costs about this many postings read in a row
-BOUNDS_CHUNK = 1 << 22  # postings per step when the per-word bounds are computed (bounds the memory)
 
 
 @dataclass
@@ -59,26 +58,38 @@ def impact_bound(max_tf: float, min_length: float, impact: float, at: float, per
     return min(loose, impact * max(1.0, at / per_token))
 
 
-def word_bounds(starts: Any, docs: Any, tf: Any, length: Any, at_token: float) -> tuple[Any, Any, Any]:
-    """Per word of a base (postings ``docs``/``tf`` in one slice per word, from ``starts``): its
-    highest weighted frequency, the shortest lesson holding it, and its highest ``tf / (tf + norm)``
-    with the norm's per-token term ``at_token`` (dead slots included: a bound may be loose, never
-    low). In chunks of words, so no step holds a copy of every posting."""
-    count = len(starts) - 1
-    max_tf, min_length, impact = np.zeros(count), np.zeros(count), np.zeros(count)
-    first = 0
-    while first < count:
-        last = int(np.searchsorted(starts, starts[first] + BOUNDS_CHUNK, side="right"))
-        last = min(count, max(last - 1, first + 1))
-        lo, hi = int(starts[first]), int(starts[last])
-        offsets = starts[first:last] - lo
-        held, lengths = tf[lo:hi].astype(np.float64), length[docs[lo:hi]]
-        max_tf[first:last] = np.maximum.reduceat(held, offsets)
-        min_length[first:last] = np.minimum.reduceat(lengths, offsets)
-        ratio = held / (held + (BM25_K1 * (1.0 - BM25_B) + at_token * lengths))
-        impact[first:last] = np.maximum.reduceat(ratio, offsets)
-        first = last
-    return max_tf, min_length, impact
+class WordBounds:
+    """Per word of one base (its postings ``docs``/``tf`` in one slice per word, from ``starts``):
+    its highest weighted frequency, the shortest lesson holding it and its highest
+    ``tf / (tf + norm)`` with the norm's per-token term ``at_token`` (dead slots included: a bound may
+    be loose, never low). Each word's are computed the first time a query holds it, so a new
+    process's first query reads only its own words' postings."""
+
+    def __init__(self, words: int, at_token: float) -> None:
+        self.max_tf = np.full(words, np.nan)
+        self.min_length = np.zeros(words)
+        self.impact = np.zeros(words)
+        self.at_token = at_token
+
+    def fill(self, starts: Any, docs: Any, tf: Any, length: Any, words: Sequence[int]) -> None:
+        for word in words:
+            if not np.isnan(self.max_tf[word]):
+                continue
+            lo, hi = int(starts[word]), int(starts[word + 1])
+            held, lengths = tf[lo:hi].astype(np.float64), length[docs[lo:hi]]
+            self.min_length[word] = lengths.min()
+            self.impact[word] = (held / (held + (BM25_K1 * (1.0 - BM25_B) + self.at_token * lengths))).max()
+            self.max_tf[word] = held.max()  # last: a word is done once this is set
+
+    def bound(self, word: int, per_token: float) -> float:
+        """The word's ``impact_bound`` with the norm's per-token term ``per_token``."""
+        return impact_bound(
+            float(self.max_tf[word]),
+            float(self.min_length[word]),
+            float(self.impact[word]),
+            self.at_token,
+            per_token,
+        )
 
 
 def dead_in(docs: Any, dead: Any, alive: Any) -> int:
