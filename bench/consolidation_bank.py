@@ -90,7 +90,8 @@ def rewriter() -> FakeLLM:
             return "not a reflection"
         prompt = next(m["content"] for m in messages if m["role"] == "user")
         if prompt.startswith("You are performing a memory consolidation cycle"):
-            return "\n".join(["1. Merge the pre-pass's near duplicates.", *_NEAR.findall(prompt)])
+            clusters = [f"near duplicates: {ids}" for ids in _NEAR.findall(prompt)]
+            return "\n".join(["1. Merge the pre-pass's near duplicates.", *clusters])
         if prompt.startswith("Execute the consolidation plan"):
             return _merges(prompt)
         return next((reply for opening, reply in REPLIES.items() if prompt.startswith(opening)), "")
@@ -159,6 +160,9 @@ def build(half: str, rules: Sequence[Mapping[str, Any]], now: datetime) -> dict[
         rows.append(row)
     _join_retypes(texts, items)
     return {"rows": rows, "items": items, "duplicates": sorted(duplicates), "stale": stale}
+
+
+_CEILINGS: dict[tuple[str, str | None], dict[str, float | None]] = {}
 
 
 def ceiling(
@@ -276,7 +280,12 @@ def run(
     stale: set[str] = bank_spec["stale"] & set(state)
     distinct = [i for i in ids if i not in in_duplicates and i not in same_item and i not in stale]
     lost = sorted(i for i in distinct if i in merged_into or i in archived)
-    reachable = ceiling([r for r in bank_spec["rows"] if r["id"] in state], items, duplicates, embedder)
+    key = (half, embedder)
+    if key not in _CEILINGS:  # the same bank for every model: measured once
+        _CEILINGS[key] = ceiling(
+            [r for r in bank_spec["rows"] if r["id"] in state], items, duplicates, embedder
+        )
+    reachable = _CEILINGS[key]
     wrong = [(a, b) for a, b in merged_pairs if items[a] != items[b]]
     return {
         "half": half,

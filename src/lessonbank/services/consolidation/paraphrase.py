@@ -42,6 +42,7 @@ from lessonbank.text import STOPWORDS, literals, same_lesson, stem, words
 
 TEMPLATE = 0.7  # word-sequence likeness at or above which two texts each with a term of its own are siblings
 SLOT = 2  # terms of its own each side may have for two texts of one template to be siblings
+FIRST_WORDS = 15  # a first sentence this short says what the text is about: siblings are asked of it
 QUALIFIER = 0.5  # word-sequence likeness from which a text adding one or two words is a sibling
 PARAPHRASE = 0.8  # weighted Dice of terms at or above which two unopposed texts are one lesson
 OPPOSITION_WORDS = 30  # longer texts are not opposed by a negation or an opposite word alone
@@ -147,6 +148,7 @@ def terms(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
+@lru_cache(maxsize=65536)
 def negated(text: str) -> bool:
     """Whether the text negates its advice ("do not", "never", "avoid", "remove", "no"), contrasts
     aside: "No whitespace allowed around the docstring" and "Remove the whitespace around the
@@ -184,6 +186,7 @@ _BARE_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _SENTENCE = re.compile(r"[.!?](?:\s+|$)")
 
 
+@lru_cache(maxsize=65536)
 def _one_sentence(text: str) -> bool:
     return len(words(text)) <= OPPOSITION_WORDS and len(_SENTENCE.findall(text.strip())) <= 1
 
@@ -220,9 +223,9 @@ def _unmatched(one: tuple[_Name, ...], other: tuple[_Name, ...], text: str) -> b
 
 
 def _match(x: _Name, y: _Name) -> bool:
-    if x[1] and y[1]:  # two expressions: written alike
+    if x[1] or y[1]:  # an expression: written alike (``os`` is not ``os.chmod``)
         return x[1] == y[1]
-    return x[0] <= y[0] or y[0] <= x[0]  # a word inside a longer name: hasattr / hasattr(x, '__call__')
+    return x[0] == y[0]  # a word: the same word however marked (``__init__`` / ``init``)
 
 
 @lru_cache(maxsize=65536)
@@ -268,7 +271,11 @@ def siblings(a: str, b: str) -> bool:
     first_a, first_b = _first_sentence(a), _first_sentence(b)
     if first_a == a or first_b == b or same_lesson(first_a, first_b):
         return False
-    # "Useless *comparisons* / *expressions* have no effect. ...": one word each side, or two swapped
+    # "Checks that async functions do not *create subprocesses* / *run processes* ...": short first
+    # sentences (what a rule checks) are asked everything; long ones (a diagnosis) one word each
+    # side or two swapped ("Useless *comparisons* / *expressions* have no effect ...").
+    if len(words(first_a)) <= FIRST_WORDS and len(words(first_b)) <= FIRST_WORDS:
+        return _one_template(first_a, first_b)
     terms_a, terms_b = terms(first_a), terms(first_b)
     only = sorted((len(terms_a - terms_b), len(terms_b - terms_a)))
     return (len(terms_a & terms_b) >= 2 and only == [1, 1]) or swapped(first_a, first_b)
@@ -291,11 +298,13 @@ def _one_template(a: str, b: str) -> bool:
     return slot and template_likeness(a, b) >= TEMPLATE
 
 
+@lru_cache(maxsize=65536)
 def _first_sentence(text: str) -> str:
     found = _SENTENCE.search(text.strip())
     return text.strip()[: found.start() + 1] if found and found.end() < len(text.strip()) else text.strip()
 
 
+@lru_cache(maxsize=65536)
 def _negated_terms(text: str) -> frozenset[str]:
     """The first content term after each negation cue: what the text says is not so."""
     found = set()
@@ -315,8 +324,9 @@ def swapped(a: str, b: str) -> bool:
     return len(differ) == 2 and seq_a[differ[0]] == seq_b[differ[1]] and seq_a[differ[1]] == seq_b[differ[0]]
 
 
-def _sequence(text: str) -> list[str]:
-    return [stem(word) for word in words(text) if word not in STOPWORDS]
+@lru_cache(maxsize=65536)
+def _sequence(text: str) -> tuple[str, ...]:
+    return tuple(stem(word) for word in words(text) if word not in STOPWORDS)
 
 
 @lru_cache(maxsize=65536)
@@ -336,6 +346,7 @@ class Weights:
     frequency: Counter[str] = field(default_factory=Counter)
     documents: int = 0
     words: int = 0
+    _vectors: dict[str, tuple[dict[str, float], float]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def of(cls, texts: Iterable[str]) -> Weights:
@@ -354,8 +365,20 @@ class Weights:
     def weight(self, term: str) -> float:
         return math.log(1.0 + (self.documents + 1) / (self.frequency.get(term, 0) + 1))
 
+    def vector(self, text: str) -> tuple[dict[str, float], float]:
+        """The text's terms with their weights, and their sum (kept: the pre-pass asks again)."""
+        found = self._vectors.get(text)
+        if found is None:
+            weighted = {term: self.weight(term) for term in terms(text)}
+            found = self._vectors[text] = (weighted, sum(weighted.values()))
+        return found
+
     def likeness(self, a: str, b: str, *, drop: frozenset[str] = frozenset()) -> float:
         """Weighted Dice overlap of the two texts' terms (less ``drop``), in [0, 1]."""
+        if not drop:
+            (weights_a, total_a), (weights_b, total_b) = self.vector(a), self.vector(b)
+            shared = sum(weights_a[t] for t in weights_a.keys() & weights_b.keys())
+            return 2.0 * shared / (total_a + total_b) if total_a + total_b else 0.0
         terms_a, terms_b = terms(a) - drop, terms(b) - drop
         total = sum(self.weight(t) for t in terms_a) + sum(self.weight(t) for t in terms_b)
         if not total:

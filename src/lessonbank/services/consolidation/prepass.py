@@ -83,6 +83,9 @@ if TYPE_CHECKING:
 # ``join`` decides). A close cosine alone lost distinct lessons in a whole cycle (bench/consolidation_bank.py).
 COSINE = 0.92
 NEIGHBOURS = 10  # nearest neighbours of each lesson scored by vector
+# Below this weighted Dice no pair of the tuning half scored 0.3 (bench/consolidation_fit.py): not scored,
+# which keeps the words pass near its old cost on 10k lessons.
+LIKENESS_FLOOR = 0.2
 CANDIDATE_COSINE = 0.5  # below this two lessons' vectors are not about one thing: never scored
 BLOCK_CELLS = 8_000_000  # similarities computed at once: 32 MB of float32
 RARE_TERMS = 4  # each lesson is compared by words with the lessons sharing one of its rarest terms
@@ -349,7 +352,9 @@ class _Pairs:
         """The scorer's probability for a pair (0 when the guards veto it), computed once."""
         if pair not in self.scores:
             a, b = self.text[pair[0]], self.text[pair[1]]
-            if relation(a, b, self.weights, paraphrase=0.0) != "paraphrase" and not same_lesson(a, b):
+            if self.weights.likeness(a, b) < LIKENESS_FLOOR or (
+                relation(a, b, self.weights, paraphrase=0.0) != "paraphrase" and not same_lesson(a, b)
+            ):
                 self.scores[pair] = 0.0
             else:
                 values = scorer.features(a, b, self.weights)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from lessonbank.services.consolidation.paraphrase import Weights, template_likeness, terms
 from lessonbank.text import literals, words
@@ -71,11 +72,8 @@ VECTOR = Model(
 
 def features(a: str, b: str, weights: Weights) -> tuple[float, ...]:
     """The lexical features of a pair, in :data:`FEATURES` order (the module docstring says each)."""
-    terms_a, terms_b = terms(a), terms(b)
-    weight_a = {t: weights.weight(t) for t in terms_a}
-    weight_b = {t: weights.weight(t) for t in terms_b}
-    shared = terms_a & terms_b
-    total_a, total_b = sum(weight_a.values()), sum(weight_b.values())
+    (weight_a, total_a), (weight_b, total_b) = weights.vector(a), weights.vector(b)
+    shared = weight_a.keys() & weight_b.keys()
     shared_weight = sum(weight_a[t] for t in shared)
     dice = 2.0 * shared_weight / (total_a + total_b) if total_a + total_b else 0.0
     cover = max(shared_weight / total_a if total_a else 0.0, shared_weight / total_b if total_b else 0.0)
@@ -92,10 +90,7 @@ def features(a: str, b: str, weights: Weights) -> tuple[float, ...]:
 
 def _bm25(query: str, document: str, weights: Weights) -> float:
     """BM25 of ``query``'s terms against ``document``, over ``document`` against itself (in [0, 1])."""
-    counts: dict[str, int] = {}
-    for word in words(document):
-        for term in terms(word):
-            counts[term] = counts.get(term, 0) + 1
+    counts = _counts(document)
     length = sum(counts.values())
     if not length:
         return 0.0
@@ -109,6 +104,16 @@ def _bm25(query: str, document: str, weights: Weights) -> float:
 
     best = score(frozenset(counts))
     return score(terms(query)) / best if best else 0.0
+
+
+@lru_cache(maxsize=65536)
+def _counts(text: str) -> dict[str, int]:
+    """How often each of the text's terms occurs in it."""
+    counts: dict[str, int] = {}
+    for word in words(text):
+        for term in terms(word):
+            counts[term] = counts.get(term, 0) + 1
+    return counts
 
 
 def probability(model: Model, values: tuple[float, ...]) -> float:
