@@ -26,7 +26,8 @@ def test_features_are_shares_and_one_for_the_same_text() -> None:
             assert len(values) == len(scorer.FEATURES)
             assert all(0.0 <= value <= 1.0 for value in values), (a, b, values)
     same = dict(zip(scorer.FEATURES, scorer.features(BANK[2], BANK[2], weights), strict=True))
-    assert same["dice"] == same["cover"] == same["bm25"] == same["template"] == same["ratio"] == 1.0
+    for name in ("dice", "cover", "bm25", "template", "ratio"):
+        assert same[name] == pytest.approx(1.0), name
 
 
 def test_the_issues_paraphrase_scores_above_join_and_unrelated_lessons_far_below() -> None:

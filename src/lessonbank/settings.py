@@ -135,7 +135,8 @@ class Settings(BaseSettings):
         0.92  # LESSONBANK_DEDUP_COSINE: a same-kind lesson this close is reinforced, not added
     )
     # LESSONBANK_CONSOLIDATION_COSINE: with an embedder, the cosine from which the consolidation pre-pass
-    # clusters two lessons its opposition and sibling guards let through (bench/consolidation_pairs.py)
+    # joins two lessons its guards let through once its pair scorer gives them at least its ``member``
+    # probability (below it the scorer's ``join`` decides; bench/consolidation_pairs.py)
     consolidation_cosine: float = 0.92
     # LESSONBANK_HYBRID_LEXICAL_WEIGHT: BM25's share in hybrid fusion (default: the embedder's)
     hybrid_lexical_weight: OptionalFloat = None

@@ -43,6 +43,7 @@ from lessonbank.text import STOPWORDS, literals, same_lesson, stem, words
 TEMPLATE = 0.7  # word-sequence likeness at or above which two texts each with a term of its own are siblings
 SLOT = 2  # terms of its own each side may have for two texts of one template to be siblings
 FIRST_WORDS = 15  # a first sentence this short says what the text is about: siblings are asked of it
+RATIONALE = 0.75  # term Dice: subjects below it, the rest at or above it, are two rules of one rationale
 QUALIFIER = 0.5  # word-sequence likeness from which a text adding one or two words is a sibling
 PARAPHRASE = 0.8  # weighted Dice of terms at or above which two unopposed texts are one lesson
 OPPOSITION_WORDS = 30  # longer texts are not opposed by a negation or an opposite word alone
@@ -275,7 +276,7 @@ def siblings(a: str, b: str) -> bool:
     # sentences (what a rule checks) are asked everything; long ones (a diagnosis) one word each
     # side or two swapped ("Useless *comparisons* / *expressions* have no effect ...").
     if len(words(first_a)) <= FIRST_WORDS and len(words(first_b)) <= FIRST_WORDS:
-        return _one_template(first_a, first_b)
+        return _one_template(first_a, first_b) or _shared_rationale(a, b, first_a, first_b)
     terms_a, terms_b = terms(first_a), terms(first_b)
     only = sorted((len(terms_a - terms_b), len(terms_b - terms_a)))
     return (len(terms_a & terms_b) >= 2 and only == [1, 1]) or swapped(first_a, first_b)
@@ -296,6 +297,19 @@ def _one_template(a: str, b: str) -> bool:
         return template_likeness(a, b) >= QUALIFIER
     slot = min(only_a, only_b) > 0 and max(only_a, only_b) <= SLOT
     return slot and template_likeness(a, b) >= TEMPLATE
+
+
+def _shared_rationale(a: str, b: str, first_a: str, first_b: str) -> bool:
+    """Two rules that check different things for one reason: what each checks (its short first
+    sentence) differs, what follows is nearly the same ("Checks for *over-indented section
+    underlines*. This rule enforces a consistent style ..." / "Checks for *section headers not
+    followed by underlines*. This rule enforces a consistent style ...")."""
+    rest_a, rest_b = terms(a[len(first_a) :]), terms(b[len(first_b) :])
+    return _dice(terms(first_a), terms(first_b)) < RATIONALE and _dice(rest_a, rest_b) >= RATIONALE
+
+
+def _dice(a: frozenset[str], b: frozenset[str]) -> float:
+    return 2.0 * len(a & b) / (len(a) + len(b)) if a or b else 1.0
 
 
 @lru_cache(maxsize=65536)
