@@ -31,6 +31,7 @@ from tests.test_lexical_index import NS, random_lesson, vocabulary, zipf_words
 @pytest.fixture(autouse=True)
 def always_pruned(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lexical_index, "PRUNE_FROM", 0)  # small banks too: the pruned path is under test
+    monkeypatch.setattr(lexical_index, "PRUNE_PER_WORD", 0)
 
 
 # ------------------------------------------------------------------ top_slots on random postings

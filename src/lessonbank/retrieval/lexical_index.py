@@ -65,7 +65,8 @@ GIVE_BACK_FROM = 10_000  # rows read by a sync past which freed memory is handed
 FIRST_BATCH = 2  # the first filter batch is this many times the limit; each next one doubles
 SNAPSHOT_MIN = 2_000  # lessons a freshly built index holds before it is worth a snapshot
 SNAPSHOT_REFRESH = 1_024  # rows or deletes applied over a snapshot before a newer one is written
-PRUNE_FROM = 400_000  # postings of a query's words from which pruning pays for its own work
+PRUNE_FROM = 400_000  # postings of a query's words from which pruning pays for its own work ...
+PRUNE_PER_WORD = 16_384  # ... and per word (its cost is per word, what it skips per posting)
 PRUNED_MAX = 4_096  # ranks a pruned search is asked for at most; deeper, one exhaustive ranking is cheaper
 
 
@@ -420,7 +421,6 @@ class LexicalIndex:
 
     def _top(self, terms: Sequence[str], want: int, scope: LessonQuery | None) -> tuple[Any, Any]:
         """The ``want`` best slots and their scores, best first, by pruned search."""
-        np = self._np
         mask = self._scope_mask(scope)
         wanted = query_terms(terms)
         if mask is None:
@@ -428,16 +428,16 @@ class LexicalIndex:
         else:
             docs, total_length = int(mask.sum()), float(self._length[: len(self._ids)][mask].sum())
         if not wanted or not docs:
-            return np.zeros(0, dtype=np.int64), np.zeros(0)
-        keep = mask if mask is not None else (self._alive if self._base_dead else None)
+            return self._np.zeros(0, dtype=self._np.int64), self._np.zeros(0)
+        hashes = list(dict.fromkeys(term_hash(word) for word in wanted))
+        held = self._pruning.posting_count(self._terms, self._starts, hashes)
+        held += sum(len(self._delta.get(term, ())) for term in hashes)
+        if held < max(PRUNE_FROM, PRUNE_PER_WORD * len(hashes)):  # pruning's own work costs more
+            return self._pruning.head(*self._score(terms, mask), want)
         norm = self._norm(docs, total_length, mask)
         per_token = BM25_K1 * BM25_B * docs / (total_length or 1.0)  # as in the norm
-        words = self._words(
-            list(dict.fromkeys(term_hash(word) for word in wanted)), mask, docs, norm, per_token
-        )
-        if sum(len(w.docs) + len(w.extra_docs) for w in words) < PRUNE_FROM:
-            slots, scores = self._score(terms, mask)  # fewer postings than pruning's own work costs
-            return self._pruning.head(slots, scores, want)
+        words = self._words(hashes, mask, docs, norm, per_token)
+        keep = mask if mask is not None else (self._alive if self._base_dead else None)
         return self._pruning.top_slots(words, norm, keep, want, self._scratch)
 
     def _words(self, terms: Sequence[int], mask: Any, docs: int, norm: Any, per_token: float) -> list[Word]:

@@ -92,6 +92,16 @@ class WordBounds:
         )
 
 
+def posting_count(terms: Any, starts: Any, hashes: Sequence[int]) -> int:
+    """How many postings a base (word hashes ``terms``, sorted; slices from ``starts``) holds for
+    ``hashes``."""
+    if not len(terms) or not hashes:
+        return 0
+    wanted = np.fromiter(hashes, np.uint64, len(hashes))  # a Python int would compare as a float
+    at = np.minimum(np.searchsorted(terms, wanted), len(terms) - 1)
+    return int(np.where(terms[at] == wanted, starts[at + 1] - starts[at], 0).sum())
+
+
 def dead_in(docs: Any, dead: Any, alive: Any) -> int:
     """How many of ``docs`` (ascending) are among ``dead`` (ascending): one binary search per dead
     slot when they are few beside the postings, else one look at every posting."""
