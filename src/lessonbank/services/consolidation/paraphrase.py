@@ -9,22 +9,23 @@ Pure and deterministic; no LLM, no store. Used by the consolidation pre-pass (:m
   frequency among the lessons compared (:class:`Weights`): a word every lesson uses tells little.
 - **Likeness**: the weighted Dice overlap of two texts' terms (order ignored: "Before pushing, run the
   linter" and "Run the linter before pushing" are 1.0).
-- **Opposition**, the only evidence of a contradiction: one text negates and the other does not (a
-  contrast such as "use X, not Y" or "X rather than Y" is not a negation), or each holds one side of
-  an opposite pair the other lacks (always / never, use / avoid, before / after, enable / disable, …).
-- **Siblings are not paraphrases**: texts naming different code spans, identifiers or numbers
-  (``*args`` / ``**kwargs``, D203 / D211), or differing by one word on each side, or by one word added,
-  everything else shared ("*arithmetic* operator" / "*bitwise* operator", "public class" / "public
-  *nested* class"), or one template with a slot filled differently (each text has one or two (:data:`SLOT`) terms the
-  other lacks and :func:`template_likeness` is at least :data:`TEMPLATE`: "return type annotation for
-  *special method*" / "*classmethod*"), are two lessons. The template guard is what keeps ruff's sibling
-  rules apart once vectors join texts from cosine 0.85 on (``bench/consolidation_pairs.py``).
+- **Opposition**, the only evidence of a contradiction, between two one-sentence texts (at most
+  :data:`OPPOSITION_WORDS` words): one negates and the other does not ("remove X" negates; a contrast
+  such as "use X, not Y" or "X rather than Y" does not), or each holds one side of an opposite pair
+  the other lacks (always / never, use / avoid, before / after, enable / disable, …). In a paragraph a
+  "not" is about some clause: two explanations of one problem differ in them at random.
+- **Siblings are not paraphrases** (:func:`siblings`): texts naming different things
+  (:func:`named_apart`: ``*args`` / ``**kwargs``, D203 / D211, AES / CBC); one word of its own on each
+  side or one word added, everything else shared; and, between one-sentence texts (or their short
+  first sentences, what a rule checks), opposite places, two words swapped, negations on different
+  words, a qualifier added in one word order (:data:`QUALIFIER`), one template with a slot filled
+  differently (:data:`SLOT`, :data:`TEMPLATE`), or one rationale after different subjects
+  (:data:`RATIONALE`). They are two lessons, however close their vectors.
 
-A pair is a paraphrase when it is not opposed, not siblings, and its likeness is at least
-:data:`PARAPHRASE` (or, with vectors, its cosine is at least the caller's threshold); a contradiction
-candidate when it is opposed, names the same things, and the likeness of its terms is at least
-:data:`CONTRADICTION`. Thresholds tuned on the tuning half of ``tests/data/lesson_pairs.jsonl``
-(``bench/consolidation_pairs.py``).
+:func:`relation` applies these guards: opposed (and about one subject, :data:`CONTRADICTION`) is a
+contradiction candidate; siblings or naming different things is two lessons; otherwise a paraphrase
+when the likeness is at least ``paraphrase`` (:data:`PARAPHRASE` by default; the pre-pass passes 0 and
+lets its pair scorer, :mod:`.scorer`, decide). Figures: ``bench/consolidation_pairs.py``.
 """
 
 from __future__ import annotations
