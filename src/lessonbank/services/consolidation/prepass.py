@@ -50,16 +50,20 @@ expired at ``now``). A pinned lesson is the person's word: never clustered, neve
   or more (:data:`~lessonbank.services.pools.PROMOTE_AFTER_S`): the next confirmation promotes them;
   a cycle may propose it sooner.
 
-Cost: the words pass is one signature per lesson and a dictionary; the vector pass multiplies
-blocks of at most :data:`BLOCK_CELLS` similarities (NumPy, float32) into one reused buffer, so beside
-its normalized copy of the n × d matrix it holds one block (32 MB), whatever the bank's size; its time
-is n² × d / 2 multiply-adds. Measured on 2 cores, one scope (``bench/consolidation_prepass.py``):
-10k lessons 0.7 s without vectors, 1.0 s with 384-d vectors; 100k lessons 7 s (77 MB allocated at
-the peak) and 36 s (196 MB: the 154 MB matrix copy and a block), the caller's vectors not counted.
+Cost: the words pass is one signature per lesson and a dictionary, then the weighted Dice of the
+pairs in rare-term blocks; only each lesson's :data:`NEIGHBOURS` likeliest partners from
+:data:`LIKENESS_FLOOR` on are guarded and scored (about a millisecond a pair), and a cluster holds at
+most :data:`MAX_CLUSTER` texts, so both grow linearly. The vector pass multiplies blocks of at most
+:data:`BLOCK_CELLS` similarities (NumPy, float32) into one reused buffer (32 MB beside its normalized
+copy of the n × d matrix); its time is n² × d / 2 multiply-adds. Measured on 2 cores shared with other
+work, one scope of the redundant ``_corpus`` text: 1,000 lessons 2.8 s and 3,000 lessons 7.6 s by words
+(the pre-pass before the scorer: 10k lessons in 0.7 s); 10k and 100k are to be measured again
+(``bench/consolidation_prepass.py``).
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -88,6 +92,7 @@ NEIGHBOURS = 10  # nearest neighbours of each lesson scored by vector
 LIKENESS_FLOOR = 0.2
 CANDIDATE_COSINE = 0.5  # below this two lessons' vectors are not about one thing: never scored
 BLOCK_CELLS = 8_000_000  # similarities computed at once: 32 MB of float32
+MAX_CLUSTER = 12  # distinct texts (retypes not counted) a cluster may hold
 RARE_TERMS = 4  # each lesson is compared by words with the lessons sharing one of its rarest terms
 MAX_BLOCK = 200  # a term shared by more lessons than this is too common to pair lessons by
 
@@ -268,6 +273,8 @@ def _lexical_pairs(group: Sequence[Lesson], weights: Weights) -> Iterator[tuple[
         for term in found[:RARE_TERMS]:
             blocks[term].append(lesson)
     seen: set[Pair] = set()
+    nearest: dict[str, list[tuple[float, Pair]]] = defaultdict(list)
+    text = {lesson.id: lesson.content for lesson in group}
     for block in blocks.values():
         if len(block) < 2 or len(block) > MAX_BLOCK:
             continue
@@ -277,9 +284,17 @@ def _lexical_pairs(group: Sequence[Lesson], weights: Weights) -> Iterator[tuple[
                 if key in seen:
                     continue
                 seen.add(key)
-                found_relation = relation(a.content, b.content, weights, paraphrase=0.0)
-                if found_relation is not None:
-                    yield key, found_relation
+                likeness = weights.likeness(a.content, b.content)
+                if likeness >= LIKENESS_FLOOR:  # below, neither a candidate nor one subject (0.7)
+                    nearest[a.id].append((likeness, key))
+                    nearest[b.id].append((likeness, key))
+    # Each lesson's NEIGHBOURS likeliest partners only: the guards and the scorer cost a pair each,
+    # and a bank of near-identical texts would otherwise make them quadratic.
+    kept = {key for found in nearest.values() for _, key in heapq.nlargest(NEIGHBOURS, found)}
+    for key in sorted(kept):
+        found_relation = relation(text[key[0]], text[key[1]], weights, paraphrase=0.0)
+        if found_relation is not None:
+            yield key, found_relation
 
 
 def _vector_pairs(
@@ -403,6 +418,8 @@ class _Pairs:
             if one is other:
                 continue
             heads_one, heads_other = heads[pair[0]], heads[pair[1]]
+            if len(heads_one) + len(heads_other) > MAX_CLUSTER:
+                continue  # a person reviews a merge of a few lessons; and the checks grow as its square
             if not all(
                 a == b or self._together(_pair(a, b), edges, opposed) for a in heads_one for b in heads_other
             ):
