@@ -757,7 +757,7 @@ def reference_report(rows: Sequence[dict[str, Any]]) -> list[str]:
             body.append([f"{row['lessons']:,}", name, f"{figures['p50_ms']:.2f}", f"{figures['p99_ms']:.2f}"])
     parts.append("Lexical latency, k=5\n\n" + markdown_table(["lessons", "system", "p50 ms", "p99 ms"], body))
     body = [[f"{row['lessons']:,}", str(row["pruning"]["queries"]), str(row["pruning"]["top 5 differ"]),
-             *(f"{row['pruning'][f'{mode} index search']['p{q}_ms']:.2f}" for mode in ("pruned", "exhaustive") for q in (50, 99))]
+             *(f"{row['pruning'][f'{mode} index search'][f'p{q}_ms']:.2f}" for mode in ("pruned", "exhaustive") for q in (50, 99))]
             for row in rows if row.get("pruning", {}).get("queries")]  # fmt: skip
     parts.append("Pruned top 5 against the exhaustive scorer (same index, same filters)\n\n"
                  + markdown_table(["lessons", "queries", "top 5 differ", "pruned p50 ms", "pruned p99 ms",
