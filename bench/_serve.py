@@ -33,11 +33,13 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(db: str, home: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+def serving(db: str, home: Path, env: dict[str, str] | None = None, processes: int = 1) -> Iterator[str]:
     """``lessonbank serve`` over ``db`` (no API key: loopback only, no in-process worker), started
-    and answering; its base URL. Stopped on exit. ``env``: more settings (``LESSONBANK_LLM``…)."""
+    and answering; its base URL. Stopped on exit. ``env``: more settings (``LESSONBANK_LLM``…);
+    ``processes``: ``serve --processes``."""
     port = free_port()
     argv = [sys.executable, "-m", "lessonbank.cli", "--db", db, "serve", "--port", str(port), "--no-worker"]
+    argv += ["--processes", str(processes)]
     server = subprocess.Popen(argv, env={**environment(home), **(env or {})}, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -107,7 +107,7 @@ async def recorder(
             step += 1
 
 
-def records(backend: str, clients: int, seconds: float) -> dict[str, Any]:
+def records(backend: str, clients: int, seconds: float, processes: int = 1) -> dict[str, Any]:
     source = _corpus.load_source(11)
     episodes = _corpus.make_episodes(source, 500, 11)
     bodies = [call_of(RecordRequest(episode=Episode.model_validate(e))).json for e in episodes]
@@ -116,7 +116,7 @@ def records(backend: str, clients: int, seconds: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="lb-http-") as tmp, _backends.fresh_url(backend, Path(tmp)) as db:
         with LessonBank(db, worker=False):
             pass  # the schema, before the clock starts
-        with serving(db, Path(tmp) / "home") as url:
+        with serving(db, Path(tmp) / "home", processes=processes) as url:
             found: dict[str, Any] = {"record": [], "recorded": [], "errors": []}
 
             async def run() -> None:
@@ -228,6 +228,7 @@ def main() -> None:
         "--size", type=int, default=100_000, help="lessons for the recall-at-scale part (0: skip)"
     )
     parser.add_argument("--queries", type=int, default=1_000)
+    parser.add_argument("--processes", type=int, default=1, help="`serve --processes` for the records part")
     parser.add_argument("--out", type=Path, default=RESULTS / "http_load.json")
     args = parser.parse_args()
     parts = {part.strip() for part in args.parts.split(",") if part.strip()}
@@ -245,12 +246,17 @@ def main() -> None:
             continue
         backends.append(backend)
     if "records" in parts:
-        report["records"] = [records(backend, args.clients, args.seconds) for backend in backends]
-        print("| backend | clients | s | records/s | record p50/p99 ms | errors | records / lost |")
-        print("|---|---|---|---|---|---|---|")
+        report["records"] = [
+            {**records(backend, args.clients, args.seconds, args.processes), "processes": args.processes}
+            for backend in backends
+        ]
+        print(
+            "| backend | processes | clients | s | records/s | record p50/p99 ms | errors | records / lost |"
+        )
+        print("|---|---|---|---|---|---|---|---|")
         for row in report["records"]:
             print(
-                f"| {row['backend']} | {row['clients']} | {row['seconds']} | {row['records_per_s']} | "
+                f"| {row['backend']} | {row['processes']} | {row['clients']} | {row['seconds']} | {row['records_per_s']} | "
                 f"{row['record_p50_ms']}/{row['record_p99_ms']} | {row['errors']} | "
                 f"{row['records']} / {row['episodes_lost']} |"
             )

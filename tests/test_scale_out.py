@@ -52,16 +52,20 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve(db: str, home: Path) -> Iterator[str]:
-    """A real ``lessonbank serve`` over ``db`` (its own home: nothing shared but the store); its URL."""
+def serve(db: str, home: Path, *more: str, pids: list[int] | None = None) -> Iterator[str]:
+    """A real ``lessonbank serve`` over ``db`` (its own home: nothing shared but the store); its URL.
+    ``more``: further ``serve`` options; ``pids`` gets the server's process id."""
     port = free_port()
     env = {key: value for key, value in os.environ.items() if not key.startswith("LESSONBANK_")}
     env["LESSONBANK_HOME"] = str(home)
     argv = [sys.executable, "-m", "lessonbank.cli", "--db", db, "serve", "--port", str(port), "--no-worker"]
+    argv += more
     home.mkdir(parents=True, exist_ok=True)
     log = home / "serve.log"
     with log.open("w") as err:
         server = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=err)
+    if pids is not None:
+        pids.append(server.pid)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -128,3 +132,48 @@ def test_a_lesson_written_through_one_server_is_recalled_through_the_other(
         recorded.add(b.record({"task": "deploy the web app", "status": "success"}).id)
         for bank in (a, b):
             assert recorded <= {row["episode_id"] for row in bank.decisions(limit=50)}
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process tree from /proc")
+def test_serve_processes_share_one_port_and_one_bank(tmp_path: Path) -> None:
+    """``serve --processes 2`` over one SQLite file: two server processes answer on one port as one
+    bank (every record kept, a lesson added through one is recalled by whichever answers), and
+    stopping the server stops both."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lessonbank import Episode
+
+    db = f"sqlite:///{tmp_path / 'bank.db'}"
+    pids: list[int] = []
+    with serve(db, tmp_path / "home", "--processes", "2", pids=pids) as url:
+        (child,) = eventually(lambda: children_of(pids[0]) or None)
+        with RemoteBank(url) as bank:
+            lesson = bank.add_lesson("rotate the staging TLS certificate before it expires")
+
+            def record(n: int) -> str:
+                # One client each: new connections are spread over both processes by the kernel.
+                with RemoteBank(url) as own:
+                    return own.record(Episode(task=f"renew certificate {n}", status="success")).id
+
+            with ThreadPoolExecutor(8) as pool:
+                recorded = list(pool.map(record, range(40)))
+            assert len(set(recorded)) == 40
+            stored = {row["episode_id"] for row in bank.decisions(limit=100)}
+            assert set(recorded) <= stored
+            for _ in range(10):
+                with RemoteBank(url) as fresh:
+                    assert lesson.id in recalled_ids(fresh, "staging TLS certificate")
+    assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]

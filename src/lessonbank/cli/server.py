@@ -4,8 +4,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import ipaddress
+import os
+import signal
 import socket
 from typing import Annotated
 
@@ -47,6 +50,16 @@ def serve(
             "--no-worker", help="Run no reflection worker in this process (a `lessonbank worker` does)"
         ),
     ] = False,
+    processes: Annotated[
+        int,
+        typer.Option(
+            "--processes",
+            min=1,
+            max=64,
+            help="Server processes sharing the port (forked after binding; each has its own indexes and "
+            "its own group commit, all share the store); one per core is a good start",
+        ),
+    ] = 1,
 ) -> None:
     """Serve the bank: the REST API (/api/v1, OpenAPI at /docs), the MCP endpoint (/mcp) and the
     dashboard (/). Without any API key it is open to whoever can reach it, so it binds to 127.0.0.1 only."""
@@ -76,21 +89,59 @@ def serve(
         active = sum(key.revoked_at is None for key in keys.all())
         err.print(f"API keys required ({active} active)")
     listening = _bind(chosen, port)  # before anything starts: a taken port is one clear error
+    # Forked before the app exists: no thread, connection or index is copied into a child. The
+    # kernel hands each accepted connection to one of the processes listening on the socket.
+    children = _fork(processes - 1)
     app = create_app(
         settings, keys=keys, bound_host=chosen, allow_hosts=allow_host or (), worker=not workers_off
     )
-    err.print(
-        f"lessonbank serving {settings.db_url} on http://{chosen}:{port} (docs /docs, MCP /mcp, dashboard /)"
-    )
+    if children is not None:
+        many = f" in {processes} processes" if processes > 1 else ""
+        err.print(
+            f"lessonbank serving {settings.db_url} on http://{chosen}:{port}{many} "
+            "(docs /docs, MCP /mcp, dashboard /)"
+        )
     server = uvicorn.Server(uvicorn.Config(app, host=chosen, port=port, log_level="warning"))
+    if processes > 1:
+        # uvicorn shuts down on SIGTERM, then raises it again: caught here, so the parent still
+        # stops its forked servers and a forked one still exits through its own path.
+        signal.signal(signal.SIGTERM, _interrupted)
     try:
         server.run(sockets=[listening])
     except KeyboardInterrupt:
         pass
     finally:
         listening.close()
+        if children is None:  # a forked server: its parent reports and reaps
+            os._exit(0 if server.started else 1)
+        _stop(children)
     if not server.started:
         fail("the server did not start (see above)")
+
+
+def _fork(count: int) -> list[int] | None:
+    """Fork ``count`` more server processes: the parent gets their pids, a child None."""
+    children: list[int] = []
+    for _ in range(count):
+        pid = os.fork()
+        if pid == 0:
+            return None
+        children.append(pid)
+    return children
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _stop(children: list[int]) -> None:
+    """The parent's server stopped (Ctrl-C, SIGTERM): stop the forked ones and wait for them."""
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    for pid in children:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
 
 
 def _bind(host: str, port: int) -> socket.socket:
