@@ -22,9 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import sqlite3
 import sys
 import tempfile
 import time
@@ -38,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from langgraph.graph import END, START, StateGraph
 
 import _corpus
+from core import corpus_bank, machine_info, summarize_s
 from lessonbank import LessonBank
 from lessonbank.integrations.langgraph import LessonBankStore, context_node, record_node
 
@@ -59,21 +57,6 @@ def model(state: State) -> dict[str, Any]:
     if state.get("run", 0) % 4 == 3:
         return {"output": "gave up", "error": "the tests still fail"}
     return {"output": "done"}
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
-
-
-def machine_info() -> dict[str, Any]:
-    return {
-        "python": sys.version.split()[0],
-        "sqlite": sqlite3.sqlite_version,
-        "cpu_count": os.cpu_count(),
-        "platform": platform.platform(),
-        "load_average_at_start": [round(v, 2) for v in os.getloadavg()] if hasattr(os, "getloadavg") else [],
-    }
 
 
 def graphs(bank: LessonBank) -> tuple[Any, Any]:
@@ -104,22 +87,10 @@ def timed(call: Callable[[int, str], Any], tasks: list[str], warmup: int) -> tup
     return timings, answers
 
 
-def stats(timings: list[float]) -> dict[str, float]:
-    return {
-        "p50_ms": round(percentile(timings, 0.5) * 1000, 2),
-        "p99_ms": round(percentile(timings, 0.99) * 1000, 2),
-        "max_ms": round(max(timings) * 1000, 2),
-    }
-
-
 def bench_size(
     folder: Path, size: int, source: _corpus.Source, tasks: list[str], warmup: int
 ) -> dict[str, Any]:
-    db = f"sqlite:///{folder / f'bank-{size}.db'}"
-    started = time.perf_counter()
-    with LessonBank(db, worker=False) as bank:
-        bank.import_lessons(_corpus.make_lessons(source, size, SEED))
-    import_s = time.perf_counter() - started
+    db, import_s = corpus_bank(folder, size, source, SEED)
     print(f"{size} lessons imported in {import_s:.1f} s", file=sys.stderr)
     with LessonBank(db, worker=False) as bank:
         bare, adapter = graphs(bank)
@@ -140,9 +111,9 @@ def bench_size(
         "import_s": round(import_s, 1),
         "runs": len(adapter_t),
         "runs_with_lessons": injected,
-        "bare": stats(bare_t),
-        "adapter": stats(adapter_t),
-        "nodes": stats(nodes_t),
+        "bare": summarize_s(bare_t),
+        "adapter": summarize_s(adapter_t),
+        "nodes": summarize_s(nodes_t),
     }
     row["overhead"] = {
         key: round(row["adapter"][key] - row["bare"][key], 2)

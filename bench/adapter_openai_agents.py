@@ -27,9 +27,6 @@ import argparse
 import asyncio
 import inspect
 import json
-import os
-import platform
-import sqlite3
 import sys
 import tempfile
 import time
@@ -45,6 +42,7 @@ from openai import AsyncOpenAI
 
 import _chat_server
 import _corpus
+from core import corpus_bank, machine_info, percentile, summarize_s
 from lessonbank import AsyncLessonBank, LessonBank
 from lessonbank.integrations.openai_agents import LessonBankHooks, lesson_instructions
 
@@ -87,37 +85,6 @@ class TimedBank:
         return episode
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
-
-
-def ms(values: Sequence[float]) -> dict[str, float]:
-    return {
-        "p50_ms": round(percentile(values, 0.5) * 1000, 2),
-        "p99_ms": round(percentile(values, 0.99) * 1000, 2),
-        "max_ms": round(max(values) * 1000, 2),
-    }
-
-
-def machine_info() -> dict[str, Any]:
-    return {
-        "python": sys.version.split()[0],
-        "sqlite": sqlite3.sqlite_version,
-        "cpu_count": os.cpu_count(),
-        "platform": platform.platform(),
-        "load_average_at_start": [round(v, 2) for v in os.getloadavg()] if hasattr(os, "getloadavg") else [],
-    }
-
-
-def make_bank(folder: Path, size: int, source: _corpus.Source) -> tuple[str, float]:
-    db = f"sqlite:///{folder / f'bank-{size}.db'}"
-    started = time.perf_counter()
-    with LessonBank(db, worker=False) as bank:
-        bank.import_lessons(_corpus.make_lessons(source, size, SEED))
-    return db, time.perf_counter() - started
-
-
 async def bench_size(db: str, url: str, tasks: list[str], warmup: int, flavour: str) -> list[dict[str, Any]]:
     """One row per variant; the plain run and each variant's run alternate, task by task."""
     bank: Any = AsyncLessonBank(db, worker=False) if flavour == "async" else LessonBank(db, worker=False)
@@ -158,14 +125,14 @@ async def bench_size(db: str, url: str, tasks: list[str], warmup: int, flavour: 
                 "context_options": options,
                 "bank": flavour,
                 "runs": len(adapter_s[name]),
-                "plain_run": ms(plain_s),
-                "adapter_run": ms(adapter_s[name]),
+                "plain_run": summarize_s(plain_s),
+                "adapter_run": summarize_s(adapter_s[name]),
                 "overhead_p50_ms": round(
                     (percentile(adapter_s[name], 0.5) - percentile(plain_s, 0.5)) * 1000, 2
                 ),
-                "injection": ms(context_s),
-                "recording": ms(record_s),
-                "adapter_own": ms(own),
+                "injection": summarize_s(context_s),
+                "recording": summarize_s(record_s),
+                "adapter_own": summarize_s(own),
                 "lessons_injected_mean": round(sum(injected) / len(injected), 2),
             }
         )
@@ -193,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="lb-oa-") as tmp, _chat_server.serving(script) as url:
         for size in sizes:
-            db, import_s = make_bank(Path(tmp), size, source)
+            db, import_s = corpus_bank(Path(tmp), size, source, SEED)
             print(f"{size} lessons imported in {import_s:.1f} s", file=sys.stderr)
             for row in asyncio.run(bench_size(db, url, tasks, args.warmup, args.bank)):
                 rows.append({"lessons": size, "import_s": round(import_s, 1), **row})

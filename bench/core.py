@@ -125,6 +125,31 @@ def load_average() -> list[float]:
     return [round(value, 2) for value in os.getloadavg()] if hasattr(os, "getloadavg") else []
 
 
+def percentile(values: Sequence[float], q: float) -> float:
+    """The value at fraction ``q`` of ``values`` sorted (the nearest index, no interpolation)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def summarize_s(values_s: Sequence[float]) -> dict[str, float]:
+    """p50 / p99 / max in milliseconds of timings in seconds (:func:`percentile`)."""
+    return {
+        "p50_ms": round(percentile(values_s, 0.5) * 1000, 2),
+        "p99_ms": round(percentile(values_s, 0.99) * 1000, 2),
+        "max_ms": round(max(values_s) * 1000, 2),
+    }
+
+
+def corpus_bank(folder: Path, size: int, source: _corpus.Source, seed: int) -> tuple[str, float]:
+    """A SQLite bank of ``size`` corpus lessons in ``folder`` (one ``import_lessons``): its URL and the
+    seconds the import took."""
+    db = f"sqlite:///{folder / f'bank-{size}.db'}"
+    started = time.perf_counter()
+    with LessonBank(db, worker=False) as bank:
+        bank.import_lessons(_corpus.make_lessons(source, size, seed))
+    return db, time.perf_counter() - started
+
+
 def machine_info() -> dict[str, Any]:
     return {
         "python": sys.version.split()[0],

@@ -23,9 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -41,27 +38,12 @@ import httpx
 
 import _corpus
 import _serve
-from lessonbank import LessonBank
+from core import corpus_bank, machine_info, percentile
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "hooks.json"
 TARGET_MS = {"http": 150.0, "command": 400.0}
 SEED = 7
 ROUTE = "/api/v1/ns/default/hooks/claude"
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
-
-
-def machine_info() -> dict[str, Any]:
-    return {
-        "python": sys.version.split()[0],
-        "sqlite": sqlite3.sqlite_version,
-        "cpu_count": os.cpu_count(),
-        "platform": platform.platform(),
-        "load_average_at_start": [round(v, 2) for v in os.getloadavg()] if hasattr(os, "getloadavg") else [],
-    }
 
 
 def script() -> list[str]:
@@ -80,14 +62,6 @@ def prompt_payload(prompt: str, n: int, transcript: Path) -> dict[str, Any]:
         "hook_event_name": "UserPromptSubmit",
         "prompt": prompt,
     }
-
-
-def make_bank(folder: Path, size: int, source: _corpus.Source) -> tuple[str, float]:
-    db = f"sqlite:///{folder / f'bank-{size}.db'}"
-    started = time.perf_counter()
-    with LessonBank(db, worker=False) as bank:
-        bank.import_lessons(_corpus.make_lessons(source, size, SEED))
-    return db, time.perf_counter() - started
 
 
 def bench_http(db: str, home: Path, prompts: list[str], warmup: int, transcript: Path) -> dict[str, Any]:
@@ -188,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         transcript.parent.mkdir(parents=True)
         transcript.write_text("")
         for size in sizes:
-            db, import_s = make_bank(folder, size, source)
+            db, import_s = corpus_bank(folder, size, source, SEED)
             home = folder / f"home-{size}"
             print(f"{size} lessons imported in {import_s:.1f} s", file=sys.stderr)
             http = bench_http(db, home, prompts[: args.warmup + http_runs], args.warmup, transcript)
