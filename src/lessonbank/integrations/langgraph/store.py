@@ -304,27 +304,24 @@ def _newest_first(found: dict[str, Any]) -> tuple[float, Namespace, str]:
     )
 
 
-def _item(found: dict[str, Any]) -> Item:
+def _fields(found: dict[str, Any]) -> dict[str, Any]:
+    """What an ``Item`` and a ``SearchItem`` hold of a found item."""
     created, updated = items.times(found)
-    return Item(
-        namespace=items.item_namespace(found),
-        key=found["key"],
-        value=found["value"],
-        created_at=created,
-        updated_at=updated,
-    )
+    return {
+        "namespace": items.item_namespace(found),
+        "key": found["key"],
+        "value": found["value"],
+        "created_at": created,
+        "updated_at": updated,
+    }
+
+
+def _item(found: dict[str, Any]) -> Item:
+    return Item(**_fields(found))
 
 
 def _search_item(found: dict[str, Any], score: float | None) -> SearchItem:
-    created, updated = items.times(found)
-    return SearchItem(
-        namespace=items.item_namespace(found),
-        key=found["key"],
-        value=found["value"],
-        created_at=created,
-        updated_at=updated,
-        score=score,
-    )
+    return SearchItem(**_fields(found), score=score)
 
 
 def _ttl(lesson: Lesson) -> float | None:
