@@ -212,6 +212,7 @@ def test_the_site_reads_in_chromium_wide_and_narrow(served_site: str, tmp_path: 
     from tests.test_dashboard import CHROMIUM, _chromium_or_skip
 
     _chromium_or_skip()
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
     problems: list[str] = []
@@ -249,9 +250,17 @@ def test_the_site_reads_in_chromium_wide_and_narrow(served_site: str, tmp_path: 
                     page.wait_for_url("**/concepts/")
                     assert "Concepts" in page.locator("h1").first.inner_text()
                     page.locator("label.md-search__icon, .md-search__input").first.click()
-                    page.locator("input.md-search__input").fill("consolidation")
                     results = page.locator(".md-search-result__item")
-                    results.first.wait_for(timeout=15_000)
+                    # The search index loads in a web worker: a query typed before it is ready finds
+                    # nothing, so type it again until results show (a generous bound on a busy machine).
+                    for _attempt in range(30):
+                        page.locator("input.md-search__input").fill("")
+                        page.locator("input.md-search__input").fill("consolidation")
+                        try:
+                            results.first.wait_for(timeout=3_000)
+                            break
+                        except PlaywrightTimeout:
+                            continue
                     assert results.count() >= 1
                     page.screenshot(path=str(tmp_path / "docs-search-1280.png"))
                 page.close()
