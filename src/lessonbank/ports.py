@@ -347,8 +347,12 @@ class VectorStore(Protocol):
         """Vectors of ``model`` in ``namespace`` written with sequence > ``after`` (see VectorChanges)."""
         ...
 
-    def lessons_missing_vectors(self, namespace: str, model: str, limit: int) -> list[Lesson]:
-        """Lessons of the namespace (any status) that have no vector for ``model``, oldest first."""
+    def lessons_missing_vectors(
+        self, namespace: str, model: str, limit: int, after: str | None = None
+    ) -> list[Lesson]:
+        """Lessons of the namespace (any status) that have no vector for ``model``, oldest first;
+        with ``after`` (the last lesson id of the previous page), those after it in that order, so
+        every page costs the same (a lesson no longer there: from the first)."""
         ...
 
 

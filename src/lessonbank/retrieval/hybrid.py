@@ -496,13 +496,11 @@ def backfill_term_vectors(store: Store, namespace: str) -> int:
     """Write the term vectors a namespace's lessons lack: lessons a store wrote before it kept
     them (a store keeping them writes one with every lesson, so this finds none after). Costs one
     count comparison when nothing is missing."""
-    written = 0
+    written, after = 0, None
     while True:
-        missing = store.lessons_missing_vectors(namespace, LEXICAL_SPACE, BACKFILL_BATCH)
+        missing = store.lessons_missing_vectors(namespace, LEXICAL_SPACE, BACKFILL_BATCH, after)
         if not missing:
             return written
         rows = [(lesson.id, "", lesson_term_vector(lesson)) for lesson in missing]
-        stored = store.put_vectors(namespace, LEXICAL_SPACE, rows)
-        written += stored
-        if stored == 0:  # every one deleted meanwhile: the next round finds the rest, if any
-            return written
+        written += store.put_vectors(namespace, LEXICAL_SPACE, rows)
+        after = missing[-1].id  # the next page starts after this one (a deleted lesson is skipped)

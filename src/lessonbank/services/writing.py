@@ -180,7 +180,14 @@ class LessonIntake:
             )
 
     def embed_missing(self, batch: int = 1_000) -> int:
-        """Embed every lesson of the namespace that has no vector for the configured embedder."""
+        """Embed every lesson of the namespace that has no vector for the configured embedder.
+
+        Pages follow a key (the last lesson of the page before), so the thousandth page costs what
+        the first did. A pass that embedded something is followed by another from the start: a
+        lesson written behind the key while it ran (an older ``created_at``, or written by another
+        process without an embedder) is found there. It ends on a pass that finds nothing (one count
+        when nothing is missing) or embeds nothing (what is left cannot be written: deleted meanwhile).
+        """
         embedder = self.retriever.embedder
         if embedder is None:
             raise ConfigError(
@@ -188,12 +195,19 @@ class LessonIntake:
             )
         done = 0
         vectors: VectorStore = self.scope.store
-        while missing := vectors.lessons_missing_vectors(self.scope.namespace, embedder.name, batch):
+        after: str | None = None
+        embedded = False  # by the pass under way
+        while True:
+            missing = vectors.lessons_missing_vectors(self.scope.namespace, embedder.name, batch, after)
+            if not missing:
+                if after is None or not embedded:
+                    return done
+                after, embedded = None, False  # one more pass, from the start
+                continue
             written = self.retriever.embed_lessons(missing)
             done += written
-            if written == 0:  # every one was skipped (deleted meanwhile): do not spin
-                break
-        return done
+            embedded = embedded or written > 0
+            after = missing[-1].id
 
     def import_lessons(self, records: Iterable[Lesson | dict[str, Any]]) -> dict[str, int]:
         """Bulk-add lessons (same content reinforces). Invalid records are skipped and counted.

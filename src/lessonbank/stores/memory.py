@@ -486,14 +486,20 @@ class MemoryStore(MemoryJobQueue, FinishesJobs, MemoryAuditLog, MemoryConsolidat
             top = db.vector_seq.get((namespace, model), 0)
             return VectorChanges(rows=rows, seq=max(after, top), count=len(vectors))
 
-    def lessons_missing_vectors(self, namespace: str, model: str, limit: int) -> list[Lesson]:
+    def lessons_missing_vectors(
+        self, namespace: str, model: str, limit: int, after: str | None = None
+    ) -> list[Lesson]:
         with self._db() as db:
             space = db.spaces.get(namespace)
             if space is None or limit <= 0:
                 return []
             vectors = db.vectors.get((namespace, model), {})
-            missing = [db.lessons[i] for i in space.docs if i not in vectors]
-            missing.sort(key=lambda x: (x.created_at, space.docs[x.id].row))
+            key = {i: (db.lessons[i].created_at, space.docs[i].row) for i in space.docs}
+            cursor = key.get(after) if after is not None else None
+            missing = [
+                db.lessons[i] for i in space.docs if i not in vectors and (cursor is None or key[i] > cursor)
+            ]
+            missing.sort(key=lambda x: key[x.id])
             return [_copied(x) for x in missing[:limit]]
 
     def _finish_job(self, job_id: str, owner: str, result: JobResult) -> list[WriteResult]:

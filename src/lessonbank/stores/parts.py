@@ -162,8 +162,10 @@ class ForwardsVectors:
     def vector_changes(self, namespace: str, model: str, after: int) -> VectorChanges:
         return self.vectors.vector_changes(namespace, model, after)
 
-    def lessons_missing_vectors(self, namespace: str, model: str, limit: int) -> list[Lesson]:
-        return self.vectors.lessons_missing_vectors(namespace, model, limit)
+    def lessons_missing_vectors(
+        self, namespace: str, model: str, limit: int, after: str | None = None
+    ) -> list[Lesson]:
+        return self.vectors.lessons_missing_vectors(namespace, model, limit, after)
 
 
 class ConsolidationPart(Protocol):

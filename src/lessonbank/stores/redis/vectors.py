@@ -70,21 +70,28 @@ class RedisVectors:
                 break
         return VectorChanges(rows=list(rows.items()), seq=max(after, top or 0), count=count)
 
-    def lessons_missing_vectors(self, namespace: str, model: str, limit: int) -> list[Lesson]:
+    def lessons_missing_vectors(
+        self, namespace: str, model: str, limit: int, after: str | None = None
+    ) -> list[Lesson]:
         if limit <= 0:
             return []
+        lessons_key = self.db.k(namespace, "lessons")
 
         def run() -> list[Lesson]:
-            pipe = self.db.r.pipeline(transaction=True)
-            pipe.zcard(self.db.k(namespace, "lessons"))
-            pipe.zcard(self.index.vec_key(namespace, "vecseq", model))
-            lessons, vectors = pipe.execute()
-            if vectors >= lessons:  # vectors go with their lessons: as many means none is missing
-                return []
+            # From the rank after ``after`` in the lessons' (created_at, id) order: each page reads
+            # its own slice of the sorted set, not every lesson before it again.
+            rank = None if after is None else self.db.r.zrank(lessons_key, after)
+            if rank is None:
+                pipe = self.db.r.pipeline(transaction=True)
+                pipe.zcard(lessons_key)
+                pipe.zcard(self.index.vec_key(namespace, "vecseq", model))
+                lessons, vectors = pipe.execute()
+                if vectors >= lessons:  # vectors go with their lessons: as many means none is missing
+                    return []
             missing: list[str] = []
-            start, page = 0, 1000
+            start, page = (0 if rank is None else int(rank) + 1), 1000
             while len(missing) < limit:
-                ids = self.db.r.zrange(self.db.k(namespace, "lessons"), start, start + page - 1)
+                ids = self.db.r.zrange(lessons_key, start, start + page - 1)
                 if not ids:
                     break
                 stored = self.db.r.hmget(self.index.vec_key(namespace, "vechash", model), ids)

@@ -536,25 +536,40 @@ class PostgresDialect:
         rows = [(row[2], bytes(row[3])) for row in found if row[2] is not None]
         return VectorChanges(rows=rows, seq=max(after, top), count=count)
 
-    def lessons_missing_vectors(self, namespace: str, model: str, limit: int) -> list[Lesson]:
+    def lessons_missing_vectors(
+        self, namespace: str, model: str, limit: int, after: str | None = None
+    ) -> list[Lesson]:
         if limit <= 0:
             return []
 
         def run() -> list[Any]:
             with self.read() as conn:
-                # Vectors go with their lessons: as many vectors as lessons means none is missing.
-                complete = conn.execute(
-                    "SELECT (SELECT count(*) FROM lessons WHERE namespace = ?) <= "
-                    "(SELECT coalesce(max(n), 0) FROM vector_counts WHERE namespace = ? AND model = ?)",
-                    (namespace, namespace, model),
-                ).fetchone()
-                if complete is not None and complete[0]:
-                    return []
+                cursor = None
+                if after is not None:
+                    cursor = conn.execute(
+                        "SELECT created_at, seq FROM lessons WHERE id = ? AND namespace = ?",
+                        (after, namespace),
+                    ).fetchone()
+                if cursor is None:
+                    # Vectors go with their lessons: as many vectors as lessons means none is
+                    # missing (counted once a pass, not on every page).
+                    complete = conn.execute(
+                        "SELECT (SELECT count(*) FROM lessons WHERE namespace = ?) <= "
+                        "(SELECT coalesce(max(n), 0) FROM vector_counts WHERE namespace = ? AND model = ?)",
+                        (namespace, namespace, model),
+                    ).fetchone()
+                    if complete is not None and complete[0]:
+                        return []
+                # By key on (created_at, seq) from where the last page ended: each page reads its
+                # own rows of the created_at index, not every lesson before them again.
+                keyset, params = (
+                    ("", ()) if cursor is None else ("AND (created_at, seq) > (?, ?) ", tuple(cursor))
+                )
                 return conn.execute(
-                    "SELECT data FROM lessons l WHERE namespace = ? AND NOT EXISTS (SELECT 1 FROM "
-                    "lesson_vectors v WHERE v.lesson_id = l.id AND v.model = ?) "
+                    f"SELECT data FROM lessons l WHERE namespace = ? {keyset}AND NOT EXISTS (SELECT 1 "
+                    "FROM lesson_vectors v WHERE v.lesson_id = l.id AND v.model = ?) "
                     "ORDER BY created_at, seq LIMIT ?",
-                    (namespace, model, limit),
+                    (namespace, *params, model, limit),
                 ).fetchall()
 
         return [Lesson.model_validate(row[0]) for row in self.run(run)]

@@ -463,22 +463,37 @@ class SQLiteDialect:
             rows=[(row[0], bytes(row[1])) for row in rows], seq=max(after, int(top)), count=int(count)
         )
 
-    def lessons_missing_vectors(self, namespace: str, model: str, limit: int) -> list[Lesson]:
-        conn = self.connection()
-        # Vectors go with their lessons: as many vectors as lessons means none is missing, and
-        # counting is cheaper than walking every lesson to find that out.
-        complete = conn.execute(
-            "SELECT (SELECT count(*) FROM lessons WHERE namespace = ?) <= "
-            "(SELECT coalesce(max(n), 0) FROM vector_counts WHERE namespace = ? AND model = ?)",
-            (namespace, namespace, model),
-        ).fetchone()[0]
-        if complete or limit <= 0:
+    def lessons_missing_vectors(
+        self, namespace: str, model: str, limit: int, after: str | None = None
+    ) -> list[Lesson]:
+        if limit <= 0:
             return []
+        conn = self.connection()
+        cursor = None
+        if after is not None:
+            cursor = conn.execute(
+                "SELECT created_at, rowid FROM lessons WHERE id = ? AND namespace = ?", (after, namespace)
+            ).fetchone()
+        if cursor is None:
+            # Vectors go with their lessons: as many vectors as lessons means none is missing, and
+            # counting is cheaper than walking every lesson to find that out (once a pass, not a page).
+            complete = conn.execute(
+                "SELECT (SELECT count(*) FROM lessons WHERE namespace = ?) <= "
+                "(SELECT coalesce(max(n), 0) FROM vector_counts WHERE namespace = ? AND model = ?)",
+                (namespace, namespace, model),
+            ).fetchone()[0]
+            if complete:
+                return []
+        # By key on (created_at, rowid), the order of the namespace's created_at index: a page
+        # starts where the last one ended instead of walking every lesson before it again.
+        keyset, params = (
+            ("", ()) if cursor is None else ("AND (l.created_at, l.rowid) > (?, ?) ", tuple(cursor))
+        )
         rows = conn.execute(
-            f"SELECT {self.lesson_columns} FROM lessons l WHERE l.namespace = ? AND NOT EXISTS "
+            f"SELECT {self.lesson_columns} FROM lessons l WHERE l.namespace = ? {keyset}AND NOT EXISTS "
             "(SELECT 1 FROM lesson_vectors v WHERE v.lesson_rowid = l.rowid AND v.model = ?) "
             "ORDER BY l.created_at, l.rowid LIMIT ?",
-            (namespace, model, limit),
+            (namespace, *params, model, limit),
         ).fetchall()
         return [self.decode_lesson(row) for row in rows]
 
