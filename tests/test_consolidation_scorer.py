@@ -3,10 +3,18 @@ vectors are configured, and the fitted thresholds keep their meaning (join at le
 
 from __future__ import annotations
 
+import sys
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
 import pytest
 
+from lessonbank.models import Lesson
 from lessonbank.services.consolidation import scorer
 from lessonbank.services.consolidation.paraphrase import Weights
+from lessonbank.services.consolidation.prepass import find_candidates
+
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
 BANK = [
     "Set PIP_INDEX_URL to the internal mirror before pip install in CI",
@@ -49,3 +57,60 @@ def test_a_closer_vector_never_lowers_the_probability(cosine: float) -> None:
 def test_fitted_models_have_one_coefficient_per_feature_and_member_below_join(model: scorer.Model) -> None:
     assert len(model.coefficients) == len(scorer.FEATURES) + (1 if model.vectors else 0)
     assert 0.0 < model.member <= model.join < 1.0
+
+
+# The pre-pass scores its candidate pairs all at once (pairtable.TermTable): the same features as the
+# scalar scorer, and the same clusters as a base install without NumPy scoring one pair at a time.
+PAIRS_BANK = [
+    *BANK,
+    "Run the linter before you push.",
+    "Always run the full test suite before committing.",
+    "Run the tests before committing, always.",
+    "Never commit secrets; keep API keys in the environment.",
+    "Keep API keys in environment variables, never in the repository.",
+    "Use `*args` to accept extra positional arguments.",
+    "Use `**kwargs` to accept extra keyword arguments.",
+    "",
+    "Restart the worker once its configuration changes.",
+    "Pin dependency versions in the requirements files.",
+]
+
+
+def test_vectorised_features_equal_the_scalar_scorers_but_the_alignment() -> None:
+    from lessonbank.services.consolidation.pairtable import TEMPLATE, TermTable
+
+    weights = Weights.of(PAIRS_BANK)
+    table = TermTable(PAIRS_BANK, weights)
+    pairs = np.asarray([(i, j) for i in range(len(PAIRS_BANK)) for j in range(len(PAIRS_BANK)) if i != j])
+    found = table.features(pairs)
+    for (i, j), row in zip(pairs.tolist(), found, strict=True):
+        expected = list(scorer.features(PAIRS_BANK[i], PAIRS_BANK[j], weights))
+        expected[TEMPLATE] = 0.0
+        assert row.tolist() == pytest.approx(expected, abs=1e-12), (PAIRS_BANK[i], PAIRS_BANK[j])
+
+
+def test_likely_pairs_are_each_texts_best_partners_from_the_floor() -> None:
+    from lessonbank.services.consolidation.pairtable import TermTable
+
+    weights = Weights.of(PAIRS_BANK)
+    found = TermTable(PAIRS_BANK, weights).likely_pairs(4, 200, 0.2, 2)
+    assert len(found) and all(i < j for i, j in found.tolist())
+    for i, j in found.tolist():
+        assert weights.likeness(PAIRS_BANK[i], PAIRS_BANK[j]) >= 0.2
+    assert (0, 1) in {tuple(pair) for pair in found.tolist()}  # the pip paraphrase
+    per_text = np.bincount(found.ravel(), minlength=len(PAIRS_BANK))
+    assert per_text.max() <= 2 * 2  # its own two best, and at most two texts that chose it
+
+
+def test_clusters_are_the_same_with_and_without_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    lessons = [
+        Lesson(id=f"l{n:02d}", content=text, created_at=NOW - timedelta(days=1))
+        for n, text in enumerate(PAIRS_BANK)
+        if text
+    ]
+    with_numpy = find_candidates(lessons, NOW)
+    monkeypatch.setitem(sys.modules, "lessonbank.services.consolidation.pairtable", None)
+    without = find_candidates(lessons, NOW)
+    assert with_numpy.clusters == without.clusters
+    assert with_numpy.contradictions == without.contradictions
+    assert with_numpy.clusters  # something to compare: the pip and linter paraphrases at least

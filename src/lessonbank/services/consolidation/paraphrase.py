@@ -39,7 +39,7 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import Literal
 
-from lessonbank.text import STOPWORDS, literals, same_lesson, stem, words
+from lessonbank.text import STOPWORDS, literals, negations, same_lesson, stem, words
 
 TEMPLATE = 0.7  # word-sequence likeness at or above which two texts each with a term of its own are siblings
 SLOT = 2  # terms of its own each side may have for two texts of one template to be siblings
@@ -189,8 +189,12 @@ _SENTENCE = re.compile(r"[.!?](?:\s+|$)")
 
 
 @lru_cache(maxsize=65536)
-def _one_sentence(text: str) -> bool:
+def one_sentence(text: str) -> bool:
+    """At most :data:`OPPOSITION_WORDS` words and one sentence: a text :func:`opposed` can hold."""
     return len(words(text)) <= OPPOSITION_WORDS and len(_SENTENCE.findall(text.strip())) <= 1
+
+
+_one_sentence = one_sentence
 
 
 def _split(
@@ -271,12 +275,12 @@ def siblings(a: str, b: str) -> bool:
     if _one_sentence(a) and _one_sentence(b):
         return _one_template(a, b)
     first_a, first_b = _first_sentence(a), _first_sentence(b)
-    if first_a == a or first_b == b or same_lesson(first_a, first_b):
+    if first_a == a or first_b == b or same_text(first_a, first_b):
         return False
     # "Checks that async functions do not *create subprocesses* / *run processes* ...": short first
     # sentences (what a rule checks) are asked everything; long ones (a diagnosis) one word each
     # side or two swapped ("Useless *comparisons* / *expressions* have no effect ...").
-    if len(words(first_a)) <= FIRST_WORDS and len(words(first_b)) <= FIRST_WORDS:
+    if len(_lower_words(first_a)) <= FIRST_WORDS and len(_lower_words(first_b)) <= FIRST_WORDS:
         return _one_template(first_a, first_b) or _shared_rationale(a, b, first_a, first_b)
     terms_a, terms_b = terms(first_a), terms(first_b)
     only = sorted((len(terms_a - terms_b), len(terms_b - terms_a)))
@@ -350,7 +354,27 @@ def template_likeness(a: str, b: str) -> float:
     "Missing return type annotation for *special method* / *classmethod* ``{name}``" is 0.8; a
     paraphrase reorders ("Before pushing, run the linter" / "Run the linter before pushing": 0.6) or
     rewords, and keeps its terms."""
-    return SequenceMatcher(None, words(a.lower()), words(b.lower()), autojunk=False).ratio()
+    return SequenceMatcher(None, _lower_words(a), _lower_words(b), autojunk=False).ratio()
+
+
+@lru_cache(maxsize=65536)
+def _lower_words(text: str) -> tuple[str, ...]:
+    return tuple(words(text.lower()))
+
+
+@lru_cache(maxsize=65536)
+def _signature(text: str) -> tuple[tuple[str, ...], frozenset[str], int]:
+    return (
+        tuple(dict.fromkeys(stem(w) for w in words(text) if w not in STOPWORDS)),
+        literals(text),
+        negations(text),
+    )
+
+
+def same_text(a: str, b: str) -> bool:
+    """:func:`~lessonbank.text.same_lesson`, asked only when the two texts' content stems, literals and
+    negation counts (each computed once per text) are equal: a pre-pass asks it of thousands of pairs."""
+    return _signature(a) == _signature(b) and same_lesson(a, b)
 
 
 @dataclass

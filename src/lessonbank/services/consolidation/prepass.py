@@ -75,12 +75,24 @@ from lessonbank.models import Lesson
 from lessonbank.ports import LessonQuery
 from lessonbank.services.consolidation import scorer
 from lessonbank.services.consolidation.decay import decay_score, tier_of
-from lessonbank.services.consolidation.paraphrase import Relation, Weights, opposed, relation, terms
+from lessonbank.services.consolidation.paraphrase import (
+    Relation,
+    Weights,
+    one_sentence,
+    opposed,
+    relation,
+    same_text,
+    template_likeness,
+    terms,
+)
 from lessonbank.services.pools import PROMOTE_AFTER_S
 from lessonbank.text import STOPWORDS, literals, negations, same_lesson, stem, words
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from lessonbank.services.consolidation.pairtable import TermTable
+
 
 # The default of ``find_candidates`` (LESSONBANK_CONSOLIDATION_COSINE): from this cosine a pair the
 # guards let through is joined once the scorer gives it at least ``member`` (below, the scorer's
@@ -171,15 +183,23 @@ def find_candidates(
     found_counts = {"paraphrases": 0, "vectors": 0}
     for key, group in groups.items():
         pairs = _Pairs(group, weights[key], vectors)
-        for found, kind in _lexical_pairs(group, weights[key]):
+        lexical = pairs.lexical()
+        pairs.score_many(lexical)
+        for found in lexical:
+            kind = pairs.relations.get(found)
             if kind == "contradiction":
                 opposed_pairs.add(found)
-            elif found not in trusted:
+            elif kind == "paraphrase" and found not in trusted:
                 pairs.candidate(found, "paraphrases")
         if vectors:
-            for found, close in _vector_pairs(group, vectors, min(cosine, CANDIDATE_COSINE)):
-                if found not in trusted:
-                    pairs.candidate(found, "vectors", forced=close >= cosine)
+            near = [
+                (found, close)
+                for found, close in _vector_pairs(group, vectors, min(cosine, CANDIDATE_COSINE))
+                if found not in trusted
+            ]
+            pairs.score_many([found for found, _ in near])
+            for found, close in near:
+                pairs.candidate(found, "vectors", forced=close >= cosine)
         clusters += pairs.clusters(trusted, same, opposed_pairs)
         for source, count in pairs.joined.items():
             found_counts[source] += count
@@ -261,42 +281,6 @@ def _same_lesson_pairs(groups: Iterable[list[Lesson]]) -> Iterator[Pair]:
                     yield _pair(head.id, lesson.id)
 
 
-def _lexical_pairs(group: Sequence[Lesson], weights: Weights) -> Iterator[tuple[Pair, Relation]]:
-    """Candidate pairs of one scope by their words, and the contradiction candidates among them. Only
-    lessons sharing one of their :data:`RARE_TERMS` rarest terms are compared, in blocks of at most
-    :data:`MAX_BLOCK` lessons (a term more common than that tells nothing): linear in the bank. A pair
-    is a candidate ("paraphrase") when the guards of :func:`~.paraphrase.relation` let it through;
-    the scorer decides later."""
-    blocks: dict[str, list[Lesson]] = defaultdict(list)
-    for lesson in group:
-        found = sorted(terms(lesson.content), key=lambda t: (weights.frequency[t], t))
-        for term in found[:RARE_TERMS]:
-            blocks[term].append(lesson)
-    seen: set[Pair] = set()
-    nearest: dict[str, list[tuple[float, Pair]]] = defaultdict(list)
-    text = {lesson.id: lesson.content for lesson in group}
-    for block in blocks.values():
-        if len(block) < 2 or len(block) > MAX_BLOCK:
-            continue
-        for i, a in enumerate(block):
-            for b in block[i + 1 :]:
-                key = _pair(a.id, b.id)
-                if key in seen:
-                    continue
-                seen.add(key)
-                likeness = weights.likeness(a.content, b.content)
-                if likeness >= LIKENESS_FLOOR:  # below, neither a candidate nor one subject (0.7)
-                    nearest[a.id].append((likeness, key))
-                    nearest[b.id].append((likeness, key))
-    # Each lesson's NEIGHBOURS likeliest partners only: the guards and the scorer cost a pair each,
-    # and a bank of near-identical texts would otherwise make them quadratic.
-    kept = {key for found in nearest.values() for _, key in heapq.nlargest(NEIGHBOURS, found)}
-    for key in sorted(kept):
-        found_relation = relation(text[key[0]], text[key[1]], weights, paraphrase=0.0)
-        if found_relation is not None:
-            yield key, found_relation
-
-
 def _vector_pairs(
     group: Sequence[Lesson], vectors: Mapping[str, np.ndarray], floor: float
 ) -> Iterator[tuple[Pair, float]]:
@@ -350,7 +334,16 @@ class _Pairs:
         self, group: Sequence[Lesson], weights: Weights, vectors: Mapping[str, np.ndarray] | None
     ) -> None:
         self.text = {lesson.id: lesson.content for lesson in group}
+        self.ids = [lesson.id for lesson in group]
+        self.index = {lesson_id: n for n, lesson_id in enumerate(self.ids)}
         self.weights = weights
+        self.table: TermTable | None = None
+        try:  # NumPy scores every pair at once; a base install without it scores them one by one
+            from lessonbank.services.consolidation.pairtable import TermTable
+
+            self.table = TermTable([lesson.content for lesson in group], weights)
+        except ImportError:
+            pass
         self.model = scorer.VECTOR if vectors else scorer.LEXICAL
         self.row: dict[str, int] = {}
         self.matrix: np.ndarray | None = None
@@ -360,27 +353,100 @@ class _Pairs:
                 self.matrix = _normalized(members, vectors)
                 self.row = {lesson.id: n for n, lesson in enumerate(members)}
         self.scores: dict[Pair, float] = {}
+        self.relations: dict[Pair, Relation | None] = {}
         self.edges: dict[Pair, float] = {}
         self.joined: Counter[str] = Counter()
+
+    def lexical(self) -> list[Pair]:
+        """The candidate pairs by words: each lesson's :data:`NEIGHBOURS` likeliest partners (weighted
+        Dice from :data:`LIKENESS_FLOOR`) among the lessons sharing one of its :data:`RARE_TERMS` rarest
+        terms in blocks of at most :data:`MAX_BLOCK` (a term more common than that tells nothing)."""
+        if self.table is not None:
+            found = self.table.likely_pairs(RARE_TERMS, MAX_BLOCK, LIKENESS_FLOOR, NEIGHBOURS)
+            return [_pair(self.ids[i], self.ids[j]) for i, j in found.tolist()]
+        blocks: dict[str, list[str]] = defaultdict(list)
+        for lesson_id, text in self.text.items():
+            for term in sorted(terms(text), key=lambda t: (self.weights.frequency[t], t))[:RARE_TERMS]:
+                blocks[term].append(lesson_id)
+        seen: set[Pair] = set()
+        nearest: dict[str, list[tuple[float, Pair]]] = defaultdict(list)
+        for block in blocks.values():
+            if 2 <= len(block) <= MAX_BLOCK:
+                for i, a in enumerate(block):
+                    for b in block[i + 1 :]:
+                        if (key := _pair(a, b)) not in seen:
+                            seen.add(key)
+                            likeness = self.weights.likeness(self.text[a], self.text[b])
+                            if likeness >= LIKENESS_FLOOR:
+                                nearest[a].append((likeness, key))
+                                nearest[b].append((likeness, key))
+        return sorted({key for found in nearest.values() for _, key in heapq.nlargest(NEIGHBOURS, found)})
+
+    def score_many(self, found: Sequence[Pair]) -> None:
+        """Scores the pairs not scored yet, all at once (:class:`.pairtable.TermTable`). A pair whose
+        probability cannot reach ``member`` even before its word order is aligned is 0 without its
+        guards, unless both texts are one sentence (it may then be a contradiction candidate); the
+        others get their guards (:func:`~.paraphrase.relation`) and their exact probability."""
+        todo = sorted({pair for pair in found if pair not in self.scores})
+        if not todo:
+            return
+        if self.table is None:
+            for pair in todo:
+                self._score_one(pair)
+            return
+        import numpy as np
+
+        from lessonbank.services.consolidation.pairtable import probabilities
+
+        rows = np.asarray([(self.index[a], self.index[b]) for a, b in todo], dtype=np.int64)
+        values = self.table.features(rows)
+        cosines = [self._cosine(pair) for pair in todo]
+        with_vector = np.asarray([c is not None for c in cosines], dtype=bool)
+        cosine = np.asarray([0.0 if c is None else c for c in cosines])
+        bound = np.where(
+            with_vector,
+            probabilities(self.model, values, cosine) if self.model.vectors else 0.0,
+            probabilities(scorer.LEXICAL, values),
+        )
+        member = np.where(with_vector, self.model.member, scorer.LEXICAL.member)
+        template = scorer.FEATURES.index("template")
+        for n, pair in enumerate(todo):
+            a, b = self.text[pair[0]], self.text[pair[1]]
+            checked = bound[n] >= member[n] or (one_sentence(a) and one_sentence(b))
+            if values[n, 0] < LIKENESS_FLOOR or not checked:
+                self.scores[pair] = 0.0
+                continue
+            self.relations[pair] = found_relation = relation(a, b, self.weights, paraphrase=0.0)
+            if bound[n] < member[n] or (found_relation != "paraphrase" and not same_text(a, b)):
+                self.scores[pair] = 0.0
+                continue
+            exact = (*values[n, :template], template_likeness(a, b), *values[n, template + 1 :])
+            if with_vector[n]:
+                self.scores[pair] = scorer.probability(self.model, (*exact, float(cosine[n])))
+            else:
+                self.scores[pair] = scorer.probability(scorer.LEXICAL, exact)
+
+    def _score_one(self, pair: Pair) -> None:
+        """A pair's guards and probability without NumPy."""
+        a, b = self.text[pair[0]], self.text[pair[1]]
+        if self.weights.likeness(a, b) < LIKENESS_FLOOR:
+            self.scores[pair] = 0.0
+            return
+        self.relations[pair] = found_relation = relation(a, b, self.weights, paraphrase=0.0)
+        if found_relation != "paraphrase" and not same_lesson(a, b):
+            self.scores[pair] = 0.0
+            return
+        values = scorer.features(a, b, self.weights)
+        cosine = self._cosine(pair)
+        if cosine is None:
+            self.scores[pair] = scorer.probability(scorer.LEXICAL, values)
+        else:
+            self.scores[pair] = scorer.probability(self.model, (*values, cosine))
 
     def probability(self, pair: Pair) -> float:
         """The scorer's probability for a pair (0 when the guards veto it), computed once."""
         if pair not in self.scores:
-            a, b = self.text[pair[0]], self.text[pair[1]]
-            if self.weights.likeness(a, b) < LIKENESS_FLOOR or (
-                relation(a, b, self.weights, paraphrase=0.0) != "paraphrase" and not same_lesson(a, b)
-            ):
-                self.scores[pair] = 0.0
-            else:
-                values = scorer.features(a, b, self.weights)
-                if self.model.vectors:
-                    cosine = self._cosine(pair)
-                    if cosine is not None:
-                        values = (*values, cosine)
-                    else:  # a lesson without a vector yet: the lexical model
-                        self.scores[pair] = scorer.probability(scorer.LEXICAL, values)
-                        return self.scores[pair]
-                self.scores[pair] = scorer.probability(self.model, values)
+            self.score_many([pair])
         return self.scores[pair]
 
     def _cosine(self, pair: Pair) -> float | None:
