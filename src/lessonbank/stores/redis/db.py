@@ -10,9 +10,11 @@ never holds a ``:`` and no two names share a key, while ordinary names keep the 
 
 - ``B{ns}:lesson:{id}`` hash: ``data`` (the full Lesson JSON) and flat copies of the fields
   recall filters and ranks on; ``B{ns}:lessons`` zset of ids by creation time;
-  ``B{ns}:hash:{content_hash}`` → id; ``B{ns}:tok:{token}`` zset of ids holding the token;
-  ``B{ns}:tag:{tag}`` set of ids; ``B{ns}:corpus`` hash (lesson count, total length);
-  ``B{ns}:expiring`` zset of ids by ``expires_at``.
+  ``B{ns}:hash:{content_hash}`` → id; ``B{ns}:tag:{tag}`` set of ids; ``B{ns}:corpus`` hash
+  (lesson count, total length); ``B{ns}:expiring`` zset of ids by ``expires_at``.
+- Token postings (``postings.py``): ``B{ns}:post:{token}`` string of packed records,
+  ``B{ns}:docctr``, ``B{ns}:docs``, ``B{ns}:dead``, ``B{ns}:df``; ``B:postings`` the layout's version
+  (a bank written with a sorted set per token, ``B{ns}:tok:{token}``, is rebuilt on open: ``upgrade.py``).
 - Vectors of embedder ``m``: ``B{ns}:vec:{m}`` hash id → vector bytes, ``B{ns}:vechash:{m}``
   hash id → text hash, ``B{ns}:vecseq:{m}`` zset id → sequence number of its last write,
   ``B{ns}:vecctr:{m}`` the sequence counter; ``B{ns}:vecmodels`` set of the models present.
@@ -217,22 +219,44 @@ class RedisDatabase:
 # Runs a list of single-key commands in one call. ARGV[1] is a JSON array of commands, each an
 # array of strings: name, key, arguments. The batch travels as one argument (the client's cost of
 # encoding a command is per argument, and a lesson's writes are ~100 of them). Two commands of its
-# own write a lesson's token postings: ZADDEACH (key: the token keys' common prefix; member, then
-# "suffix\x1fscore\x1f...") adds the member to each token's zset, ZREMEACH (member, then
-# "suffix\x1f...") removes it. Keys are named inside the script, as one Redis server allows (a
-# cluster would need every key declared).
+# own keep a lesson's token postings (see postings.py), both keyed by the lesson hash, then the
+# namespace's key prefix ``B{ns}:``: INDEX (then the lesson id, "suffix\x1ffactor\x1f..." and "1"
+# when the lesson's old document number is to be left alone, as a rebuild does) retires the
+# lesson's document number and gives it a new one holding these tokens; UNINDEX retires it. Keys
+# are named inside the script, as one Redis server allows (a cluster would need every key declared).
 BATCH_SCRIPT = """
+local function unindex(lesson, base)
+  local doc = redis.call('HGET', lesson, 'docno')
+  if not doc then return end
+  redis.call('SETBIT', base .. 'dead', doc, 1)
+  redis.call('HDEL', base .. 'docs', doc)
+  local terms = redis.call('HGET', lesson, 'terms')
+  if terms then
+    for suffix in string.gmatch(terms .. '\\031', '([^\\031]+)\\031') do
+      if redis.call('HINCRBY', base .. 'df', suffix, -1) <= 0 then
+        redis.call('HDEL', base .. 'df', suffix)
+        redis.call('DEL', base .. 'post:' .. suffix)
+      end
+    end
+  end
+end
 local written = 0
 for _, op in ipairs(cjson.decode(ARGV[1])) do
   local command = op[1]
-  if command == 'ZADDEACH' then
-    for suffix, score in string.gmatch(op[4], '([^\\031]+)\\031([^\\031]+)\\031') do
-      redis.call('ZADD', op[2] .. suffix, score, op[3])
+  if command == 'INDEX' then
+    local lesson, base = op[2], op[3]
+    if op[6] ~= '1' then unindex(lesson, base) end
+    local doc = redis.call('INCR', base .. 'docctr')
+    local names = {}
+    for suffix, factor in string.gmatch(op[5], '([^\\031]+)\\031([^\\031]+)\\031') do
+      redis.call('APPEND', base .. 'post:' .. suffix, struct.pack('<If', doc, tonumber(factor)))
+      redis.call('HINCRBY', base .. 'df', suffix, 1)
+      names[#names + 1] = suffix
     end
-  elseif command == 'ZREMEACH' then
-    for suffix in string.gmatch(op[4], '([^\\031]+)\\031') do
-      redis.call('ZREM', op[2] .. suffix, op[3])
-    end
+    redis.call('HSET', lesson, 'docno', doc, 'terms', table.concat(names, '\\031'))
+    redis.call('HSET', base .. 'docs', doc, op[4])
+  elseif command == 'UNINDEX' then
+    unindex(op[2], op[3])
   else
     redis.call(unpack(op))
   end

@@ -1,13 +1,14 @@
 """The Redis lesson index: how a lesson and its index entries are written, removed and searched.
 
-Invariants: a lesson's hash, its token zsets (scored by the token's BM25 factor in that lesson),
-its tag sets, its content-hash key, the corpus counters and the seed 000 keys change together,
-queued into the caller's MULTI/EXEC; search reads only the zsets of the query's selective words.
-A lesson's term vector (space ``lexical:terms-v1``) is written in the same MULTI/EXEC when what it
-is made of changed: recall ranks those in the in-process exact index, and the token zsets serve the
-near-duplicate check and recall without numpy.
+Invariants: a lesson's hash, its token postings (each record holds the token's BM25 factor in that
+lesson; ``postings.py``), its tag sets, its content-hash key, the corpus counters and the seed 000
+keys change together, queued into the caller's MULTI/EXEC; search reads only the postings of the
+query's words (the near-duplicate check: of its selective words). A lesson's term vector (space
+``lexical:terms-v1``) is written in the same MULTI/EXEC when what it is made of changed: recall
+ranks those in the in-process exact index, and the postings serve the near-duplicate check, the
+replay pool's keyword search and recall without numpy.
 
-The token zsets cover content, tags and ``learned_from``; each field's term frequencies are
+The postings cover content, tags and ``learned_from``; each field's term frequencies are
 scaled by ``FIELD_WEIGHTS`` before the BM25 factor is taken (as SQLite's FTS5 ``bm25()`` with
 column weights does), so provenance matches rank below content matches.
 
@@ -20,8 +21,7 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from lessonbank.lessons import matches
@@ -32,10 +32,9 @@ from lessonbank.stores.lexical import (
     LEXICAL_SPACE,
     POSTINGS_BUDGET,
     bm25_factors,
-    choose_terms,
     common_idf,
-    field_terms,
     idf,
+    match_terms,
     query_terms,
     term_vector_changed,
     weighted_term_vector,
@@ -51,6 +50,7 @@ from lessonbank.stores.redis.db import (
     RedisDatabase,
     key_part,
 )
+from lessonbank.stores.redis.postings import RedisPostings
 from lessonbank.stores.redis.seed import SeedMirror
 
 ROW_FIELDS = (
@@ -84,8 +84,9 @@ class RedisLessonIndex:
     def __init__(self, db: RedisDatabase) -> None:
         self.db = db
         self.seed = SeedMirror(db)
+        self.postings = RedisPostings(db)
         self.corpus: dict[str, tuple[float, float]] = {}
-        self._batch = self.db.r.register_script(BATCH_SCRIPT)
+        self.batch_script = self.db.r.register_script(BATCH_SCRIPT)
         self.credit_script = self.db.r.register_script(CREDIT_SCRIPT)
         self.put_vectors_script = self.db.r.register_script(PUT_VECTORS_SCRIPT)
         self.vector_changes_script = self.db.raw.register_script(VECTOR_CHANGES_SCRIPT)
@@ -106,22 +107,20 @@ class RedisLessonIndex:
         """
         ns, batch = lesson.namespace, Batch()
         frequencies, length = weighted_terms(lesson, FIELD_WEIGHTS)
-        old_length = 0
+        old_length, reindex = 0, True
         if old is not None:
             old_frequencies, old_length = weighted_terms(old, FIELD_WEIGHTS)
-        batch.add("HSET", self.lesson_key(ns, lesson.id), *_flat(_row(lesson, list(frequencies))))
-        tokens = self.db.k(ns, "tok", "")  # every token's zset key starts so (see BATCH_SCRIPT)
-        if old is not None:
-            gone = set(old_frequencies) - set(frequencies)
-            if gone:
-                batch.add("ZREMEACH", tokens, lesson.id, _suffixes(gone))
-        factors = bm25_factors(frequencies, length, self.avg_len(ns))
-        if factors:
+            reindex = (old_frequencies, old_length) != (frequencies, length)
+        key = self.lesson_key(ns, lesson.id)
+        batch.add("HSET", key, *_flat(_row(lesson)))
+        if reindex:  # a status or counter change keeps the postings (and document number) it had
             batch.add(
-                "ZADDEACH",
-                tokens,
+                "INDEX",
+                key,
+                self.postings.base(ns),
                 lesson.id,
-                "".join(f"{key_part(t)}{_SEP}{w!r}{_SEP}" for t, w in factors.items()),
+                factors_field(frequencies, length, self.avg_len(ns)),
+                "",
             )
         old_tags = set(old.tags) if old is not None else set()
         for tag in old_tags - set(lesson.tags):
@@ -140,7 +139,7 @@ class RedisLessonIndex:
         batch.add("HINCRBY", self.db.k(ns, "corpus"), "length", str(length - old_length))
         batch.add("HSET", self.db.where_key, lesson.id, ns)
         batch.add("SADD", self.db.namespaces_key, ns)
-        batch.queue(pipe, self._batch)
+        batch.queue(pipe, self.batch_script)
         if term_vector_changed(lesson, old):
             vector = weighted_term_vector(frequencies, length, lesson)
             self.q_put_vectors(pipe, ns, LEXICAL_SPACE, [(lesson.id, "", vector)])
@@ -173,23 +172,22 @@ class RedisLessonIndex:
         """Queue the removal of ``lesson``, its index entries and its vectors of ``models`` (all the
         namespace's embedder models, read under WATCH by the caller)."""
         ns, batch = lesson.namespace, Batch()
-        terms = [term for field in field_terms(lesson).values() for term in field]
+        _, length = weighted_terms(lesson, FIELD_WEIGHTS)
+        batch.add("UNINDEX", self.lesson_key(ns, lesson.id), self.postings.base(ns))
         batch.add("DEL", self.lesson_key(ns, lesson.id))
-        if terms:
-            batch.add("ZREMEACH", self.db.k(ns, "tok", ""), lesson.id, _suffixes(set(terms)))
         for tag in lesson.tags:
             batch.add("SREM", self.db.k(ns, "tag", tag), lesson.id)
         batch.add("DEL", self.db.k(ns, "hash", lesson.content_hash))
         batch.add("ZREM", self.db.k(ns, "lessons"), lesson.id)
         batch.add("ZREM", self.db.k(ns, "expiring"), lesson.id)
         batch.add("HINCRBY", self.db.k(ns, "corpus"), "docs", "-1")
-        batch.add("HINCRBY", self.db.k(ns, "corpus"), "length", str(-len(terms)))
+        batch.add("HINCRBY", self.db.k(ns, "corpus"), "length", str(-length))
         batch.add("HDEL", self.db.where_key, lesson.id)
         for model in models:
             batch.add("HDEL", self.vec_key(ns, "vec", model), lesson.id)
             batch.add("HDEL", self.vec_key(ns, "vechash", model), lesson.id)
             batch.add("ZREM", self.vec_key(ns, "vecseq", model), lesson.id)
-        batch.queue(pipe, self._batch)
+        batch.queue(pipe, self.batch_script)
         self.seed.q_removed(pipe, lesson)
 
     def vec_key(self, namespace: str, what: str, model: str) -> str:
@@ -238,77 +236,50 @@ class RedisLessonIndex:
     ) -> list[Candidate]:
         """Top ``limit`` lessons by BM25 over every query word that pass the filters.
 
-        Each token zset holds its lessons scored by the token's BM25 factor, so Redis ranks:
-        ZUNIONSTORE weighted by the terms' IDF, then pages through the best until ``limit``
-        lessons pass the filters, however deep that is. ``selective`` (the near-duplicate check
-        on every write) bounds the work instead: only words within the postings budget count,
-        and when every word is too common the lessons where the rarest weighs most are taken,
-        all with the same relevance.
+        Each posting record holds the token's BM25 factor in its lesson, so ranking is a weighted
+        sum over the query words' postings (weights: the words' IDF), then pages through the best
+        until ``limit`` lessons pass the filters, however deep that is. ``selective`` (the
+        near-duplicate check on every write) bounds the work instead: only words within the
+        postings budget count, and when every word is too common the lessons where the rarest
+        weighs most are taken, all with the same relevance.
         """
         ns = query.namespace
         terms = query_terms(terms)
         if not terms or limit <= 0:
             return []
-        pipe = self.db.r.pipeline(transaction=False)
-        for term in terms:
-            pipe.zcard(self.db.k(ns, "tok", term))
-        pipe.hget(self.db.k(ns, "corpus"), "docs")
-        *counts, docs_raw = pipe.execute()
-        frequencies = dict(zip(terms, counts, strict=True))
-        docs = int(docs_raw or 0)
-        if selective:
-            chosen, rarest = choose_terms(frequencies)
-            if rarest is None:
-                return []
-            if not chosen:
-                flat = common_idf(docs, rarest[0])
-                return self._ranked(
-                    self.db.k(ns, "tok", rarest[1]), query, limit, lambda _: flat, most=POSTINGS_BUDGET
-                )
-        else:
-            chosen = [term for term in terms if frequencies[term]]
-        if not chosen:
+        frequencies, docs = self.postings.frequencies(ns, terms)
+        chosen, rarest = match_terms(terms, frequencies, bounded=selective)
+        if rarest is None:
             return []
-        weights = {self.db.k(ns, "tok", term): idf(docs, frequencies[term]) for term in chosen}
-        union = self.db.k(ns, "tmp", uuid.uuid4().hex)
-        pipe = self.db.r.pipeline(transaction=True)
-        pipe.zunionstore(union, weights)
-        if query.tags:
-            pipe.zinterstore(union, {union: 1, **{self.db.k(ns, "tag", tag): 0 for tag in query.tags}})
-        pipe.expire(union, 60)
-        pipe.execute()
-        try:
-            return self._ranked(union, query, limit, lambda score: score)
-        finally:
-            self.db.r.delete(union)
+        if selective and not chosen:
+            flat = common_idf(docs, rarest[0])
+            found, _ = self.postings.ranked(ns, {rarest[1]: 1.0}, most=POSTINGS_BUDGET)
+            return self._passing(query, found, [flat] * len(found), limit)
+        found, scores = self.postings.ranked(ns, {term: idf(docs, frequencies[term]) for term in chosen})
+        return self._passing(query, found, scores.tolist(), limit)
 
-    def _ranked(
-        self,
-        key: str,
-        query: LessonQuery,
-        limit: int,
-        relevance: Callable[[float], float],
-        *,
-        most: int | None = None,
+    def _passing(
+        self, query: LessonQuery, found: Any, relevance: Sequence[float], limit: int
     ) -> list[Candidate]:
-        """The best-scored members of zset ``key`` that pass the filters (among its first ``most``),
-        as candidates."""
+        """The first ``limit`` of the ranked documents ``found`` whose lessons pass the filters, as
+        candidates of the given relevance."""
         out: list[Candidate] = []
         now, start, page = self.db.clock(), 0, max(PAGE, 2 * limit)
-        while len(out) < limit and (most is None or start < most):
-            found = self.db.r.zrevrange(key, start, start + page - 1, withscores=True)
-            if not found:
-                break
-            rows = self.rows(query.namespace, [lesson_id for lesson_id, _ in found])
-            for (lesson_id, score), row in zip(found, rows, strict=True):
+        while len(out) < limit and start < len(found):
+            ids = self.postings.lesson_ids(query.namespace, found[start : start + page])
+            kept = [
+                (i, r) for i, r in zip(ids, relevance[start : start + page], strict=True) if i is not None
+            ]
+            rows = self.rows(query.namespace, [lesson_id for lesson_id, _ in kept])
+            for (lesson_id, score), row in zip(kept, rows, strict=True):
                 if row is not None and row_passes(row, query, now):
-                    out.append(candidate_of(lesson_id, row, relevance(score)))
+                    out.append(candidate_of(lesson_id, row, score))
             start += page
             page *= 2  # a narrow filter lets few through: read ever larger pages
         return out[:limit]
 
 
-def _row(lesson: Lesson, terms: Sequence[str]) -> dict[str, str]:
+def _row(lesson: Lesson) -> dict[str, str]:
     return {
         "data": lesson.model_dump_json(),
         "kind": lesson.kind,
@@ -322,7 +293,6 @@ def _row(lesson: Lesson, terms: Sequence[str]) -> dict[str, str]:
         "confidence": repr(lesson.confidence),
         "pinned": "1" if lesson.pinned else "",
         "created_at": repr(lesson.created_at.timestamp()),
-        "terms": " ".join(terms),
         "importance": repr(lesson.importance),
         "helpful": str(lesson.helpful),
         "harmful": str(lesson.harmful),
@@ -331,9 +301,11 @@ def _row(lesson: Lesson, terms: Sequence[str]) -> dict[str, str]:
     }
 
 
-def _suffixes(terms: Iterable[str]) -> str:
-    """Token keys' last parts as ZREMEACH takes them (see BATCH_SCRIPT)."""
-    return "".join(key_part(term) + _SEP for term in terms)
+def factors_field(frequencies: dict[str, float], length: int, avg_len: float) -> str:
+    """A lesson's tokens (as key parts) and BM25 factors, as the ``INDEX`` batch command takes them."""
+    return "".join(
+        f"{key_part(t)}{_SEP}{w!r}{_SEP}" for t, w in bm25_factors(frequencies, length, avg_len).items()
+    )
 
 
 def _flat(mapping: dict[str, str]) -> list[str]:

@@ -8,10 +8,11 @@ vectors in ``vectors.py``. Invariants:
 - A lesson hash keeps the full Lesson JSON in ``data`` (new model fields round-trip); its other
   fields are copies for filtering and ranking, plus ``access_count``/``last_accessed`` which
   are counted in place and override the JSON on read.
-- A lesson and all its index entries (content hash, tokens, tags, corpus counters, the seed
-  000 keys of an insight) are written and removed in one MULTI/EXEC.
-- Recall ranks by the token zsets of every query word with the BM25 of the other stores (each
-  factor taken with the mean length at write time; see ``index.py``): never a scan of every lesson.
+- A lesson and all its index entries (content hash, token postings, tags, corpus counters, the
+  seed 000 keys of an insight) are written and removed in one MULTI/EXEC.
+- Search ranks by the postings of every query word with the BM25 of the other stores (each
+  factor taken with the mean length at write time; see ``index.py`` and ``postings.py``): never a
+  scan of every lesson. A bank written with the older layout is rebuilt on open (``upgrade.py``).
 - An episode and its job, and a job's result and its completion, are each one MULTI/EXEC; so are a
   change to a lesson and its audit entry (``audit.py``).
 - The Redis Query Engine (FT.*) is detected (``query_engine``) but recall uses the token
@@ -80,6 +81,7 @@ from lessonbank.stores.redis.index import (
 from lessonbank.stores.redis.pools import RedisPools, RedisTx
 from lessonbank.stores.redis.queue import RedisJobQueue
 from lessonbank.stores.redis.retention import RedisRetention
+from lessonbank.stores.redis.upgrade import ensure_postings
 from lessonbank.stores.redis.vectors import RedisVectors
 from lessonbank.text import keywords
 
@@ -103,6 +105,7 @@ class RedisStore(
     def __init__(self, url: str, *, clock: Clock = time.time) -> None:
         self.db = RedisDatabase(url, clock=clock)
         self.index = RedisLessonIndex(self.db)
+        ensure_postings(self.db, self.index)
         self.pools = RedisPools(self.db, self.index)
         self.jobs = RedisJobQueue(self.db)
         self.vectors = RedisVectors(self.db, self.index)

@@ -1,0 +1,159 @@
+"""The Redis token postings: compact, append-only strings instead of a sorted set per token.
+
+A sorted set costs Redis ~100 bytes an entry; a million 1 KB lessons hold ~80M (token, lesson)
+pairs, more memory than a shared Redis has. Each pair is now 8 bytes in a string per token.
+
+Keys of namespace ``ns`` (see ``db.py`` for ``B`` and the encoding of each part):
+
+- ``B{ns}:post:{token}`` string: records of 8 bytes, little-endian (document number u32, the
+  token's BM25 factor in that lesson f32), appended as lessons are written;
+- ``B{ns}:docctr`` counter of document numbers; ``B{ns}:docs`` hash document number → lesson id;
+  the lesson hash holds its own ``docno`` and ``terms`` (its tokens' key parts, ``\\x1f``-separated);
+- ``B{ns}:dead`` bitmap: bit n set when document n no longer holds its lesson's tokens;
+- ``B{ns}:df`` hash token → how many live lessons hold it (BM25's document frequency).
+
+Invariants: a lesson whose indexed words change gets a new document number in the same script
+that marks the old one dead, appends the new records and moves the counts (``INDEX`` in
+``db.BATCH_SCRIPT``, queued in the lesson's MULTI/EXEC), so a reader never counts a lesson twice;
+``UNINDEX`` retires it on removal. Dead records are dropped by whoever reads a posting holding more
+dead records than live ones (under WATCH, so an append meanwhile wins); a posting whose last live
+lesson goes is deleted with its count. Document numbers are never reused, so the dead bitmap is
+only ever set, and a reader holding an old copy of it at worst keeps a record the ids drop.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import WatchError
+
+from lessonbank.stores.redis.db import RedisDatabase, key_part
+
+if TYPE_CHECKING:
+    import numpy as np
+
+log = logging.getLogger("lessonbank.stores")
+
+RECORD_BYTES = 8
+# A posting is rewritten without its dead records once they outnumber its live ones (and at least
+# this many): reads stay within twice the live work, and small postings are left alone.
+COMPACT_MIN = 256
+
+
+def _record_type() -> Any:
+    import numpy as np
+
+    return np.dtype([("doc", "<u4"), ("w", "<f4")])
+
+
+class RedisPostings:
+    """Reads (and compacts) the postings of one Redis database; ``db.BATCH_SCRIPT`` writes them."""
+
+    def __init__(self, db: RedisDatabase) -> None:
+        self.db = db
+
+    def base(self, namespace: str) -> str:
+        """The namespace's key prefix ``B{ns}:``, as the ``INDEX``/``UNINDEX`` batch commands take it."""
+        return self.db.k(namespace, "")
+
+    def post_key(self, namespace: str, term: str) -> str:
+        return self.db.k(namespace, "post", term)
+
+    def frequencies(self, namespace: str, terms: list[str]) -> tuple[dict[str, int], int]:
+        """Each term's live document frequency, and the namespace's lesson count."""
+        pipe = self.db.r.pipeline(transaction=False)
+        pipe.hmget(self.db.k(namespace, "df"), [key_part(term) for term in terms])
+        pipe.hget(self.db.k(namespace, "corpus"), "docs")
+        counts, docs = pipe.execute()
+        return {term: int(count or 0) for term, count in zip(terms, counts, strict=True)}, int(docs or 0)
+
+    def ranked(
+        self, namespace: str, weights: dict[str, float], *, most: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Live document numbers by ``Σ weight × factor`` over the weighted terms' postings, best
+        first (ties: the newer document first), with their scores; the first ``most`` only."""
+        import numpy as np
+
+        terms = list(weights)
+        pipe = self.db.raw.pipeline(transaction=False)
+        for term in terms:
+            pipe.get(self.post_key(namespace, term))
+        pipe.get(self.db.k(namespace, "dead"))
+        *blobs, dead_blob = pipe.execute()
+        dead_bits = np.unpackbits(
+            np.frombuffer(dead_blob or b"", np.uint8)
+        )  # bit 0 = the first byte's top bit
+        docs: list[np.ndarray] = []
+        scores: list[np.ndarray] = []
+        for term, blob in zip(terms, blobs, strict=True):
+            records = self._records(namespace, term, blob)
+            dead = _dead(records["doc"], dead_bits)
+            gone = int(dead.sum())
+            if gone > max(COMPACT_MIN, len(records) - gone) or len(blob or b"") % RECORD_BYTES:
+                self._compact(namespace, term, dead_bits)
+            if not len(records):
+                continue
+            records = records[~dead]
+            docs.append(records["doc"])
+            scores.append(records["w"].astype(np.float64) * weights[term])
+        if not docs:
+            return np.zeros(0, np.uint32), np.zeros(0, np.float64)
+        if len(docs) == 1:
+            found, total = docs[0], scores[0]
+        else:
+            found, where = np.unique(np.concatenate(docs), return_inverse=True)
+            total = np.bincount(where, weights=np.concatenate(scores), minlength=len(found))
+        order = np.lexsort((-found.astype(np.int64), -total))
+        if most is not None:
+            order = order[:most]
+        return found[order], total[order]
+
+    def lesson_ids(self, namespace: str, docs: Any) -> list[str | None]:
+        """The lesson id of each document number (None: retired since it was read)."""
+        if not len(docs):
+            return []
+        ids: list[str | None] = self.db.r.hmget(self.db.k(namespace, "docs"), [str(int(d)) for d in docs])
+        return ids
+
+    def _records(self, namespace: str, term: str, blob: bytes | None) -> np.ndarray:
+        import numpy as np
+
+        blob = blob or b""
+        extra = len(blob) % RECORD_BYTES
+        if extra:  # never written so (by hand, say): the whole records count, the reader cuts the rest
+            log.warning(
+                "Redis posting %s ends with %d stray bytes; they are ignored and removed",
+                self.post_key(namespace, term),
+                extra,
+            )
+            blob = blob[: len(blob) - extra]
+        records: np.ndarray = np.frombuffer(blob, _record_type())
+        return records
+
+    def _compact(self, namespace: str, term: str, dead_bits: np.ndarray) -> None:
+        """Rewrite a posting without its dead records; given up when a write changes it meanwhile."""
+        key = self.post_key(namespace, term)
+        with self.db.raw.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(key)
+                records = self._records(namespace, term, pipe.get(key))
+                kept = records[~_dead(records["doc"], dead_bits)]
+                pipe.multi()
+                if len(kept):
+                    pipe.set(key, kept.tobytes())
+                else:
+                    pipe.delete(key)
+                pipe.execute()
+            except WatchError:
+                pass
+
+
+def _dead(docs: np.ndarray, dead_bits: np.ndarray) -> np.ndarray:
+    """Which of ``docs`` have their bit set in the dead bitmap (unpacked)."""
+    import numpy as np
+
+    out = np.zeros(len(docs), dtype=bool)
+    inside = docs < len(dead_bits)
+    out[inside] = dead_bits[docs[inside]].astype(bool)
+    return out
