@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,12 +41,29 @@ from lessonbank import LessonBank
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "cold_start.json"
 SEED = 11
+REAL_MAX = 100_000  # lessons made of the corpus's own pairs; past that, remixed (it holds ~170k pairs)
 FIRST_RECALL = (
     "import resource, sys, time; t = time.perf_counter(); from lessonbank import LessonBank; "
     "bank = LessonBank(sys.argv[1], worker=False); opened = time.perf_counter() - t; "
     "bank.recall(sys.argv[2]); took = time.perf_counter() - t; bank.close(); "
     "print(opened, took, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)"
 )
+
+
+def bank_lessons(source: _corpus.Source, count: int, seed: int) -> Iterator[dict[str, Any]]:
+    """``count`` distinct lessons: the corpus's own (situation, correction) pairs up to ``REAL_MAX``,
+    then two of its sentences and a variant number (distinct content: the bank dedupes exact
+    repeats), read lazily so a million need not be held at once."""
+    real = min(count, REAL_MAX)
+    yield from _corpus.make_lessons(source, real, seed)
+    rng = random.Random(seed + 1)
+    pool = source.lesson_sentences
+    for n in range(count - real):
+        first, second = rng.choice(pool), rng.choice(pool)
+        task = source.tasks[first.task]
+        tags = rng.sample(task.keywords, min(len(task.keywords), 3))
+        content = f"{first.text} {second.text} (variant {n})"
+        yield {"content": content, "tags": tags, "task_type": task.task_type}
 
 
 def first_recalls(url: str, home: Path, prompts: list[str], runs: int) -> list[dict[str, float]]:
@@ -96,7 +114,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 print(f"{backend}: {size:,} lessons: import ...", file=sys.stderr)
                 started = time.perf_counter()
                 with LessonBank(url, worker=False) as bank:
-                    bank.import_lessons(_corpus.make_lessons(source, size, SEED))
+                    bank.import_lessons(bank_lessons(source, size, SEED))
                 import_s = time.perf_counter() - started
                 print(f"{backend}: {size:,} lessons: first recalls ...", file=sys.stderr)
                 processes = first_recalls(url, home, prompts, args.runs)

@@ -21,10 +21,17 @@ client holding a million 384-dimension vectors keeps ~50 MB of bits and ids resi
 so its quality holds at a million vectors.
 
 Keeping in step: every write gets a growing sequence number in the store, so a sync reads
-only the rows written since the last one. When the number of vectors the store holds differs
-from the number cached (a lesson deleted, or a sequence committed out of order by another
-process), the index reloads in full. Writes made through this process mark the index stale at
+only the rows written since the last one. When the store holds fewer vectors than the index
+(lessons deleted: deletes have no sequence number), one lookup finds which, and the last row moves
+into each hole; any other difference in the count (a sequence committed out of order by another
+process) reloads the index in full. Writes made through this process mark the index stale at
 once; writes by other processes are seen within ``refresh_s``.
+
+Snapshots (:mod:`lessonbank.retrieval.vector_snapshot`): once the index holds ``SNAPSHOT_MIN``
+vectors and has applied ``SNAPSHOT_REFRESH`` rows (or an eighth of its size) since its last one, a
+sync writes its matrix, ids and sign bits beside the lexical snapshot. A new process's first sync
+maps that file (copy-on-write) and reads only the changes after its sequence; a snapshot it cannot
+trust is ignored (logged), the vectors load in full, and a good snapshot is written again.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from lessonbank.ports import Store
 from lessonbank.retrieval.lexical_index import GIVE_BACK_FROM, give_back_memory, miscount
+from lessonbank.retrieval.vector_snapshot import VectorState, vector_snapshot_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -56,6 +64,9 @@ RESCORE_SHARE_OF_INDEX = 256  # ... and re-rank at least 1/256 of the index (4,0
 SLICE = 1 << 16  # rows turned into sign bits, or copied into a mapped file, at a time
 MAPPED_FROM = 1 << 16  # rows of capacity from which the matrix is a memory-mapped file
 _INITIAL_CAPACITY = 1024
+SNAPSHOT_MIN = 2_000  # vectors an index holds before it is worth a snapshot
+SNAPSHOT_REFRESH = 1_024  # rows applied since the last snapshot before a newer one is written ...
+SNAPSHOT_SHARE = 8  # ... or this share of the index, whichever is larger (a write costs the whole matrix)
 
 
 def as_bytes(vector: np.ndarray) -> bytes:
@@ -106,6 +117,9 @@ class VectorIndex:
         self._centred_at = 0
         self._stale_bits: set[int] = set()
         self.binary = hasattr(np, "bitwise_count")  # numpy ≥ 2.0
+        self._snapshot = vector_snapshot_of(store, namespace, model)
+        self._since_snapshot = 0  # rows applied since the snapshot was read or written
+        self._restore_tried = False  # the first sync starts from the snapshot, if it can
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -118,17 +132,89 @@ class VectorIndex:
         with self._lock:
             if not force and self._clock() - self._synced_at < self.refresh_s:
                 return
+            if not self._restore_tried:
+                self._restore_tried = True
+                if self._snapshot is not None:
+                    self._restore()
+            full = self._seq == 0  # every row is read: what a snapshot would have spared
             changes = self.store.vector_changes(self.namespace, self.model, self._seq)
             read = len(changes.rows)
             self._apply(changes.rows)
+            self._since_snapshot += read
             self._seq = max(self._seq, changes.seq)
-            reload = len(self._ids) + len(self._ignored) != changes.count + self._miscount
+            expected = changes.count + self._miscount
             del changes
+            if len(self._ids) + len(self._ignored) > expected:
+                self._forget_deleted()
+            reload = len(self._ids) + len(self._ignored) != expected
             if reload:
                 read += self._reload()
+                full = True
             if read >= GIVE_BACK_FROM:
                 give_back_memory()  # the rows read are gone; the matrix holds its own copy
+            size = len(self._ids)
+            due = max(SNAPSHOT_REFRESH, size // SNAPSHOT_SHARE)
+            if self._snapshot is not None and size >= SNAPSHOT_MIN and (full or self._since_snapshot >= due):
+                self._save()
             self._synced_at = self._clock()
+
+    def _forget_deleted(self) -> None:
+        """Drop the rows of lessons deleted since (deletes have no sequence number): one lookup of
+        which still have a vector, much cheaper than reading every vector again. The last row moves
+        into each hole, so the rows stay dense."""
+        present = self.store.vector_hashes(self.namespace, self.model, [*self._ids, *self._ignored])
+        self._ignored &= present.keys()
+        for lesson_id in [lesson_id for lesson_id in self._ids if lesson_id not in present]:
+            row, last = self._row_of.pop(lesson_id), len(self._ids) - 1
+            if row != last:
+                moved = self._ids[last]
+                self._matrix[row] = self._matrix[last]
+                self._ids[row], self._row_of[moved] = moved, row
+                self._stale_bits.add(row)
+            self._ids.pop()
+        size = len(self._ids)
+        self._bits_rows = min(self._bits_rows, size)
+        self._stale_bits = {row for row in self._stale_bits if row < size}
+
+    def _restore(self) -> None:
+        """Start from the bank's snapshot, if there is one to trust."""
+        assert self._snapshot is not None
+        state = self._snapshot.read(self.store, self.dim, self.mapped_from)
+        if state is None:
+            return
+        rows = len(state.ids)
+        self._matrix, self._mapped = state.matrix, state.matrix.shape[0] >= self.mapped_from
+        self._ids, self._ignored = state.ids, state.ignored
+        self._row_of = {lesson_id: row for row, lesson_id in enumerate(state.ids)}
+        self._seq, self._miscount = state.seq, state.miscount
+        if state.bits is not None and state.centre is not None:
+            self._bits, self._bits_rows = state.bits, rows
+            self._centre, self._centred_at = state.centre, rows
+        self._since_snapshot = 0
+
+    def _save(self) -> None:
+        """Write the snapshot of the index as it stands, its sign bits computed afresh first."""
+        assert self._snapshot is not None
+        size = len(self._ids)
+        if self.binary and size >= BINARY_FROM:
+            self._refresh_bits(size, recentre=True)
+        done = self._snapshot.write(
+            VectorState(
+                seq=self._seq,
+                miscount=self._miscount,
+                ids=self._ids,
+                ignored=self._ignored,
+                matrix=self._matrix[:size],
+                bits=None if self._bits is None else self._bits[:, :size],
+                centre=self._centre,
+                capacity=int(self._matrix.shape[0]),
+            ),
+            self.store,
+        )
+        if done:
+            self._since_snapshot = 0
+        else:  # not before as many rows again: a folder that cannot be written is not retried per sync
+            self._since_snapshot = -size
 
     def vectors(self) -> dict[str, np.ndarray]:
         """Every lesson's vector (a copy), after a sync: what the consolidation pre-pass compares."""
@@ -171,8 +257,20 @@ class VectorIndex:
         rescore = max(wanted * RESCORE_PER_RESULT, MIN_RESCORE, size // RESCORE_SHARE_OF_INDEX)
         if not self.binary or size < BINARY_FROM or rescore * RESCORE_SHARE > size:
             return None
-        if self._bits is None or size >= 2 * self._centred_at:
-            self._centre = self._matrix[:size].mean(axis=0)
+        self._refresh_bits(size)
+        query_words = self._sign_words(query[None, :])[:, 0]
+        distance = numpy.bitwise_count(self._bits[0, :size] ^ query_words[0]).astype(numpy.uint16)
+        for word in range(1, self._bits.shape[0]):
+            distance += numpy.bitwise_count(self._bits[word, :size] ^ query_words[word])
+        closest: np.ndarray = numpy.argpartition(distance, rescore - 1)[:rescore]
+        return closest
+
+    def _refresh_bits(self, size: int, *, recentre: bool = False) -> None:
+        """Sign bits of the first ``size`` rows up to date (the centre taken afresh when asked, or
+        when the index has doubled since it was)."""
+        numpy = self._np
+        if recentre or self._bits is None or size >= 2 * self._centred_at:
+            self._centre = self._mean(size)
             self._centred_at = size
             self._bits = self._sign_words(self._matrix[:size])
             self._bits_rows = size
@@ -188,12 +286,14 @@ class VectorIndex:
             rows = numpy.fromiter(self._stale_bits, dtype=numpy.int64)
             self._bits[:, rows] = self._sign_words(self._matrix[rows])
             self._stale_bits.clear()
-        query_words = self._sign_words(query[None, :])[:, 0]
-        distance = numpy.bitwise_count(self._bits[0, :size] ^ query_words[0]).astype(numpy.uint16)
-        for word in range(1, self._bits.shape[0]):
-            distance += numpy.bitwise_count(self._bits[word, :size] ^ query_words[word])
-        closest: np.ndarray = numpy.argpartition(distance, rescore - 1)[:rescore]
-        return closest
+
+    def _mean(self, size: int) -> np.ndarray:
+        """The mean row, summed in slices (a mapped matrix is read once, never copied whole)."""
+        total = self._np.zeros(self.dim, dtype=self._np.float64)
+        for start in range(0, size, SLICE):
+            total += self._matrix[start : min(size, start + SLICE)].sum(axis=0, dtype=self._np.float64)
+        mean: np.ndarray = (total / max(size, 1)).astype(self._np.float32)
+        return mean
 
     def _sign_words(self, rows: np.ndarray) -> np.ndarray:
         """Sign bits of ``rows`` around the centre as (words, len(rows)) uint64, 64 dimensions a word."""

@@ -1,0 +1,163 @@
+"""``embed_missing`` on a bank without vectors: its rate from the first page to the last, on every store.
+
+    .venv/bin/python bench/embed_missing.py --sizes 100000 --backends sqlite,postgres,redis
+    .venv/bin/python bench/embed_missing.py --sizes 1000000 --backends sqlite,postgres
+
+For each store and size, one bank is filled with ``import_lessons`` and no embedder (the corpus of
+``cold_start.py``: real lesson sentences, remixed past what the corpus holds), then a bank opened with
+the static embedder (``--embedder``) runs ``embed_missing()`` once. Every page it embeds is timed, from
+the end of the page before (the store's query for the missing lessons, the embedding and the write):
+the table gives the whole run's rate, the rate of the first and the last tenth of the pages, and their
+ratio (1.0: the last page costs what the first did). The static model is loaded before the clock
+starts. Redis gets a key prefix of its own, deleted afterwards; PostgreSQL a schema of its own.
+
+Target (issue 33): ≥ 2,000 vectors/s at 1M on every store, the rate flat from the first page to the last.
+
+Prints a table and writes JSON (default ``bench/results/embed_missing.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _backends
+import _corpus
+from cold_start import SEED, bank_lessons
+from core import format_table, load_average, machine_info
+from lessonbank import LessonBank
+from lessonbank.retrieval.embedders import make_embedder
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "embed_missing.json"
+PAGE = 1_000  # embed_missing's own default page
+
+
+def timed_run(url: str, embedder: Any) -> dict[str, Any]:
+    """One ``embed_missing`` with every page timed (seconds and vectors written per page)."""
+    pages: list[tuple[float, int]] = []
+    with LessonBank(url, worker=False, embedder=embedder) as bank:
+        intake = bank.services.intake
+        embed = intake.retriever.embed_lessons
+        last = time.perf_counter()
+
+        def timed(lessons: Any) -> int:
+            nonlocal last
+            written: int = embed(lessons)
+            now = time.perf_counter()
+            pages.append((now - last, written))
+            last = now
+            return written
+
+        intake.retriever.embed_lessons = timed  # type: ignore[method-assign]
+        started = last = time.perf_counter()
+        done = intake.embed_missing(batch=PAGE)
+        seconds = time.perf_counter() - started
+    tenth = max(1, len(pages) // 10)
+
+    def rate(part: Sequence[tuple[float, int]]) -> float:
+        return round(sum(n for _, n in part) / max(sum(s for s, _ in part), 1e-9))
+
+    first, final = rate(pages[:tenth]), rate(pages[-tenth:])
+    return {
+        "embedded": done,
+        "seconds": round(seconds, 1),
+        "per_s": round(done / seconds) if seconds else 0,
+        "pages": len(pages),
+        "first_tenth_per_s": first,
+        "last_tenth_per_s": final,
+        "last_over_first": round(final / first, 2) if first else None,
+        "page_s": [round(s, 4) for s, _ in pages],
+    }
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    source = _corpus.load_source(SEED)
+    embedder = make_embedder(args.embedder)
+    assert embedder is not None, f"{args.embedder!r} names no embedder"
+    embedder.embed_query("load the model before any clock starts")
+    results: dict[str, Any] = {
+        "benchmark": "embed_missing",
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine_info(),
+        "config": {"sizes": args.sizes, "backends": args.backends, "embedder": embedder.name, "page": PAGE},
+        "rows": [],
+        "skipped": {},
+    }
+    for backend in args.backends:
+        reason = _backends.available(backend)
+        if reason is not None:
+            results["skipped"][backend] = reason
+            continue
+        for size in args.sizes:
+            with (
+                tempfile.TemporaryDirectory(prefix="lb-embed-") as tmp,
+                _backends.fresh_url(backend, Path(tmp)) as url,
+            ):
+                print(f"{backend}: {size:,} lessons: import ...", file=sys.stderr)
+                started = time.perf_counter()
+                with LessonBank(url, worker=False) as bank:
+                    bank.import_lessons(bank_lessons(source, size, SEED))
+                import_s = time.perf_counter() - started
+                print(f"{backend}: {size:,} lessons: embed_missing ...", file=sys.stderr)
+                row = {"backend": backend, "lessons": size, "import_s": round(import_s, 1),
+                       **timed_run(url, embedder), "load_average_after": load_average()}  # fmt: skip
+                print(json.dumps({k: v for k, v in row.items() if k != "page_s"}), file=sys.stderr)
+                results["rows"].append(row)
+    return results
+
+
+def report(results: dict[str, Any]) -> str:
+    rows = [
+        [
+            row["backend"],
+            f"{row['lessons']:,}",
+            f"{row['embedded']:,}",
+            f"{row['seconds']:.1f}",
+            f"{row['per_s']:,}",
+            f"{row['first_tenth_per_s']:,} → {row['last_tenth_per_s']:,}",
+            f"{row['last_over_first']}",
+            " ".join(f"{x:.2f}" for x in row["load_average_after"]),
+        ]
+        for row in results["rows"]
+    ]
+    header = ["store", "lessons", "embedded", "s", "vectors/s", "first → last tenth of pages, /s",
+              "last / first", "load after"]  # fmt: skip
+    lines = [format_table(header, rows)]
+    if results["skipped"]:
+        lines.append("Skipped: " + "; ".join(f"{k}: {v}" for k, v in results["skipped"].items()))
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="100000")
+    parser.add_argument("--backends", default="sqlite,postgres,redis")
+    parser.add_argument("--embedder", default="static")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args(argv)
+    args.sizes = [int(part.replace("_", "")) for part in args.sizes.split(",") if part.strip()]
+    args.backends = [part for part in args.backends.split(",") if part]
+    unknown = set(args.backends) - {"sqlite", "postgres", "redis"}
+    if unknown:
+        parser.error("backends are sqlite, postgres, redis")
+    results = run(args)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n", "utf-8")
+    print(report(results))
+    print(f"JSON: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,293 @@
+"""Vector index snapshots: one namespace's vectors of one embedder, kept in a file beside the lexical
+snapshot (beside a SQLite bank, or in the cache folder of a PostgreSQL or Redis bank).
+
+A new process maps the snapshot's matrix (copy-on-write: its own writes never reach the file) instead
+of reading every vector from the store, then follows the change sequence from the snapshot's number
+on, as a long-lived index does. The sign bits and their centre, which the two-step search needs and
+which take a pass over every vector to compute, are in the file too.
+
+Invariants:
+
+- One file per (namespace, model), ``<hash of both>.vsnap`` in the lexical snapshot's folder
+  (:func:`lessonbank.retrieval.snapshot.snapshot_of`). Written whole or not at all (a temporary file
+  then a rename), readable by its owner only, in folders private to the user.
+- The header names the format, the model and its dimensions, the namespace, the bank (a SQLite
+  file's inode, a server store's URL), the sequence it reflects and the last lessons written with
+  their vectors' text hashes; the payload carries a CRC32, checked by reading the file (not through
+  the mapping, so the check leaves no page of it resident in the process).
+- The matrix has room for more rows than it holds, as much as the index that wrote it had (zeros,
+  a sparse file): rows a process appends go to its private pages, not into a copy of the matrix.
+- A snapshot whose format, model, size, namespace or bank differs, none of whose anchors the store
+  still holds as they were, whose sequence the bank has not reached, or whose bytes are damaged is
+  ignored with a logged reason, and the index loads in full: it can cost time, never an answer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import struct
+import tempfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lessonbank.retrieval.snapshot import snapshot_of
+from lessonbank.settings import make_private_folder
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from lessonbank.ports import Store
+
+log = logging.getLogger("lessonbank.retrieval")
+
+FORMAT = 1
+MAGIC = b"LBVECSNP"
+PREFIX = struct.Struct("<8sI")  # magic, header length
+ALIGN = 4096  # the matrix starts on a page: it is mapped
+ANCHORS = 8
+SPARE_MIN = 1_024  # rows of room at least
+READ_CHUNK = 1 << 22  # bytes read at a time for the checksum
+
+
+@dataclass
+class VectorState:
+    """What a vector index holds at sequence ``seq``: ``matrix[:len(ids)]`` are its rows (the
+    matrix has room for more), ``bits`` and ``centre`` the sign bits of those rows (or None)."""
+
+    seq: int
+    miscount: int
+    ids: list[str]
+    ignored: set[str]
+    matrix: np.ndarray
+    bits: np.ndarray | None
+    centre: np.ndarray | None
+    capacity: int = 0  # rows the matrix has room for, in the index that wrote it (0: its rows)
+
+
+def vector_snapshot_of(store: Store, namespace: str, model: str) -> VectorSnapshot | None:
+    """The snapshot of ``namespace``'s vectors of ``model``, where the lexical one of the namespace
+    lives; None for a store with no such place (the in-memory test double)."""
+    lexical = snapshot_of(store, namespace)
+    if lexical is None:
+        return None
+    return VectorSnapshot(lexical.folder, namespace, model, lexical.bank_file, lexical.bank_url)
+
+
+class VectorSnapshot:
+    def __init__(
+        self, folder: Path, namespace: str, model: str, bank_file: Path | None, bank_url: str | None
+    ) -> None:
+        self.folder = folder
+        self.namespace = namespace
+        self.model = model
+        self.bank_file = bank_file
+        self.bank_url = bank_url
+        digest = hashlib.sha256(f"{namespace}\0{model}".encode()).hexdigest()[:24]
+        self.path = folder / f"{digest}.vsnap"
+
+    def _bank(self) -> str:
+        if self.bank_file is None:
+            return f"url:{self.bank_url}"
+        try:
+            return f"inode:{os.stat(self.bank_file).st_ino}"
+        except OSError:
+            return "inode:-1"
+
+    # ------------------------------------------------------------------ writing
+
+    def write(self, state: VectorState, store: Store) -> bool:
+        """Persist ``state``; False (logged) when it cannot be written."""
+        import numpy as np
+
+        rows, dim = len(state.ids), int(state.matrix.shape[1])
+        ids_blob = "\0".join(state.ids).encode()
+        ignored_blob = "\0".join(sorted(state.ignored)).encode()
+        if any("\0" in lesson_id for lesson_id in state.ignored) or ids_blob.count(b"\0") != max(0, rows - 1):
+            log.info("namespace %s: a lesson id holds a NUL byte; no vector snapshot", self.namespace)
+            return False
+        anchors = state.ids[-ANCHORS:]
+        hashes = store.vector_hashes(self.namespace, self.model, anchors)
+        small: dict[str, Any] = {
+            "ids": np.frombuffer(ids_blob, dtype=np.uint8),
+            "ignored": np.frombuffer(ignored_blob, dtype=np.uint8),
+            "centre": np.zeros(0, "<f4")
+            if state.centre is None
+            else np.ascontiguousarray(state.centre, "<f4"),
+            "bits": np.zeros(0, "<u8") if state.bits is None else np.ascontiguousarray(state.bits, "<u8"),
+        }
+        layout: dict[str, list[int]] = {}
+        offset = 0
+        for name, array in small.items():
+            layout[name] = [offset, len(array)]
+            offset += array.nbytes
+        # Room to grow as the index that wrote it had (doubling), so a process appending rows
+        # writes them into its private pages, not into a fresh copy of every row.
+        capacity = state.capacity if state.capacity > rows else max(SPARE_MIN, 2 * rows)
+        header = json.dumps(
+            {
+                "format": FORMAT,
+                "model": self.model,
+                "dim": dim,
+                "namespace": self.namespace,
+                "bank": self._bank(),
+                "seq": state.seq,
+                "miscount": state.miscount,
+                "rows": rows,
+                "capacity": capacity,
+                "bit_words": 0 if state.bits is None else int(state.bits.shape[0]),
+                "anchors": [[lesson_id, hashes.get(lesson_id, "")] for lesson_id in anchors],
+                "arrays": layout,
+                "crc32": "0" * 10,  # filled in once the payload is written: same length
+            }
+        ).encode()
+        small_start = PREFIX.size + len(header)
+        matrix_start = _aligned(small_start + offset)
+        try:
+            make_private_folder(self.folder)
+            fd, temp = tempfile.mkstemp(dir=self.folder, prefix=f".{self.path.stem}.", suffix=".tmp")
+        except OSError as error:
+            log.warning("namespace %s: no vector snapshot (%s)", self.namespace, error)
+            return False
+        try:
+            with os.fdopen(fd, "wb") as out:
+                crc = 0
+                out.seek(small_start)
+                for array in small.values():
+                    crc = zlib.crc32(memoryview(array).cast("B"), crc)
+                    out.write(memoryview(array).cast("B"))
+                out.seek(matrix_start)
+                step = max(1, READ_CHUNK // (4 * dim))
+                for start in range(0, rows, step):  # in slices: the matrix may be a mapped file
+                    part = np.ascontiguousarray(state.matrix[start : min(rows, start + step)], "<f4")
+                    crc = zlib.crc32(part.tobytes(), crc)
+                    out.write(part.tobytes())
+                out.truncate(matrix_start + capacity * dim * 4)  # the spare rows: a hole, not bytes
+                final = header.replace(b'"crc32": "0000000000"}', b'"crc32": "%010d"}' % crc)
+                out.seek(0)
+                out.write(PREFIX.pack(MAGIC, len(final)) + final)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temp, self.path)
+        except OSError as error:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            log.warning("namespace %s: no vector snapshot (%s)", self.namespace, error)
+            return False
+        log.debug("namespace %s: vector snapshot of %d rows at seq %d", self.namespace, rows, state.seq)
+        return True
+
+    # ------------------------------------------------------------------ reading
+
+    def read(self, store: Store, dim: int, mapped_from: int) -> VectorState | None:
+        """The snapshot's index if it is this bank's, whole and not ahead of the store; else None,
+        with the reason logged. Past ``mapped_from`` rows the matrix is the file, mapped."""
+        try:
+            with open(self.path, "rb") as file:
+                return self._parse(file, store, dim, mapped_from)
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            return self._refuse(f"it cannot be read ({error})")
+        except (ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError) as error:
+            return self._refuse(f"it is damaged ({error})")
+
+    def _parse(self, file: Any, store: Store, dim: int, mapped_from: int) -> VectorState | None:
+        import numpy as np
+
+        size = os.fstat(file.fileno()).st_size
+        prefix = file.read(PREFIX.size)
+        if len(prefix) < PREFIX.size:
+            return self._refuse("it is truncated")
+        magic, header_length = PREFIX.unpack(prefix)
+        if magic != MAGIC or PREFIX.size + header_length > size:
+            return self._refuse("it is not a vector snapshot")
+        header = json.loads(file.read(header_length))
+        if header.get("format") != FORMAT:
+            return self._refuse(f"its format is {header.get('format')!r}, this version reads {FORMAT}")
+        if header.get("model") != self.model or header.get("dim") != dim:
+            return self._refuse("it holds another embedder's vectors")
+        if header.get("namespace") != self.namespace:
+            return self._refuse("it belongs to another namespace")
+        if header.get("bank") != self._bank():
+            return self._refuse("it belongs to another bank")
+        rows, capacity, words = int(header["rows"]), int(header["capacity"]), int(header["bit_words"])
+        layout = {name: (int(at), int(count)) for name, (at, count) in header["arrays"].items()}
+        small_length = sum(count * (8 if name == "bits" else 4 if name == "centre" else 1)
+                           for name, (_, count) in layout.items())  # fmt: skip
+        small_start = PREFIX.size + header_length
+        matrix_start = _aligned(small_start + small_length)
+        if rows < 0 or capacity < rows or matrix_start + capacity * dim * 4 > size:
+            return self._refuse("it is truncated")
+        file.seek(small_start)
+        blob = file.read(small_length)
+        crc = zlib.crc32(blob)
+        file.seek(matrix_start)
+        left = rows * dim * 4
+        while left:  # read, not mapped: the check leaves no page resident in this process
+            chunk = file.read(min(READ_CHUNK, left))
+            if not chunk:
+                return self._refuse("it is truncated")
+            crc = zlib.crc32(chunk, crc)
+            left -= len(chunk)
+        if f"{crc:010d}" != header["crc32"]:
+            return self._refuse("its checksum does not match")
+        arrays = {
+            name: np.frombuffer(blob, dtype=dtype, count=layout[name][1], offset=layout[name][0])
+            for name, dtype in (("ids", "u1"), ("ignored", "u1"), ("centre", "<f4"), ("bits", "<u8"))
+        }
+        ids = _split(arrays["ids"])
+        if len(ids) != rows or len(set(ids)) != rows:
+            return self._refuse("its ids do not agree with its rows")
+        seq = int(header["seq"])
+        if seq <= 0:
+            return self._refuse(f"it is at sequence {seq}")
+        anchors = [(str(lesson_id), str(text_hash)) for lesson_id, text_hash in header["anchors"]]
+        held = store.vector_hashes(self.namespace, self.model, [lesson_id for lesson_id, _ in anchors])
+        if not any(held.get(lesson_id) == text_hash for lesson_id, text_hash in anchors):
+            return self._refuse("the bank no longer holds the vectors it was taken at")
+        if store.vector_changes(self.namespace, self.model, seq - 1).seq < seq:
+            return self._refuse("the bank's change sequence is behind it (restored from an older copy?)")
+        bits = centre = None
+        if words and len(arrays["centre"]) == dim and len(arrays["bits"]) == words * rows:
+            bits = arrays["bits"].reshape(words, rows).copy()
+            centre = arrays["centre"].copy()
+        matrix: np.ndarray
+        if capacity >= mapped_from:
+            matrix = np.memmap(file, dtype=np.float32, mode="c", offset=matrix_start, shape=(capacity, dim))
+        else:
+            matrix = np.zeros((capacity, dim), dtype=np.float32)
+            file.seek(matrix_start)
+            matrix[:rows] = np.frombuffer(file.read(rows * dim * 4), dtype="<f4").reshape(rows, dim)
+        return VectorState(
+            seq=seq,
+            miscount=int(header["miscount"]),
+            ids=ids,
+            ignored=set(_split(arrays["ignored"])),
+            matrix=matrix,
+            bits=bits,
+            centre=centre,
+        )
+
+    def _refuse(self, reason: str) -> VectorState | None:
+        log.warning(
+            "namespace %s: vector snapshot %s ignored, the vectors load in full: %s",
+            self.namespace,
+            self.path,
+            reason,
+        )
+        return None
+
+
+def _split(blob: Any) -> list[str]:
+    text = blob.tobytes().decode()
+    return text.split("\0") if text else []
+
+
+def _aligned(offset: int) -> int:
+    return -(-offset // ALIGN) * ALIGN
