@@ -32,15 +32,18 @@ from tests.test_lexical_index import NS, random_lesson, vocabulary, zipf_words
 def always_pruned(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lexical_index, "PRUNE_FROM", 0)  # small banks too: the pruned path is under test
     monkeypatch.setattr(lexical_index, "PRUNE_PER_WORD", 0)
+    monkeypatch.setattr(pruning, "SEED_POSTINGS", 16)  # small banks pass every phase of the search
 
 
 # ------------------------------------------------------------------ top_slots on random postings
 
 
 @st.composite
-def postings(draw: st.DrawFn) -> tuple[list[pruning.Word], Any, Any, int]:
+def postings(draw: st.DrawFn) -> tuple[list[pruning.Word], Any, Any, int, int]:
     """Random words over a few hundred slots; frequencies and lengths from small sets, so many
-    lessons tie; some slots dead; part of some words in a delta past the base."""
+    lessons tie; some slots dead; part of some words in a delta past the base; the base's postings
+    of some words coded (``quantize``) at another mean length than the query's, as a base built
+    before lessons were added or a recall scoped to a slice codes them."""
     slots = draw(st.integers(1, 300))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     length = rng.choice([3.0, 5.0, 8.0, 20.0], size=slots)
@@ -60,8 +63,17 @@ def postings(draw: st.DrawFn) -> tuple[list[pruning.Word], Any, Any, int]:
         ratio = tf.astype(np.float64) / (tf + norm[held])
         loose = draw(st.floats(1.0, 3.0))  # a bound may be loose, never low
         bound = weight * float(ratio.max()) * loose if len(held) else 0.0
-        words.append(pruning.Word(held[base], tf[base], held[extra], tf[extra], weight, bound))
-    return words, norm, keep, draw(st.integers(1, 40))
+        word = pruning.Word(held[base], tf[base], held[extra], tf[extra], weight, bound)
+        if draw(st.booleans()) and base.any():
+            at = per_token * draw(st.sampled_from([0.3, 1.0, 2.5]))
+            at_ratio = tf[base].astype(np.float64) / (
+                tf[base] + BM25_K1 * (1.0 - BM25_B) + at * length[held[base]]
+            )
+            impact = float(at_ratio.max())
+            word.codes = pruning.quantize(at_ratio, impact)
+            word.unit = impact * pruning.drift(at, per_token) / pruning.LEVELS
+        words.append(word)
+    return words, norm, keep, draw(st.integers(1, 40)), draw(st.sampled_from([1, 8, 64, 100_000]))
 
 
 def exhaustive(words: list[pruning.Word], norm: Any, keep: Any, want: int) -> tuple[Any, Any]:
@@ -85,10 +97,10 @@ def exhaustive(words: list[pruning.Word], norm: Any, keep: Any, want: int) -> tu
 @settings(max_examples=400, deadline=None)
 @given(postings())
 def test_top_slots_is_the_head_of_the_exhaustive_ranking(
-    case: tuple[list[pruning.Word], Any, Any, int],
+    case: tuple[list[pruning.Word], Any, Any, int, int],
 ) -> None:
-    words, norm, keep, want = case
-    slots, scores = pruning.top_slots(words, norm, keep, want)
+    words, norm, keep, want, seed = case
+    slots, scores = pruning.top_slots(words, norm, keep, want, seed=seed)
     expected_slots, expected_scores = exhaustive(words, norm, keep, want)
     assert slots.tolist() == expected_slots.tolist()
     assert scores.tolist() == expected_scores.tolist()  # bit for bit: same sums in the same order
@@ -104,9 +116,23 @@ def test_a_low_bound_would_be_caught() -> None:
     common_tf = np.ones(45, np.float32)
     common_tf[40:] = 40.0  # the bound says at most 0.01; slots 45-49 get ~4.9
     common = pruning.Word(np.arange(5, 50, dtype=np.int32), common_tf, empty_docs, empty_tf, 5.0, 0.01)
-    slots, _ = pruning.top_slots([rare, common], norm, None, 3)
+    slots, _ = pruning.top_slots([rare, common], norm, None, 3, seed=1)
     assert slots.tolist() == [0, 1, 2]
     assert exhaustive([rare, common], norm, None, 3)[0].tolist() == [45, 46, 47]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    ratios=st.lists(st.floats(1e-6, 1.0), min_size=1, max_size=50),
+    looser=st.sampled_from([1.0, 1.0 + 1e-12, 1.5]),
+)
+def test_a_code_bounds_its_ratio(ratios: list[float], looser: float) -> None:
+    ratio = np.array(ratios)
+    impact = float(ratio.max()) * looser
+    codes = pruning.quantize(ratio, impact)
+    assert codes.dtype == np.uint8 and codes.min() >= 1
+    assert (ratio <= codes * (impact / pruning.LEVELS) * (1 + 1e-12)).all()
+    assert (codes * (impact / pruning.LEVELS) <= ratio + impact / pruning.LEVELS * (1 + 1e-9)).all()  # tight
 
 
 # ------------------------------------------------------------------ the index on a real bank

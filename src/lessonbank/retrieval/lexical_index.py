@@ -6,8 +6,10 @@ formula with its ``BM25_K1`` and ``BM25_B``, IDF floored, field weights in the t
 the namespace's own figures at that moment: its lesson count, mean length and each word's document
 frequency. It reads the postings of the rare words and looks the common words up only for the
 lessons that can still reach the top (:mod:`lessonbank.retrieval.pruning`, MaxScore with per-word
-bounds kept per base); ``search(..., exhaustive=True)`` scores every posting instead (vectorised,
-as in bm25s), the reference the pruned ranking equals to the last bit.
+bounds and one-byte impact codes kept per base, a threshold from exact scores;
+:mod:`lessonbank.retrieval.lexical_words` gathers the query's words); ``search(..., exhaustive=True)``
+scores every posting instead (vectorised, as in bm25s), the reference the pruned ranking equals to
+the last bit.
 
 A recall's scope (kinds, tags, agent, task type, goal: each lesson's term vector names its own)
 narrows the lessons BM25's figures are taken over, so a recall filtered to one agent ranks as a
@@ -40,6 +42,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from lessonbank.ports import Candidate, LessonQuery, Store
+from lessonbank.retrieval.lexical_words import PrunedWords
 from lessonbank.retrieval.snapshot import IndexState, snapshot_of
 from lessonbank.stores.lexical import (
     BM25_B,
@@ -55,7 +58,7 @@ from lessonbank.stores.lexical import (
 if TYPE_CHECKING:
     import numpy as np
 
-    from lessonbank.retrieval.pruning import Word, WordBounds
+    from lessonbank.retrieval.pruning import WordBounds
 
 log = logging.getLogger("lessonbank.retrieval")
 
@@ -70,7 +73,7 @@ PRUNE_PER_WORD = 16_384  # ... and per word (its cost is per word, what it skips
 PRUNED_MAX = 4_096  # ranks a pruned search is asked for at most; deeper, one exhaustive ranking is cheaper
 
 
-class LexicalIndex:
+class LexicalIndex(PrunedWords):
     """BM25 over the term vectors of one namespace; thread-safe."""
 
     def __init__(self, store: Store, namespace: str) -> None:
@@ -120,7 +123,8 @@ class LexicalIndex:
         """What the index holds in memory (arrays and an estimate of its Python parts)."""
         arrays = (self._terms, self._starts, self._docs, self._tf, self._length, self._alive)
         delta = sum(len(postings) for postings in self._delta.values())
-        return sum(int(a.nbytes) for a in arrays) + 120 * len(self._ids) + 80 * delta
+        bounds = self._bounds.nbytes() if self._bounds is not None else 0  # codes of the words queried
+        return sum(int(a.nbytes) for a in arrays) + bounds + 120 * len(self._ids) + 80 * delta
 
     # ------------------------------------------------------------------ keeping in step
 
@@ -439,57 +443,6 @@ class LexicalIndex:
         words = self._words(hashes, mask, docs, norm, per_token)
         keep = mask if mask is not None else (self._alive if self._base_dead else None)
         return self._pruning.top_slots(words, norm, keep, want, self._scratch)
-
-    def _words(self, terms: Sequence[int], mask: Any, docs: int, norm: Any, per_token: float) -> list[Word]:
-        """The query's words with their postings, weights and bounds, in the query's order (words
-        no scoring lesson holds are left out, as the exhaustive scorer leaves them)."""
-        np = self._np
-        wanted = np.fromiter(terms, np.uint64, len(terms))
-        where = np.searchsorted(self._terms, wanted).tolist()
-        held = {at for term, at in zip(wanted.tolist(), where, strict=True) if self._holds(at, term)}
-        bounds = self._term_bounds(sorted(held))
-        out = []
-        for term, at in zip(wanted.tolist(), where, strict=True):
-            base_docs, base_tf, highest = self._docs[:0], self._tf[:0], 0.0
-            if self._holds(at, term):  # not `at in held`: a missing word's position may be another's
-                start, end = int(self._starts[at]), int(self._starts[at + 1])
-                base_docs, base_tf = self._docs[start:end], self._tf[start:end]
-                highest = bounds.bound(at, per_token)
-            delta = [(slot, tf) for slot, tf in self._delta.get(term, ()) if self._alive[slot]]
-            if mask is not None:
-                delta = [(slot, tf) for slot, tf in delta if mask[slot]]
-                df = int(np.count_nonzero(mask[base_docs])) + len(delta)
-            else:
-                df = len(base_docs) - self._dead_in(base_docs) + len(delta)
-            if not df:
-                continue
-            extra_docs = np.fromiter((d[0] for d in delta), np.int32, len(delta))
-            extra_tf = np.fromiter((d[1] for d in delta), np.float32, len(delta))
-            if delta:
-                ratio = extra_tf.astype(np.float64) / (extra_tf + norm[extra_docs])
-                highest = max(highest, float(ratio.max()))
-            weight = idf(docs, df) * (BM25_K1 + 1.0)
-            out.append(self._pruning.Word(base_docs, base_tf, extra_docs, extra_tf, weight, weight * highest))
-        return out
-
-    def _term_bounds(self, words: list[int]) -> WordBounds:
-        """The base's word bounds, those of ``words`` computed if they are not yet."""
-        if self._bounds is None:
-            at_token = BM25_K1 * BM25_B * self._live / (self._total_length or 1.0)
-            self._bounds = self._pruning.WordBounds(len(self._terms), at_token)
-        self._bounds.fill(self._starts, self._docs, self._tf, self._length, words)
-        return self._bounds
-
-    def _holds(self, at: int, term: int) -> bool:
-        return at < len(self._terms) and int(self._terms[at]) == term
-
-    def _dead_in(self, docs: Any) -> int:
-        """How many of a base word's postings are dead slots."""
-        if not self._base_dead or not len(docs):
-            return 0
-        if self._dead is None or self._dead[0] != self._base_dead:
-            self._dead = (self._base_dead, self._np.flatnonzero(~self._alive[: self._base_slots]))
-        return int(self._pruning.dead_in(docs, self._dead[1], self._alive))
 
     def _postings(self, terms: Sequence[int]) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per term: every live slot holding it and its weighted frequency, base and delta."""

@@ -1,20 +1,31 @@
-"""Exact top-k BM25 without scoring every posting (MaxScore over slot-ordered postings).
+"""Exact top-k BM25 without scoring every posting (MaxScore with a threshold from exact scores).
 
 A query word's contribution to any lesson is at most its *bound*: its weight times
 ``tf / (tf + norm)`` at the word's highest term frequency and the shortest lesson holding it (the
 ratio grows with ``tf`` and falls with the length, so the pair bounds every posting whatever the
-mean length of the moment). Words are taken in falling bound order (rare words first, they are
-short to read and weigh most). Once the ``want``-th best partial score among the lessons seen so
-far exceeds the sum of the bounds of the words left, no lesson outside those seen can reach the top
-``want``: the words left, usually the common ones holding most postings, are then only looked up
-for the surviving candidates (a binary search in their slot-ordered postings), and each word looked
-up shrinks the candidates again.
+mean length of the moment). Words are taken in falling bound order (rare words first: they are
+short to read and weigh most).
 
-Exactness: a lesson is dropped only when even its bound is below a score that ``want`` lessons
-already reach, with a relative margin far above floating-point rounding; the survivors' scores are
-then summed again word by word in the query's order, which is the order the exhaustive scorer
-(``LexicalIndex`` with ``exhaustive=True``) adds them in, so the scores are the same to the last bit
-and ties fall the same way (by slot, that is write order).
+1. *Seed.* The rarest words (``SEED_POSTINGS`` postings in all) are read; the few lessons of best
+   partial score are scored exactly (every word looked up), and the ``want``-th of those exact
+   scores is the threshold: ``want`` real lessons reach it, so the true ``want``-th score does too.
+2. *Essential words.* Words are read whole while the bounds of the words left add up to the
+   threshold or more (a lesson holding none of the words read could still reach it). Reading is
+   the cost that counts, so it adds *upper bounds* in float32 with one ``np.add.at`` per word:
+   each base posting carries a one-byte code of its ratio (``WordBounds.codes``: ratio ≤ code ×
+   step), so a word is read as a cast and a product, with no look at the lessons' lengths.
+3. *Candidates.* The lessons whose partial bound plus the bounds of the words left reach the
+   threshold (every other one is out for good); the threshold is raised by scoring the best few of
+   them exactly. Each word left is then looked up for the candidates (a binary search in its
+   slot-ordered postings) or, when they are many beside its postings, read whole, and each narrows
+   the candidates again.
+
+Exactness: a lesson is dropped only when an upper bound of its score is below a score that
+``want`` lessons reach exactly, with a relative margin (``UPPER_MARGIN``) far above the rounding of
+float32 sums; the survivors' scores are then summed again in float64 word by word in the query's
+order, which is the order the exhaustive scorer (``LexicalIndex`` with ``exhaustive=True``) adds them
+in, so the scores are the same to the last bit and ties fall the same way (by slot, that is write
+order).
 """
 
 from __future__ import annotations
@@ -27,15 +38,20 @@ import numpy as np
 
 from lessonbank.stores.lexical import BM25_B, BM25_K1
 
-MARGIN = 1e-9  # relative slack on every pruning comparison: rounding is ~1e-16 per addition
+MARGIN = 1e-9  # relative slack on comparisons of float64 sums: rounding is ~1e-16 per addition
+UPPER_MARGIN = 1e-4  # ... and of float32 sums of upper bounds (~6e-8 per addition, 64 words at most)
 LOOKUP_COST = 16  # a binary search for a candidate costs about this many postings read in a row
+SEED_POSTINGS = 8_192  # postings of the rarest words read to find the first exact threshold
+SEED_SHARE = 4  # lessons scored exactly for a threshold, per lesson wanted
+LEVELS = 255  # codes of a posting's ratio: 1..LEVELS of the word's highest ratio
 
 
 @dataclass
 class Word:
     """One query word's postings: a base slice (slot order; it may hold dead slots, which are never
     candidates) and the delta's (live, slot order, every slot past the base's), its weight and an
-    upper bound of its contribution to any lesson."""
+    upper bound of its contribution to any lesson. ``codes`` (one byte per base posting, or None)
+    bound each base posting's contribution by ``code × unit``."""
 
     docs: Any
     tf: Any
@@ -43,6 +59,8 @@ class Word:
     extra_tf: Any
     weight: float  # idf · (k1 + 1)
     bound: float
+    codes: Any = None
+    unit: float = 0.0
 
 
 def impact_bound(max_tf: float, min_length: float, impact: float, at: float, per_token: float) -> float:
@@ -55,20 +73,35 @@ def impact_bound(max_tf: float, min_length: float, impact: float, at: float, per
     loose = max_tf / (max_tf + BM25_K1 * (1.0 - BM25_B) + per_token * min_length)
     if at <= 0 or per_token <= 0:
         return loose
-    return min(loose, impact * max(1.0, at / per_token))
+    return min(loose, impact * drift(at, per_token))
+
+
+def drift(at: float, per_token: float) -> float:
+    """How much a ratio taken with the norm's per-token term ``at`` can grow at ``per_token``."""
+    return max(1.0, at / per_token) if per_token > 0 else float("inf")
+
+
+def quantize(ratio: Any, impact: float) -> Any:
+    """One byte per ratio, rounded up: ``ratio ≤ code × impact / LEVELS`` (``impact`` ≥ every ratio)."""
+    if impact <= 0:
+        return np.ones(len(ratio), dtype=np.uint8)
+    codes = np.ceil(ratio * (LEVELS / impact))
+    np.clip(codes, 1, LEVELS, out=codes)
+    return codes.astype(np.uint8)
 
 
 class WordBounds:
     """Per word of one base (its postings ``docs``/``tf`` in one slice per word, from ``starts``):
-    its highest weighted frequency, the shortest lesson holding it and its highest
-    ``tf / (tf + norm)`` with the norm's per-token term ``at_token`` (dead slots included: a bound may
-    be loose, never low). Each word's are computed the first time a query holds it, so a new
-    process's first query reads only its own words' postings."""
+    its highest weighted frequency, the shortest lesson holding it, its highest ``tf / (tf + norm)``
+    with the norm's per-token term ``at_token`` and that ratio's code per posting (``quantize``; dead
+    slots included: a bound may be loose, never low). Each word's are computed the first time a query
+    holds it, so a new process's first query reads only its own words' postings."""
 
     def __init__(self, words: int, at_token: float) -> None:
         self.max_tf = np.full(words, np.nan)
         self.min_length = np.zeros(words)
         self.impact = np.zeros(words)
+        self.codes: dict[int, Any] = {}
         self.at_token = at_token
 
     def fill(self, starts: Any, docs: Any, tf: Any, length: Any, words: Sequence[int]) -> None:
@@ -77,8 +110,10 @@ class WordBounds:
                 continue
             lo, hi = int(starts[word]), int(starts[word + 1])
             held, lengths = tf[lo:hi].astype(np.float64), length[docs[lo:hi]]
+            ratio = held / (held + (BM25_K1 * (1.0 - BM25_B) + self.at_token * lengths))
             self.min_length[word] = lengths.min()
-            self.impact[word] = (held / (held + (BM25_K1 * (1.0 - BM25_B) + self.at_token * lengths))).max()
+            self.impact[word] = ratio.max()
+            self.codes[word] = quantize(ratio, float(self.impact[word]))
             self.max_tf[word] = held.max()  # last: a word is done once this is set
 
     def bound(self, word: int, per_token: float) -> float:
@@ -90,6 +125,13 @@ class WordBounds:
             self.at_token,
             per_token,
         )
+
+    def unit(self, word: int, per_token: float) -> float:
+        """A ratio at ``per_token`` is at most its code times this."""
+        return float(self.impact[word]) * drift(self.at_token, per_token) / LEVELS
+
+    def nbytes(self) -> int:
+        return sum(int(codes.nbytes) for codes in self.codes.values()) + 3 * 8 * len(self.max_tf)
 
 
 def posting_count(terms: Any, starts: Any, hashes: Sequence[int]) -> int:
@@ -113,127 +155,139 @@ def dead_in(docs: Any, dead: Any, alive: Any) -> int:
 
 
 class Scratch:
-    """Per-slot work arrays kept between searches (one search at a time), all zero between them: a
+    """A per-slot work array kept between searches (one search at a time), all zero between them: a
     fresh zeroed array per search would cost a page fault per 4 KB it touches."""
 
     def __init__(self) -> None:
-        self.partial = np.zeros(0)
-        self.pooled = np.zeros(0, dtype=bool)
+        self.partial = np.zeros(0, dtype=np.float32)
 
-    def take(self, size: int) -> tuple[Any, Any]:
+    def take(self, size: int) -> Any:
         if len(self.partial) < size:
-            self.partial, self.pooled = np.zeros(size), np.zeros(size, dtype=bool)
-        return self.partial[:size], self.pooled[:size]
+            self.partial = np.zeros(size, dtype=np.float32)
+        return self.partial[:size]
 
 
 def top_slots(
-    words: Sequence[Word], norm: Any, keep: Any, want: int, scratch: Scratch | None = None
+    words: Sequence[Word],
+    norm: Any,
+    keep: Any,
+    want: int,
+    scratch: Scratch | None = None,
+    seed: int | None = None,
 ) -> tuple[Any, Any]:
     """The ``want`` best slots by BM25 and their scores, best first (ties by slot): exactly the
     head of the exhaustive ranking. ``keep`` (a boolean per slot, or None) is the slots that may
-    score (live, inside the recall's scope); ``norm`` is BM25's length normalisation per slot."""
+    score (live, inside the recall's scope); ``norm`` is BM25's length normalisation per slot;
+    ``seed`` the postings read for the first threshold (``SEED_POSTINGS``)."""
     words = [w for w in words if len(w.docs) or len(w.extra_docs)]
     if not words or want <= 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0)
-    scratch = scratch or Scratch()
-    partial, pooled = scratch.take(len(norm))  # the words read so far, per slot
-    touched: list[Any] = []
+    partial = (scratch or Scratch()).take(len(norm))  # upper bounds of the words read so far, per slot
+    search = _Search(words, norm, keep, want, partial, SEED_POSTINGS if seed is None else seed)
     try:
-        return _top_slots(words, norm, keep, want, partial, pooled, touched)
-    except BaseException:
-        partial[:] = 0.0
-        pooled[:] = False
-        raise
+        return search.run()
     finally:
-        for docs in touched:
-            partial[docs] = 0.0
-
-
-def _top_slots(
-    words: list[Word], norm: Any, keep: Any, want: int, partial: Any, pooled: Any, touched: list[Any]
-) -> tuple[Any, Any]:
-    bounds = np.array([w.bound for w in words])
-    order = np.argsort(-bounds, kind="stable").tolist()
-    left = np.concatenate((np.cumsum(bounds[order][::-1])[::-1], [0.0]))  # bounds of words i.. in order
-    pool = np.zeros(0, dtype=np.int64)  # the `want` slots of best partial score so far
-    seen = touched  # every slot written to `partial`, to clear it after
-    threshold = 0.0  # a score that `want` slots are known to reach
-    done = 0
-    for index in order:
-        docs, contribution = _scored(words[index], norm, keep)
-        partial[docs] += contribution  # a word holds a slot once
-        seen.append(docs)
-        done += 1
-        # Only this word's slots changed, and only those now past the threshold can enter the pool.
-        fresh = docs[partial[docs] > threshold] if threshold > 0 else docs
-        if len(fresh):
-            pooled[pool] = True
-            fresh = fresh[~pooled[fresh]]
-            pooled[pool] = False
-            pool = np.concatenate((pool, fresh))
-            if len(pool) >= want:
-                values = partial[pool]
-                best = np.argpartition(values, len(pool) - want)[len(pool) - want :]
-                pool = pool[best]
-                threshold = float(values[best].min())
-        if _below(float(left[done]), threshold):
-            break  # no slot unseen so far can reach the top `want`
-    # The candidates: slots seen whose partial score plus the words left can reach the threshold.
-    rest = float(left[done])
-    if sum(len(docs) for docs in seen) > len(norm) // 4:
-        candidates = np.flatnonzero(_reaches(partial, rest, threshold) & (partial > 0))
-    else:  # the reachable slots of each word read, each once (`pooled` marks those taken)
-        parts = []
-        for docs in seen:
-            reachable = docs[_reaches(partial[docs], rest, threshold)]
-            reachable = reachable[~pooled[reachable]]
-            pooled[reachable] = True
-            parts.append(reachable)
-        candidates = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
-        pooled[candidates] = False
-    # The words left: looked up for the candidates when they are few beside the word's postings,
-    # else read whole; each word done narrows the candidates again.
-    for position in range(done, len(order)):
-        word = words[order[position]]
-        if len(candidates) * LOOKUP_COST < len(word.docs) + len(word.extra_docs):
-            partial[candidates] += _looked_up(word, candidates, norm)
+        if search.read > len(norm) // 8:
+            partial.fill(0.0)
         else:
-            docs, contribution = _scored(word, norm, keep)
-            partial[docs] += contribution
-            touched.append(docs)
-        scores = partial[candidates]
-        if len(candidates) >= want:
-            threshold = max(threshold, _kth(scores, want))
-        candidates = candidates[_reaches(scores, float(left[position + 1]), threshold)]
-    candidates = candidates[_reaches(partial[candidates], 0.0, threshold)]
-    # Exact scores, summed in the query's order as the exhaustive scorer sums them.
-    exact = np.zeros(len(candidates))
-    for word in words:
-        exact += _looked_up(word, candidates, norm)
-    ranked = np.lexsort((candidates, -exact))[:want]
-    return candidates[ranked].astype(np.int64), exact[ranked]
+            for docs in search.touched:
+                partial[docs] = 0.0
+
+
+class _Search:
+    def __init__(self, words: list[Word], norm: Any, keep: Any, want: int, partial: Any, seed: int) -> None:
+        self.words, self.norm, self.keep, self.want, self.partial = words, norm, keep, want, partial
+        self.seed = seed
+        self.touched: list[Any] = []  # slots of every posting read, to clear `partial` after
+        self.read = 0
+        self.threshold = 0.0  # a score that `want` slots reach exactly
+
+    def run(self) -> tuple[Any, Any]:
+        words = self.words
+        bounds = np.array([w.bound for w in words])
+        sizes = np.array([len(w.docs) + len(w.extra_docs) for w in words])
+        order = np.argsort(-bounds, kind="stable").tolist()
+        left = np.concatenate((np.cumsum(bounds[order][::-1])[::-1], [0.0]))  # bounds of words i.. in order
+        seed = max(1, int(np.searchsorted(np.cumsum(sizes[order]), self.seed, side="right")))
+        for index in order[:seed]:
+            self._read(words[index])
+        self._raise(self._kept(np.unique(np.concatenate(self.touched))))
+        done = seed
+        while done < len(order) and not _below(float(left[done]), self.threshold):
+            self._read(words[order[done]])
+            done += 1
+        candidates = self._seen(float(left[done]))
+        self._raise(candidates)
+        candidates = self._reaching(candidates, float(left[done]))
+        for position in range(done, len(order)):
+            word = words[order[position]]
+            if len(candidates) * LOOKUP_COST < len(word.docs) + len(word.extra_docs):
+                self.partial[candidates] += _looked_up(word, candidates, self.norm)
+            else:
+                self._read(word)
+            candidates = self._reaching(candidates, float(left[position + 1]))
+        # Exact scores, summed in the query's order as the exhaustive scorer sums them.
+        exact = self._exact(candidates)
+        candidates, exact = candidates[exact > 0], exact[exact > 0]  # as the exhaustive scorer leaves them
+        ranked = np.lexsort((candidates, -exact))[: self.want]
+        return candidates[ranked].astype(np.int64), exact[ranked]
+
+    def _read(self, word: Word) -> None:
+        """Add an upper bound of ``word``'s contribution to every slot holding it."""
+        parts = [(word.docs, word.tf, word.codes), (word.extra_docs, word.extra_tf, None)]
+        for docs, tf, codes in parts:
+            if not len(docs):
+                continue
+            if codes is not None:
+                upper = codes.astype(np.float32)
+                upper *= np.float32(word.weight * word.unit)
+            else:
+                upper = _contribution(word.weight, tf, self.norm[docs]).astype(np.float32)
+            np.add.at(self.partial, docs, upper)
+            self.touched.append(docs)
+            self.read += len(docs)
+
+    def _seen(self, rest: float) -> Any:
+        """Every slot read so far that may score and, with at most ``rest`` more, reach the threshold."""
+        cut = self.threshold * (1 - UPPER_MARGIN) / (1 + UPPER_MARGIN) - rest
+        floor = (
+            np.nextafter(np.float32(cut), np.float32(-np.inf)) if cut > 0 else None
+        )  # float32, rounded down
+        if self.read > len(self.norm) // 8:  # one pass over every slot
+            seen = (
+                np.flatnonzero(self.partial >= floor) if floor is not None else np.flatnonzero(self.partial)
+            )
+        else:
+            seen = np.unique(np.concatenate(self.touched))
+        return self._reaching(self._kept(seen), rest)
+
+    def _kept(self, slots: Any) -> Any:
+        return slots if self.keep is None else slots[self.keep[slots]]
+
+    def _reaching(self, slots: Any, rest: float) -> Any:
+        """Which ``slots``, with at most ``rest`` more, may reach the threshold."""
+        bound = (self.partial[slots].astype(np.float64) + rest) * (1 + UPPER_MARGIN)
+        return slots[bound >= self.threshold * (1 - UPPER_MARGIN)]
+
+    def _raise(self, slots: Any) -> None:
+        """Raise the threshold to the ``want``-th exact score of the best few ``slots`` by bound."""
+        size = SEED_SHARE * self.want
+        if len(slots) < self.want:
+            return
+        if len(slots) > size:
+            slots = slots[np.argpartition(self.partial[slots], len(slots) - size)[len(slots) - size :]]
+        self.threshold = max(self.threshold, _kth(self._exact(slots), self.want))
+
+    def _exact(self, slots: Any) -> Any:
+        exact = np.zeros(len(slots))
+        for word in self.words:
+            exact += _looked_up(word, slots, self.norm)
+        return exact
 
 
 def _below(rest: float, threshold: float) -> bool:
     """Whether ``rest`` is surely below ``threshold``, rounding included."""
     return rest * (1 + MARGIN) < threshold * (1 - MARGIN)
-
-
-def _reaches(scores: Any, rest: float, threshold: float) -> Any:
-    """Which partial scores, plus at most ``rest``, may reach ``threshold`` (rounding included)."""
-    return (scores + rest) * (1 + MARGIN) >= threshold * (1 - MARGIN)
-
-
-def _scored(word: Word, norm: Any, keep: Any) -> tuple[Any, Any]:
-    """Every scoring posting of ``word``: slots and contributions."""
-    docs, tf = word.docs, word.tf
-    if len(word.extra_docs):
-        docs = np.concatenate((docs, word.extra_docs))
-        tf = np.concatenate((tf, word.extra_tf))
-    if keep is not None:
-        kept = keep[docs]
-        docs, tf = docs[kept], tf[kept]
-    return docs, _contribution(word.weight, tf, norm[docs])
 
 
 def _contribution(weight: float, tf: Any, norm: Any) -> Any:

@@ -1,0 +1,103 @@
+"""The query's words for a pruned lexical search: each word's postings (base and delta, dead slots
+and the recall's scope accounted), its BM25 weight from the document frequency of the moment, its
+upper bound and the codes of its base postings (:mod:`lessonbank.retrieval.pruning`).
+
+Part of :class:`~lessonbank.retrieval.lexical_index.LexicalIndex` (a base class of it), kept apart
+so each module stays readable; it reads the index's arrays and never changes them, except the
+per-base cache of word bounds and dead slots.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from lessonbank.stores.lexical import BM25_B, BM25_K1, idf
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from lessonbank.retrieval.pruning import Word, WordBounds
+
+
+class PrunedWords:
+    """The word-side half of a pruned search over an index's base and delta."""
+
+    if TYPE_CHECKING:  # the index's state (see LexicalIndex._clear)
+        _np: Any
+        _terms: Any
+        _starts: Any
+        _docs: Any
+        _tf: Any
+        _length: Any
+        _alive: Any
+        _live: int
+        _total_length: float
+        _delta: dict[int, list[tuple[int, float]]]
+        _bounds: WordBounds | None
+        _base_dead: int
+        _base_slots: int
+        _dead: tuple[int, Any] | None
+
+    def _words(self, terms: Sequence[int], mask: Any, docs: int, norm: Any, per_token: float) -> list[Word]:
+        """The query's words with their postings, weights and bounds, in the query's order (words
+        no scoring lesson holds are left out, as the exhaustive scorer leaves them)."""
+        from lessonbank.retrieval import pruning  # numpy too: only a search gets here
+
+        np = self._np
+        wanted = np.fromiter(terms, np.uint64, len(terms))
+        where = np.searchsorted(self._terms, wanted).tolist()
+        held = {at for term, at in zip(wanted.tolist(), where, strict=True) if self._holds(at, term)}
+        bounds = self._term_bounds(sorted(held))
+        out = []
+        for term, at in zip(wanted.tolist(), where, strict=True):
+            base_docs, base_tf, highest, codes, unit = self._docs[:0], self._tf[:0], 0.0, None, 0.0
+            if self._holds(at, term):  # not `at in held`: a missing word's position may be another's
+                start, end = int(self._starts[at]), int(self._starts[at + 1])
+                base_docs, base_tf = self._docs[start:end], self._tf[start:end]
+                highest, codes, unit = (
+                    bounds.bound(at, per_token),
+                    bounds.codes[at],
+                    bounds.unit(at, per_token),
+                )
+            delta = [(slot, tf) for slot, tf in self._delta.get(term, ()) if self._alive[slot]]
+            if mask is not None:
+                delta = [(slot, tf) for slot, tf in delta if mask[slot]]
+                df = int(np.count_nonzero(mask[base_docs])) + len(delta)
+            else:
+                df = len(base_docs) - self._dead_in(base_docs) + len(delta)
+            if not df:
+                continue
+            extra_docs = np.fromiter((d[0] for d in delta), np.int32, len(delta))
+            extra_tf = np.fromiter((d[1] for d in delta), np.float32, len(delta))
+            if delta:
+                ratio = extra_tf.astype(np.float64) / (extra_tf + norm[extra_docs])
+                highest = max(highest, float(ratio.max()))
+            weight = idf(docs, df) * (BM25_K1 + 1.0)
+            word = pruning.Word(
+                base_docs, base_tf, extra_docs, extra_tf, weight, weight * highest, codes, unit
+            )
+            out.append(word)
+        return out
+
+    def _term_bounds(self, words: list[int]) -> WordBounds:
+        """The base's word bounds, those of ``words`` computed if they are not yet."""
+        from lessonbank.retrieval import pruning
+
+        if self._bounds is None:
+            at_token = BM25_K1 * BM25_B * self._live / (self._total_length or 1.0)
+            self._bounds = pruning.WordBounds(len(self._terms), at_token)
+        self._bounds.fill(self._starts, self._docs, self._tf, self._length, words)
+        return self._bounds
+
+    def _holds(self, at: int, term: int) -> bool:
+        return at < len(self._terms) and int(self._terms[at]) == term
+
+    def _dead_in(self, docs: Any) -> int:
+        """How many of a base word's postings are dead slots."""
+        from lessonbank.retrieval import pruning
+
+        if not self._base_dead or not len(docs):
+            return 0
+        if self._dead is None or self._dead[0] != self._base_dead:
+            self._dead = (self._base_dead, self._np.flatnonzero(~self._alive[: self._base_slots]))
+        return int(pruning.dead_in(docs, self._dead[1], self._alive))
