@@ -1,18 +1,22 @@
 """Cold start: the first recall of a new process, on SQLite and PostgreSQL (and Redis), with and without
-the lexical index snapshot.
+the index snapshots, lexical and hybrid.
 
-For each store and size, one bank is filled with ``_corpus.py`` lessons (one ``import_lessons``
-call), then a fresh process opens it and recalls once, ``--runs`` times in a row, with its own
-``LESSONBANK_HOME``. The first process finds no snapshot: it loads every term vector and leaves the
-snapshot (beside a SQLite bank, in ``$LESSONBANK_HOME/cache`` for a server store); the next ones
-start from it. Each process reports, timed inside it: opening the bank (imports included) and the
-first recall, the recall alone, and its peak resident memory. The bench's process holds no bank while they run.
+For each store and size, one bank is filled with ``import_lessons`` (the corpus's lessons of
+``_corpus.py`` up to 100k, then remixed sentences of it), then a fresh process opens it and recalls
+once, ``--runs`` times in a row, with its own ``LESSONBANK_HOME``: per mode, ``lexical`` (no
+embedder) and ``hybrid`` (the static embedder; the bench first runs ``embed_missing``, timed). The
+first process of a mode finds no snapshot: it loads every term vector (and vector) and leaves the
+snapshots (beside a SQLite bank, in ``$LESSONBANK_HOME/cache`` for a server store); the next ones
+start from them. Each process reports, timed inside it: opening the bank (imports included) and the
+first recall, the recall alone, and its peak resident memory (``ru_maxrss``: mapped snapshot pages
+it touched count too). The bench's process holds no bank while they run.
 
 Targets (issue 33): first recall in a new process ≤ 0.5 s at 100k lessons and ≤ 3 s at 1M on SQLite
 and PostgreSQL, peak RSS ≤ 1.5 GB at 1M.
 
     .venv/bin/python bench/cold_start.py --sizes 100000 --backends sqlite,postgres
-    .venv/bin/python bench/cold_start.py --sizes 10000 --runs 3 --out /tmp/cold.json
+    .venv/bin/python bench/cold_start.py --sizes 1000000 --runs 3      # building the banks takes a while
+    .venv/bin/python bench/cold_start.py --sizes 10000 --runs 3 --modes lexical --out /tmp/cold.json
 
 Prints a table and writes JSON (default ``bench/results/cold_start.json``).
 """
@@ -21,12 +25,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,40 +41,28 @@ import _backends
 import _corpus
 import _serve
 from core import format_table, load_average, machine_info
+from embed_missing import SEED, bank_lessons, timed_run
 from lessonbank import LessonBank
+from lessonbank.retrieval.embedders import make_embedder
+from lessonbank.retrieval.embedders.static import default_cache_dir
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "cold_start.json"
-SEED = 11
-REAL_MAX = 100_000  # lessons made of the corpus's own pairs; past that, remixed (it holds ~170k pairs)
 FIRST_RECALL = (
     "import resource, sys, time; t = time.perf_counter(); from lessonbank import LessonBank; "
-    "bank = LessonBank(sys.argv[1], worker=False); opened = time.perf_counter() - t; "
-    "bank.recall(sys.argv[2]); took = time.perf_counter() - t; bank.close(); "
+    "bank = LessonBank(sys.argv[1], worker=False, embedder=sys.argv[3] or None); "
+    "opened = time.perf_counter() - t; bank.recall(sys.argv[2], mode=sys.argv[4]); "
+    "took = time.perf_counter() - t; bank.close(); "
     "print(opened, took, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)"
 )
+EMBEDDER = "static"  # hybrid mode's: the fast one, its model distilled once and shared by every process
 
 
-def bank_lessons(source: _corpus.Source, count: int, seed: int) -> Iterator[dict[str, Any]]:
-    """``count`` distinct lessons: the corpus's own (situation, correction) pairs up to ``REAL_MAX``,
-    then two of its sentences and a variant number (distinct content: the bank dedupes exact
-    repeats), read lazily so a million need not be held at once."""
-    real = min(count, REAL_MAX)
-    yield from _corpus.make_lessons(source, real, seed)
-    rng = random.Random(seed + 1)
-    pool = source.lesson_sentences
-    for n in range(count - real):
-        first, second = rng.choice(pool), rng.choice(pool)
-        task = source.tasks[first.task]
-        tags = rng.sample(task.keywords, min(len(task.keywords), 3))
-        content = f"{first.text} {second.text} (variant {n})"
-        yield {"content": content, "tags": tags, "task_type": task.task_type}
-
-
-def first_recalls(url: str, home: Path, prompts: list[str], runs: int) -> list[dict[str, float]]:
+def first_recalls(url: str, home: Path, prompts: list[str], runs: int, mode: str) -> list[dict[str, Any]]:
+    embedder = EMBEDDER if mode == "hybrid" else ""
     out = []
     for prompt in prompts[:runs]:
         done = subprocess.run(
-            [sys.executable, "-c", FIRST_RECALL, url, prompt],
+            [sys.executable, "-c", FIRST_RECALL, url, prompt, embedder, mode],
             env=_serve.environment(home),
             capture_output=True,
             timeout=1800,
@@ -83,10 +75,21 @@ def first_recalls(url: str, home: Path, prompts: list[str], runs: int) -> list[d
 
 
 def snapshots(url: str, home: Path) -> int:
-    """Snapshot files the bank has now: beside a SQLite bank, else in the home's cache folder."""
+    """Snapshot files the bank has now (lexical and vector): beside a SQLite bank, else in the
+    home's cache folder."""
     if url.startswith("sqlite:///"):
-        return len(list(Path(f"{url.removeprefix('sqlite:///')}.lexicon").glob("*.snap")))
-    return len(list((home / "cache" / "index-snapshots").glob("*/*.snap")))
+        return len(list(Path(f"{url.removeprefix('sqlite:///')}.lexicon").glob("*.*snap")))
+    return len(list((home / "cache" / "index-snapshots").glob("*/*.*snap")))
+
+
+def fresh_home(url: str, folder: Path) -> Path:
+    """A home without snapshots (a SQLite bank's, beside it, removed too) sharing the bench's
+    distilled static model, so no process distils it again."""
+    if url.startswith("sqlite:///"):
+        shutil.rmtree(f"{url.removeprefix('sqlite:///')}.lexicon", ignore_errors=True)
+    folder.mkdir(parents=True)
+    (folder / "models").symlink_to(default_cache_dir().resolve(), target_is_directory=True)
+    return folder
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -96,10 +99,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "benchmark": "cold_start",
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine_info(),
-        "config": {"sizes": args.sizes, "backends": args.backends, "runs": args.runs},
+        "config": {
+            "sizes": args.sizes,
+            "backends": args.backends,
+            "runs": args.runs,
+            "modes": args.modes,
+            "embedder": EMBEDDER,
+        },
         "rows": [],
         "skipped": {},
     }
+    embedder = make_embedder(EMBEDDER) if "hybrid" in args.modes else None
+    if embedder is not None:
+        embedder.embed_query("distil or load the model before any clock starts")
     for backend in args.backends:
         reason = _backends.available(backend)
         if reason is not None:
@@ -110,19 +122,28 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 tempfile.TemporaryDirectory(prefix="lb-cold-") as tmp,
                 _backends.fresh_url(backend, Path(tmp)) as url,
             ):
-                home = Path(tmp) / "home"
                 print(f"{backend}: {size:,} lessons: import ...", file=sys.stderr)
                 started = time.perf_counter()
                 with LessonBank(url, worker=False) as bank:
                     bank.import_lessons(bank_lessons(source, size, SEED))
                 import_s = time.perf_counter() - started
-                print(f"{backend}: {size:,} lessons: first recalls ...", file=sys.stderr)
-                processes = first_recalls(url, home, prompts, args.runs)
-                row = {"backend": backend, "lessons": size, "import_s": round(import_s, 1),
-                       "without_snapshot": processes[0], "from_snapshot": processes[1:],
-                       "load_average_after": load_average()}  # fmt: skip
-                print(json.dumps(row), file=sys.stderr)
-                results["rows"].append(row)
+                for mode in args.modes:
+                    embed_s, embedded = None, None
+                    if mode == "hybrid":
+                        print(f"{backend}: {size:,} lessons: embed_missing ...", file=sys.stderr)
+                        embedded = timed_run(url, embedder)
+                        embed_s = embedded["seconds"]
+                        print(
+                            json.dumps({k: v for k, v in embedded.items() if k != "page_s"}), file=sys.stderr
+                        )
+                    print(f"{backend}: {size:,} lessons: {mode} first recalls ...", file=sys.stderr)
+                    home = fresh_home(url, Path(tmp) / f"home-{mode}")
+                    processes = first_recalls(url, home, prompts, args.runs, mode)
+                    row = {"backend": backend, "lessons": size, "mode": mode, "import_s": round(import_s, 1),
+                           "embed_s": embed_s, "embed_missing": embedded, "without_snapshot": processes[0], "from_snapshot": processes[1:],
+                           "load_average_after": load_average()}  # fmt: skip
+                    print(json.dumps(row), file=sys.stderr)
+                    results["rows"].append(row)
     return results
 
 
@@ -135,14 +156,24 @@ def report(results: dict[str, Any]) -> str:
             [
                 row["backend"],
                 f"{row['lessons']:,}",
+                row.get("mode", "lexical"),
                 f"{cold['first_recall_s']:.2f} ({cold['recall_s']:.2f}) / {cold['peak_rss_mb']:,}",
                 f"{best[len(best) // 2]:.2f} / {max(best):.2f} ({min(p['recall_s'] for p in warm):.2f})",
                 f"{max(p['peak_rss_mb'] for p in warm):,}",
+                " ".join(f"{x:.2f}" for x in row["load_average_after"]),
             ]
         )
-    header = ["store", "lessons", "no snapshot: first recall s (recall alone) / peak MB",
-              "from snapshot: p50 / max s (best recall alone)", "from snapshot: peak MB"]  # fmt: skip
+    header = ["store", "lessons", "recall", "no snapshot: first recall s (recall alone) / peak MB",
+              "from snapshot: p50 / max s (best recall alone)", "from snapshot: peak MB", "load after"]  # fmt: skip
     lines = [format_table(header, rows)]
+    for row in results["rows"]:
+        done = row.get("embed_missing")
+        if done:
+            lines.append(
+                f"embed_missing before the hybrid runs, {row['backend']} {row['lessons']:,}: "
+                f"{done['embedded']:,} vectors in {done['seconds']} s, {done['per_s']:,}/s; first → last "
+                f"tenth of pages {done['first_tenth_per_s']:,} → {done['last_tenth_per_s']:,}/s"
+            )
     if results["skipped"]:
         lines.append("Skipped: " + "; ".join(f"{k}: {v}" for k, v in results["skipped"].items()))
     return "\n".join(lines)
@@ -157,8 +188,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--runs", type=int, default=4, help="fresh processes per bank (the first makes the snapshot)"
     )
+    parser.add_argument("--modes", default="lexical,hybrid", help="lexical, hybrid (the static embedder)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
+    args.modes = [part for part in args.modes.split(",") if part]
+    if set(args.modes) - {"lexical", "hybrid"}:
+        parser.error("modes are lexical, hybrid")
     args.sizes = [int(part.replace("_", "")) for part in args.sizes.split(",") if part.strip()]
     args.backends = [part for part in args.backends.split(",") if part]
     unknown = set(args.backends) - {"sqlite", "postgres", "redis"}

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,13 +33,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _backends
 import _corpus
-from cold_start import SEED, bank_lessons
 from core import format_table, load_average, machine_info
 from lessonbank import LessonBank
 from lessonbank.retrieval.embedders import make_embedder
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "embed_missing.json"
 PAGE = 1_000  # embed_missing's own default page
+SEED = 11
+REAL_MAX = 100_000  # lessons made of the corpus's own pairs; past that, remixed (it holds ~170k pairs)
+
+
+def bank_lessons(source: _corpus.Source, count: int, seed: int) -> Iterator[dict[str, Any]]:
+    """``count`` distinct lessons: the corpus's own (situation, correction) pairs up to ``REAL_MAX``,
+    then two of its sentences and a variant number (distinct content: the bank dedupes exact
+    repeats), read lazily so a million need not be held at once."""
+    real = min(count, REAL_MAX)
+    yield from _corpus.make_lessons(source, real, seed)
+    rng = random.Random(seed + 1)
+    pool = source.lesson_sentences
+    for n in range(count - real):
+        first, second = rng.choice(pool), rng.choice(pool)
+        task = source.tasks[first.task]
+        tags = rng.sample(task.keywords, min(len(task.keywords), 3))
+        content = f"{first.text} {second.text} (variant {n})"
+        yield {"content": content, "tags": tags, "task_type": task.task_type}
 
 
 def timed_run(url: str, embedder: Any) -> dict[str, Any]:

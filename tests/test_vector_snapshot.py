@@ -165,8 +165,10 @@ def test_the_sign_bits_come_with_the_snapshot(store: SQLiteStore, monkeypatch: p
     expected = answers(writer)
     if not writer.binary:
         pytest.skip("numpy < 2.0: no two-step search")
+    reads = reads_of(store, monkeypatch)
     index = VectorIndex(store, NS, MODEL, DIM)
     index.sync()
+    assert reads and 0 not in reads  # from the snapshot
     assert index._bits is not None and index._bits.shape[1] >= 800
     assert np.array_equal(index._bits[:, :800], writer._bits[:, :800])  # type: ignore[index]
     assert answers(index) == expected

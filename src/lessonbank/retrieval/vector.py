@@ -325,38 +325,55 @@ class VectorIndex:
     # ------------------------------------------------------------------ internals
 
     def _apply(self, rows: list[tuple[str, bytes]]) -> None:
+        """Rows written since the last sync: rewritten lessons in place, new ones appended, taken a
+        slice at a time (one buffer per slice, not one array per row)."""
         np = self._np
-        fresh: list[tuple[str, Any]] = []
-        for lesson_id, blob in rows:
-            vector = np.frombuffer(blob, dtype="<f4")
-            if vector.shape != (self.dim,):
-                # Written by an embedder of another size under the same name: ignored (and logged once).
-                if lesson_id not in self._ignored:
-                    log.warning(
-                        "vector of %s has %d dimensions, not %d: ignored", lesson_id, vector.size, self.dim
-                    )
-                    self._ignored.add(lesson_id)
-                continue
-            self._ignored.discard(lesson_id)
-            row = self._row_of.get(lesson_id)
-            if row is None:
-                fresh.append((lesson_id, vector))
-            else:
-                self._matrix[row] = vector
-                self._stale_bits.add(row)
-        if not fresh:
-            return
-        size = len(self._ids)
-        needed = size + len(fresh)
+        width = 4 * self.dim
+        fresh: list[str] = []
+        for start in range(0, len(rows), SLICE):
+            part = rows[start : start + SLICE]
+            if any(len(blob) != width for _, blob in part):
+                part = [(lesson_id, blob) for lesson_id, blob in part if self._sized(lesson_id, blob)]
+            if self._ignored:
+                self._ignored.difference_update(lesson_id for lesson_id, _ in part)
+            vectors = np.frombuffer(b"".join(blob for _, blob in part), dtype="<f4").reshape(-1, self.dim)
+            new_rows: list[int] = []
+            for at, (lesson_id, _) in enumerate(part):
+                row = self._row_of.get(lesson_id)
+                if row is None:
+                    new_rows.append(at)
+                    fresh.append(lesson_id)
+                else:
+                    self._matrix[row] = vectors[at]
+                    self._stale_bits.add(row)
+            if new_rows:
+                size = len(self._ids)
+                self._grow(size + len(new_rows))
+                self._matrix[size : size + len(new_rows)] = vectors[new_rows]
+                for offset, lesson_id in enumerate(fresh):
+                    self._row_of[lesson_id] = size + offset
+                self._ids.extend(fresh)
+                fresh.clear()
+
+    def _sized(self, lesson_id: str, blob: bytes) -> bool:
+        """Whether a stored vector has this index's size; one written by an embedder of another size
+        under the same name is ignored (and logged once)."""
+        if len(blob) == 4 * self.dim:
+            return True
+        if lesson_id not in self._ignored:
+            log.warning(
+                "vector of %s has %d dimensions, not %d: ignored", lesson_id, len(blob) // 4, self.dim
+            )
+            self._ignored.add(lesson_id)
+        return False
+
+    def _grow(self, needed: int) -> None:
+        """Room for ``needed`` rows, by doubling."""
         if needed > self._matrix.shape[0]:
             capacity = max(_INITIAL_CAPACITY, self._matrix.shape[0])
             while capacity < needed:
                 capacity *= 2
-            self._resize(capacity, size)
-        for offset, (lesson_id, vector) in enumerate(fresh):
-            self._matrix[size + offset] = vector
-            self._row_of[lesson_id] = size + offset
-            self._ids.append(lesson_id)
+            self._resize(capacity, len(self._ids))
 
     def _resize(self, capacity: int, keep: int) -> None:
         """Room for ``capacity`` rows, the first ``keep`` kept: in memory, or past ``mapped_from``

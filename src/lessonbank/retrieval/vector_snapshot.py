@@ -119,7 +119,9 @@ class VectorSnapshot:
             "centre": np.zeros(0, "<f4")
             if state.centre is None
             else np.ascontiguousarray(state.centre, "<f4"),
-            "bits": np.zeros(0, "<u8") if state.bits is None else np.ascontiguousarray(state.bits, "<u8"),
+            "bits": np.zeros(0, "<u8")
+            if state.bits is None
+            else np.ascontiguousarray(state.bits, "<u8").ravel(),
         }
         layout: dict[str, list[int]] = {}
         offset = 0
