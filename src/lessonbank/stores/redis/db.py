@@ -43,6 +43,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any, TypeVar
 
 from lessonbank.errors import ConfigError, StoreError
@@ -72,6 +73,7 @@ DEFAULT_NAMESPACE = "default"
 _PLAIN = frozenset("-_.")
 
 
+@lru_cache(maxsize=1 << 16)  # words and names repeat: encoding them was a tenth of an import
 def key_part(value: str) -> str:
     """``value`` as one part of a key: letters, digits, ``-``, ``_`` and ``.`` kept, any other
     character percent-encoded (its UTF-8 bytes), so the part holds no ``:`` and decodes back."""
@@ -222,9 +224,17 @@ class RedisDatabase:
 # own keep a lesson's token postings (see postings.py), both keyed by the lesson hash, then the
 # namespace's key prefix ``B{ns}:``: INDEX (then the lesson id, "suffix\x1ffactor\x1f..." and "1"
 # when the lesson's old document number is to be left alone, as a rebuild does) retires the
-# lesson's document number and gives it a new one holding these tokens; UNINDEX retires it. Keys
-# are named inside the script, as one Redis server allows (a cluster would need every key declared).
+# lesson's document number and gives it a new one holding these tokens; UNINDEX retires it. Their
+# records and counts are gathered over the batch and written once per token at the end (a chunk
+# of 500 lessons repeats most words: per lesson, that was most of the script's time). Keys are
+# named inside the script, as one Redis server allows (a cluster would need every key declared).
 BATCH_SCRIPT = """
+local post, counts = {}, {}  -- records to append per posting key, count changes per (df key, token)
+local function count(base, suffix, n)
+  local key = base .. 'df'
+  counts[key] = counts[key] or {}
+  counts[key][suffix] = (counts[key][suffix] or 0) + n
+end
 local function unindex(lesson, base)
   local doc = redis.call('HGET', lesson, 'docno')
   if not doc then return end
@@ -232,12 +242,7 @@ local function unindex(lesson, base)
   redis.call('HDEL', base .. 'docs', doc)
   local terms = redis.call('HGET', lesson, 'terms')
   if terms then
-    for suffix in string.gmatch(terms .. '\\031', '([^\\031]+)\\031') do
-      if redis.call('HINCRBY', base .. 'df', suffix, -1) <= 0 then
-        redis.call('HDEL', base .. 'df', suffix)
-        redis.call('DEL', base .. 'post:' .. suffix)
-      end
-    end
+    for suffix in string.gmatch(terms .. '\\031', '([^\\031]+)\\031') do count(base, suffix, -1) end
   end
 end
 local written = 0
@@ -249,8 +254,11 @@ for _, op in ipairs(cjson.decode(ARGV[1])) do
     local doc = redis.call('INCR', base .. 'docctr')
     local names = {}
     for suffix, factor in string.gmatch(op[5], '([^\\031]+)\\031([^\\031]+)\\031') do
-      redis.call('APPEND', base .. 'post:' .. suffix, struct.pack('<If', doc, tonumber(factor)))
-      redis.call('HINCRBY', base .. 'df', suffix, 1)
+      local key = base .. 'post:' .. suffix
+      local records = post[key]
+      if not records then records = {}; post[key] = records end
+      records[#records + 1] = struct.pack('<If', doc, tonumber(factor))
+      count(base, suffix, 1)
       names[#names + 1] = suffix
     end
     redis.call('HSET', lesson, 'docno', doc, 'terms', table.concat(names, '\\031'))
@@ -262,6 +270,30 @@ for _, op in ipairs(cjson.decode(ARGV[1])) do
   end
   written = written + 1
 end
+-- Counts first: a posting whose last live lesson went is deleted before this batch's records land.
+for key, changes in pairs(counts) do
+  local names, gone, kept = {}, {}, {}
+  for suffix in pairs(changes) do names[#names + 1] = suffix end
+  for i = 1, #names, 1000 do
+    local slice = {unpack(names, i, math.min(i + 999, #names))}
+    local now = redis.call('HMGET', key, unpack(slice))
+    for j, suffix in ipairs(slice) do
+      local n = (tonumber(now[j]) or 0) + changes[suffix]
+      if n > 0 then
+        kept[#kept + 1] = suffix; kept[#kept + 1] = n
+      else
+        gone[#gone + 1] = suffix
+      end
+    end
+  end
+  for i = 1, #kept, 1000 do redis.call('HSET', key, unpack(kept, i, math.min(i + 999, #kept))) end
+  local base = string.sub(key, 1, -3)
+  for _, suffix in ipairs(gone) do
+    redis.call('HDEL', key, suffix)
+    if not post[base .. 'post:' .. suffix] then redis.call('DEL', base .. 'post:' .. suffix) end
+  end
+end
+for key, records in pairs(post) do redis.call('APPEND', key, table.concat(records)) end
 return written
 """
 

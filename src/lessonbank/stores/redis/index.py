@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from lessonbank.lessons import matches
 from lessonbank.models import Decision, Episode, Lesson
@@ -74,6 +74,18 @@ ROW_FIELDS = (
 # The hash fields a Lesson is read from: its JSON, and the counters kept in place.
 LESSON_FIELDS = ["data", "access_count", "last_accessed", "helpful", "harmful"]
 _SEP = "\x1f"
+
+
+class Derived(NamedTuple):
+    """What writing a lesson takes, worked out from the lesson alone (``RedisLessonIndex.derive``)."""
+
+    frequencies: dict[str, float]
+    length: int
+    row: list[str]
+    factors: str
+    vector: bytes
+
+
 CORPUS_TTL_S = 5.0
 PAGE = 64
 
@@ -85,6 +97,8 @@ class RedisLessonIndex:
         self.db = db
         self.seed = SeedMirror(db)
         self.postings = RedisPostings(db)
+        # Lesson id → (the lesson, what writing it needs: see ``derive``), filled ahead of a write.
+        self.derived: dict[str, tuple[Lesson, Derived]] = {}
         self.corpus: dict[str, tuple[float, float]] = {}
         self.batch_script = self.db.r.register_script(BATCH_SCRIPT)
         self.credit_script = self.db.r.register_script(CREDIT_SCRIPT)
@@ -100,28 +114,78 @@ class RedisLessonIndex:
         return lesson_of(pipe.hmget(key, LESSON_FIELDS))
 
     def q_write_lesson(self, pipe: Pipe, lesson: Lesson, old: Lesson | None) -> None:
-        """Queue the writes that store ``lesson`` (replacing ``old``) and keep every index in step.
+        """Queue the writes that store ``lesson`` (replacing ``old``) and keep every index in step."""
+        self.q_changes(pipe, [(old, lesson, ())])
 
-        They go out as one script call (see ``Batch``): a lesson touches ~30 keys, and one
-        command instead of thirty is what makes bulk imports fast.
+    def q_changes(
+        self, pipe: Pipe, changes: Sequence[tuple[Lesson | None, Lesson | None, Sequence[str]]]
+    ) -> None:
+        """Queue lesson writes and removals, in order: each ``(old, new, models)`` stores ``new``
+        over ``old``, or, when ``new`` is None, removes ``old`` and its vectors of ``models``.
+
+        Every change's single-key commands go out as one script call (see ``Batch``), then one
+        call writes their term vectors: a lesson touches ~30 keys, and two commands for a whole
+        import chunk instead of thirty a lesson is what makes bulk imports fast.
         """
-        ns, batch = lesson.namespace, Batch()
+        batch, vectors, mirrored = Batch(), [], []
+        corpus: dict[str, list[int]] = {}  # namespace → changes of its lesson count and total length
+        for old, new, models in changes:
+            if new is not None:
+                vector = self._write(batch, new, old, corpus.setdefault(new.namespace, [0, 0]))
+                if vector is not None:
+                    vectors.append((new.namespace, (new.id, "", vector)))
+                if old is None:
+                    mirrored.append((self.seed.q_added, new))
+            elif old is not None:
+                self._delete(batch, old, models, corpus.setdefault(old.namespace, [0, 0]))
+                mirrored.append((self.seed.q_removed, old))
+        for ns, (docs, length) in corpus.items():  # once a batch: every lesson would repeat them
+            batch.add("HINCRBY", self.db.k(ns, "corpus"), "docs", str(docs))
+            batch.add("HINCRBY", self.db.k(ns, "corpus"), "length", str(length))
+            batch.add("SADD", self.db.namespaces_key, ns)
+        batch.queue(pipe, self.batch_script)
+        for namespace in dict.fromkeys(ns for ns, _ in vectors):
+            self.q_put_vectors(
+                pipe, namespace, LEXICAL_SPACE, [row for ns, row in vectors if ns == namespace]
+            )
+        for queue, lesson in mirrored:
+            queue(pipe, lesson)
+
+    def derive(self, lessons: Sequence[Lesson]) -> None:
+        """Work out ahead what writing each of ``lessons`` as a new lesson takes (its row, postings
+        and term vector), so a bulk import does it while Redis runs the previous chunk's writes."""
+        for lesson in lessons:
+            self.derived[lesson.id] = (lesson, self._derive(lesson))
+
+    def _derive(self, lesson: Lesson) -> Derived:
         frequencies, length = weighted_terms(lesson, FIELD_WEIGHTS)
+        return Derived(
+            frequencies,
+            length,
+            _flat(_row(lesson)),
+            factors_field(frequencies, length, self.avg_len(lesson.namespace)),
+            weighted_term_vector(frequencies, length, lesson),
+        )
+
+    def _write(self, batch: Batch, lesson: Lesson, old: Lesson | None, corpus: list[int]) -> bytes | None:
+        """Add to ``batch`` what writing ``lesson`` over ``old`` takes, and to ``corpus`` its change
+        of the namespace's lesson count and length; return its new term vector, if it changed."""
+        ns = lesson.namespace
+        ahead = self.derived.pop(lesson.id, None)
+        if ahead is not None and ahead[0] is lesson:  # derived for this very lesson, not an older copy
+            frequencies, length = ahead[1].frequencies, ahead[1].length
+        else:
+            ahead = None
+            frequencies, length = weighted_terms(lesson, FIELD_WEIGHTS)
         old_length, reindex = 0, True
         if old is not None:
             old_frequencies, old_length = weighted_terms(old, FIELD_WEIGHTS)
             reindex = (old_frequencies, old_length) != (frequencies, length)
         key = self.lesson_key(ns, lesson.id)
-        batch.add("HSET", key, *_flat(_row(lesson)))
+        batch.add("HSET", key, *(ahead[1].row if ahead else _flat(_row(lesson))))
         if reindex:  # a status or counter change keeps the postings (and document number) it had
-            batch.add(
-                "INDEX",
-                key,
-                self.postings.base(ns),
-                lesson.id,
-                factors_field(frequencies, length, self.avg_len(ns)),
-                "",
-            )
+            factors = ahead[1].factors if ahead else factors_field(frequencies, length, self.avg_len(ns))
+            batch.add("INDEX", key, self.postings.base(ns), lesson.id, factors, "")
         old_tags = set(old.tags) if old is not None else set()
         for tag in old_tags - set(lesson.tags):
             batch.add("SREM", self.db.k(ns, "tag", tag), lesson.id)
@@ -135,16 +199,12 @@ class RedisLessonIndex:
             batch.add("ZADD", self.db.k(ns, "expiring"), repr(lesson.expires_at.timestamp()), lesson.id)
         else:
             batch.add("ZREM", self.db.k(ns, "expiring"), lesson.id)
-        batch.add("HINCRBY", self.db.k(ns, "corpus"), "docs", "0" if old is not None else "1")
-        batch.add("HINCRBY", self.db.k(ns, "corpus"), "length", str(length - old_length))
+        corpus[0] += 0 if old is not None else 1
+        corpus[1] += length - old_length
         batch.add("HSET", self.db.where_key, lesson.id, ns)
-        batch.add("SADD", self.db.namespaces_key, ns)
-        batch.queue(pipe, self.batch_script)
-        if term_vector_changed(lesson, old):
-            vector = weighted_term_vector(frequencies, length, lesson)
-            self.q_put_vectors(pipe, ns, LEXICAL_SPACE, [(lesson.id, "", vector)])
-        if old is None:
-            self.seed.q_added(pipe, lesson)
+        if not term_vector_changed(lesson, old):
+            return None
+        return ahead[1].vector if ahead else weighted_term_vector(frequencies, length, lesson)
 
     def q_put_vectors(
         self, pipe: Any, namespace: str, model: str, rows: Sequence[tuple[str, str, bytes]]
@@ -171,7 +231,10 @@ class RedisLessonIndex:
     def q_delete_lesson(self, pipe: Pipe, lesson: Lesson, models: Sequence[str]) -> None:
         """Queue the removal of ``lesson``, its index entries and its vectors of ``models`` (all the
         namespace's embedder models, read under WATCH by the caller)."""
-        ns, batch = lesson.namespace, Batch()
+        self.q_changes(pipe, [(lesson, None, models)])
+
+    def _delete(self, batch: Batch, lesson: Lesson, models: Sequence[str], corpus: list[int]) -> None:
+        ns = lesson.namespace
         _, length = weighted_terms(lesson, FIELD_WEIGHTS)
         batch.add("UNINDEX", self.lesson_key(ns, lesson.id), self.postings.base(ns))
         batch.add("DEL", self.lesson_key(ns, lesson.id))
@@ -180,15 +243,13 @@ class RedisLessonIndex:
         batch.add("DEL", self.db.k(ns, "hash", lesson.content_hash))
         batch.add("ZREM", self.db.k(ns, "lessons"), lesson.id)
         batch.add("ZREM", self.db.k(ns, "expiring"), lesson.id)
-        batch.add("HINCRBY", self.db.k(ns, "corpus"), "docs", "-1")
-        batch.add("HINCRBY", self.db.k(ns, "corpus"), "length", str(-length))
+        corpus[0] -= 1
+        corpus[1] -= length
         batch.add("HDEL", self.db.where_key, lesson.id)
         for model in models:
             batch.add("HDEL", self.vec_key(ns, "vec", model), lesson.id)
             batch.add("HDEL", self.vec_key(ns, "vechash", model), lesson.id)
             batch.add("ZREM", self.vec_key(ns, "vecseq", model), lesson.id)
-        batch.queue(pipe, self.batch_script)
-        self.seed.q_removed(pipe, lesson)
 
     def vec_key(self, namespace: str, what: str, model: str) -> str:
         """A key of the vectors of ``model``: ``vec`` (id → bytes), ``vechash`` (id → text hash),

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, cast
 
@@ -278,13 +279,16 @@ class RedisStore(
         return pick_near_duplicate(lesson.content, candidates, threshold)
 
     def _q_apply(self, pipe: Pipe, steps: dict[str, Any], result: Any) -> Any:
+        changes: list[tuple[Lesson | None, Lesson | None, Sequence[str]]] = []
         for key, (old, new) in steps.items():  # see stores/redis/pools.py for what a step is
             if isinstance(new, Lesson):
-                self.index.q_write_lesson(pipe, new, old)
+                changes.append((old, new, ()))
             elif old is not None:
-                self.index.q_delete_lesson(pipe, old, new)
+                changes.append((old, None, new))
             else:
                 pipe.incr(key)
+        if changes:
+            self.index.q_changes(pipe, changes)
         return result
 
     def import_lessons(self, lessons: Sequence[Lesson]) -> tuple[int, int]:
@@ -294,9 +298,21 @@ class RedisStore(
         """
         added = 0
         items = [self.writer.prepared(lesson) for lesson in lessons]
-        for start in range(0, len(items), IMPORT_CHUNK):
-            chunk = items[start : start + IMPORT_CHUNK]
-            added += self.db.transact(partial(self._plan_import, chunk=chunk))
+        chunks = [items[start : start + IMPORT_CHUNK] for start in range(0, len(items), IMPORT_CHUNK)]
+        # Two stages: while a thread waits for Redis to run one chunk's transaction, this one works
+        # out the next chunk's rows, postings and term vectors (the socket wait releases the GIL).
+        try:
+            with ThreadPoolExecutor(1, thread_name_prefix="lessonbank-import") as pool:
+                running = None
+                for chunk in chunks:
+                    self.index.derive(chunk)
+                    if running is not None:
+                        added += running.result()
+                    running = pool.submit(self.db.transact, partial(self._plan_import, chunk=chunk))
+                if running is not None:
+                    added += running.result()
+        finally:
+            self.index.derived.clear()
         return added, len(items) - added
 
     def _plan_import(self, pipe: Pipe, *, chunk: Sequence[Lesson]) -> Callable[[Pipe], int]:
