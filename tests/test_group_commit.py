@@ -349,6 +349,44 @@ def test_a_batch_writes_each_job_and_gives_a_repeated_one_the_stored_job(store: 
         assert stored[episode.id] == answers[n]  # what each caller got is what was stored
 
 
+def test_a_batch_repeating_dedupe_keys_decides_as_writing_in_turn(store: Store, backend: str) -> None:
+    sql_only(backend)
+    reflect = Decision(reflect=True, trigger="failure", reflector="lesson", reason="failed")
+
+    def job_of(episode: Episode, key: str) -> Job:
+        return Job(namespace="ns", episode_id=episode.id, dedupe_key=key, payload={"trigger": "failure"})
+
+    earlier = Episode(task="reflected already", status="failure", namespace="ns")
+    earlier_job = job_of(earlier, "key-taken")
+    store.record_episode(earlier, reflect.model_copy(update={"job_id": earlier_job.id}), earlier_job)
+    episodes = [Episode(task=f"new {n}", status="failure", namespace="ns") for n in range(9)]
+    # 1 and 3 share a new key (1 comes first, so 3 repeats it); 5, 6 and 7 repeat the stored key
+    keys = {1: "key-new", 3: "key-new", 5: "key-taken", 6: "key-taken", 7: "key-taken"}
+    jobs = [job_of(episode, keys.get(n, f"key-{n}")) for n, episode in enumerate(episodes)]
+    writes: list[tuple[Episode, Decision, Job | None]] = [
+        (episode, reflect.model_copy(update={"job_id": job.id}), job)
+        for episode, job in zip(episodes, jobs, strict=True)
+    ]
+    writes[8] = (episodes[8], decision(), None)  # not reflected: no job
+    answers, batches = record_in_one_batch(store, writes)
+    assert batches == 2
+    holder = {3: jobs[1].id, 5: earlier_job.id, 6: earlier_job.id, 7: earlier_job.id}
+    for n, answer in answers.items():
+        assert isinstance(answer, Decision)
+        if n in holder:
+            assert (answer.reflect, answer.job_id) == (False, holder[n])
+            assert answer.reason.startswith("duplicate")
+        elif n == 8:
+            assert (answer.reflect, answer.job_id) == (False, None)
+        else:
+            assert (answer.reflect, answer.job_id) == (True, jobs[n].id)
+    queued = {job.id for job in store.list_jobs("ns", None, 100)}
+    assert queued == {earlier_job.id} | {jobs[n].id for n in (0, 1, 2, 4)}
+    stored = {episode.id: decided for episode, decided in store.recent_episodes("ns", limit=100)}
+    for n, episode in enumerate(episodes):
+        assert stored[episode.id] == answers[n]  # what each caller got is what was stored
+
+
 def test_repeats_of_one_episode_in_concurrent_calls_store_it_once(store: Store) -> None:
     episode = Episode(task="sent again by a retrying client", status="failure", namespace="ns")
     answers: list[Decision] = []

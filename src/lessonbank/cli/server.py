@@ -101,7 +101,10 @@ def serve(
             f"lessonbank serving {settings.db_url} on http://{chosen}:{port}{many} "
             "(docs /docs, MCP /mcp, dashboard /)"
         )
-    server = uvicorn.Server(uvicorn.Config(app, host=chosen, port=port, log_level="warning"))
+    # No access log (a line per request would cost more than a record); uvicorn takes httptools
+    # and uvloop when the server extra installed them.
+    config = uvicorn.Config(app, host=chosen, port=port, log_level="warning", access_log=False)
+    server = uvicorn.Server(config)
     if processes > 1:
         # uvicorn shuts down on SIGTERM, then raises it again: caught here, so the parent still
         # stops its forked servers and a forked one still exits through its own path.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -26,6 +27,7 @@ from lessonbank.server.auth import KeyStore, default_keys_path
 from lessonbank.server.banks import Banks
 from lessonbank.server.errors import INTERNAL, TOO_LARGE, body, error_body
 from lessonbank.server.hosts import HostGuard, allowed_hosts
+from lessonbank.server.record_path import RecordPath
 from lessonbank.settings import Settings
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # a batch import goes through the CLI's streamed import, not one request
@@ -56,7 +58,7 @@ def create_app(
         finally:
             banks.close()
 
-    app = FastAPI(
+    app = _App(
         title="lessonbank",
         summary="Lessons LLM agents learned from experience: record, recall, context, review.",
         version="0.1.0",
@@ -69,8 +71,12 @@ def create_app(
     app.state.keys = keys or KeyStore(default_keys_path(chosen.home))
     app.state.max_body_bytes = max_body_bytes
     _errors(app)
+    hosts = allowed_hosts(bound_host, allow_hosts)
     app.add_middleware(_LimitBody)
-    app.add_middleware(HostGuard, keys=app.state.keys, hosts=allowed_hosts(bound_host, allow_hosts))
+    app.add_middleware(HostGuard, keys=app.state.keys, hosts=hosts)
+    # Records skip FastAPI's stack, not the app's own guards; what it does not answer goes on to it.
+    app.record_path = RecordPath(partial(FastAPI.__call__, app), prefix=API_PREFIX)
+    app.light = HostGuard(_LimitBody(app.record_path), keys=app.state.keys, hosts=hosts)
 
     from lessonbank.server import dashboard, mcp_http, rest  # the parts, each a router over the same state
 
@@ -78,6 +84,21 @@ def create_app(
     mcp_http.mount(app)
     app.include_router(dashboard.router)
     return app
+
+
+class _App(FastAPI):
+    """FastAPI, with the record route's light path (:mod:`.record_path`) in front of its stack."""
+
+    record_path: RecordPath | None = None
+    light: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = self.record_path
+        if self.light is not None and path is not None and not self.root_path and path.claims(scope):
+            scope["app"] = self  # as Starlette sets it: the guards and the route read the app's state
+            await self.light(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
 
 
 def _errors(app: FastAPI) -> None:

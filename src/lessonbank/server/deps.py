@@ -27,7 +27,11 @@ async def principal(
 ) -> Principal:
     """The request's principal; 401 without a valid key while keys exist. Run on the event loop (the
     key file is read again only when it changed): a thread hop per request costs more than the check."""
-    keys: KeyStore = request.app.state.keys
+    return principal_of(request.app.state.keys, authorization, x_api_key)
+
+
+def principal_of(keys: KeyStore, authorization: str | None, x_api_key: str | None) -> Principal:
+    """The principal of a request's ``Authorization`` and ``X-API-Key`` headers (see :func:`principal`)."""
     found = keys.principal(token_of(authorization, x_api_key))
     if found is None:
         raise HTTPException(
@@ -70,9 +74,13 @@ async def _route_bank(request: Request, namespace: str, who: Who) -> LessonBank:
     name = getattr(request.scope.get("route"), "name", None)
     if name not in OPERATIONS:  # a route outside the table: a bug, so fail closed
         raise HTTPException(status_code=403, detail=body(FORBIDDEN, "this route names no bank operation"))
-    authorize(who, namespace, name)
-    banks: Banks = request.app.state.banks
-    # An open bank is taken on the event loop; opening one (migrations, a first connection) is not.
+    return await bank_of(request.app.state.banks, who, namespace, name)
+
+
+async def bank_of(banks: Banks, who: Principal, namespace: str, operation: str) -> LessonBank:
+    """The bank of ``namespace`` once ``who`` may do ``operation`` on it, from the event loop: an
+    open bank is taken on the loop; opening one (migrations, a first connection) is not."""
+    authorize(who, namespace, operation)
     opened = banks.opened(namespace)
     return opened if opened is not None else await anyio.to_thread.run_sync(banks.get, namespace)
 

@@ -227,9 +227,12 @@ def _proposal_markdown(bank: LessonBank, request: Any, who: Principal, namespace
 
 # ---------------------------------------------------------------------- the routes, in the table's order
 
+# The record route's call of the bank; :mod:`.record_path` answers most records with it too.
+record_handler = _call_bank(OPERATIONS["record"])
+
 # Routes that add something to the bank's call: their handler, and FastAPI options beside the table's.
 _SPECIAL: dict[str, tuple[Handler | None, dict[str, Any]]] = {
-    "record": (None, {"status_code": 201}),
+    "record": (record_handler, {"status_code": 201}),
     "add_lesson": (_add_lesson, {"status_code": 201}),
     "restore": (_restore, {}),
     "import_lessons": (_import_lessons, {}),

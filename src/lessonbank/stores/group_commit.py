@@ -40,7 +40,10 @@ class _Slot(Generic[Item, R]):
 
     def __init__(self, item: Item) -> None:
         self.item = item
-        self.done = threading.Event()
+        # Held until the slot is answered: a bare lock, released once, is the cheapest one-shot
+        # signal between threads (an Event is a condition variable written in Python).
+        self.done = threading.Lock()
+        self.done.acquire()
         self.lead = False
         self.result: R | None = None
         self.error: BaseException | None = None
@@ -92,7 +95,7 @@ class GroupCommit(Generic[Item, R]):
             else:
                 self._busy = leading = True
         if not leading:
-            slot.done.wait()
+            slot.done.acquire()
             if not slot.lead:
                 return slot.outcome()
         self._lead()
@@ -119,9 +122,9 @@ class GroupCommit(Generic[Item, R]):
                 else:
                     successor.lead = True
             for slot in batch:
-                slot.done.set()
+                slot.done.release()
             if successor is not None:
-                successor.done.set()
+                successor.done.release()
 
     def _write(self, batch: list[_Slot[Item, R]]) -> None:
         if len(batch) > 1:

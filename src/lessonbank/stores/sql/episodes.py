@@ -6,9 +6,10 @@ Invariants:
   transaction (the caller's); an episode id already stored is a repeat (a retried call): its
   stored decision is returned and nothing is written; an id another namespace holds is refused.
 - A batch (:meth:`EpisodeWriter.write_all`, what group commit hands over) gives the same decisions
-  as writing its episodes one after another. When none of its ids is stored and no id or dedupe
-  key repeats inside it, it takes three statements whatever its size (which ids are stored, the
-  jobs, the episodes); otherwise its episodes are written in turn, in the same transaction.
+  as writing its episodes one after another. When none of its ids is stored and no id repeats
+  inside it, it takes three statements whatever its size (which ids are stored, the jobs, the
+  episodes), and one more for the holders of dedupe keys already taken (a repeated failure is
+  common); otherwise its episodes are written in turn, in the same transaction.
 """
 
 from __future__ import annotations
@@ -53,27 +54,42 @@ class EpisodeWriter:
     def write_all(self, conn: Connection, items: Sequence[EpisodeWrite]) -> list[Decision]:
         d = self.dialect
         ids = [episode.id for episode, *_ in items]
-        keys = [(job.namespace, job.dedupe_key) for _, _, job, _ in items if job is not None]
         where, params = d.in_list("id", ids)
         if (
             len(set(ids)) < len(ids)
-            or len(set(keys)) < len(keys)
             or conn.execute(f"SELECT 1 FROM episodes WHERE {where} LIMIT 1", params).fetchone() is not None
         ):
             return [self.write_one(conn, *item) for item in items]
-        inserted = self.jobs.insert_all(conn, [job for _, _, job, _ in items if job is not None])
-        finals = []
-        for episode, decision, job, _ in items:
-            duplicate = job is not None and job.id not in inserted
-            finals.append(
-                self._duplicate(conn, episode.namespace or "default", decision, job)
-                if duplicate and job is not None
-                else decision
-            )
+        # As written in turn: the first job of a dedupe key is inserted (unless a stored job holds
+        # the key); every other episode with that key gets the holder's job, as a duplicate.
+        firsts: dict[tuple[str, str], Job] = {}
+        for _, _, job, _ in items:
+            if job is not None:
+                firsts.setdefault((job.namespace, job.dedupe_key), job)
+        inserted = self.jobs.insert_all(conn, list(firsts.values()))
+        holders = {key: job.id for key, job in firsts.items() if job.id in inserted}
+        holders.update(self._holders(conn, [key for key in firsts if key not in holders]))
+        finals = [
+            decision
+            if job is None or job.id in inserted
+            else duplicate_decision(decision, holders.get((job.namespace, job.dedupe_key)))
+            for _, decision, job, _ in items
+        ]
         self._insert(conn, [(episode, final) for (episode, *_), final in zip(items, finals, strict=True)])
         for episode, _, _, credit in items:
             self._credit(conn, episode, credit)
         return finals
+
+    def _holders(self, conn: Connection, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """The stored jobs holding these (namespace, dedupe key) pairs: one statement a namespace."""
+        found: dict[tuple[str, str], str] = {}
+        for namespace in sorted({namespace for namespace, _ in keys}):
+            where, params = self.dialect.in_list("dedupe_key", [k for n, k in keys if n == namespace])
+            rows = conn.execute(
+                f"SELECT dedupe_key, id FROM jobs WHERE namespace = ? AND {where}", [namespace, *params]
+            ).fetchall()
+            found.update({(namespace, str(key)): str(job_id) for key, job_id in rows})
+        return found
 
     def _duplicate(self, conn: Connection, namespace: str, decision: Decision, job: Job) -> Decision:
         """The decision of an episode whose job's dedupe key another job holds: that job's."""
