@@ -4,7 +4,7 @@
     .venv/bin/python bench/redis_scale.py --sizes 20000 --queries 100
 
 Lessons and queries are ``_corpus.py``'s (two model-written reflection sentences, 2–4 tags, a task
-type: ~270 characters). The bank lives under a key prefix of its own, deleted at the end (never
+type: ~270 characters; past 150k lessons, one of those with a third sentence: ~400 characters). The bank lives under a key prefix of its own, deleted at the end (never
 FLUSHALL: the server is shared). At each size it reports
 
 - import: lessons/s of ``import_lessons`` (no embedder);
@@ -52,6 +52,7 @@ NAMESPACE = "default"
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "redis_scale.json"
 WARMUP = 20
 SAMPLE_PER_KIND = 200
+PAIRED = 150_000
 
 
 def peak_rss() -> int:
@@ -86,6 +87,23 @@ def key_memory(bank: LessonBank) -> dict[str, dict[str, int]]:
         sizes = [r.memory_usage(key, samples=0) or 0 for key in keys]
         out[kind] = {"keys": counts[kind], "bytes": round(sum(sizes) / len(sizes) * counts[kind])}
     return dict(sorted(out.items(), key=lambda item: -item[1]["bytes"]))
+
+
+def make_lessons(source: _corpus.Source, count: int) -> list[dict[str, Any]]:
+    """``count`` distinct corpus lessons. The corpus holds ~170k (situation, correction) pairs; past
+    ``PAIRED`` lessons, a paired lesson is written again with a third sentence of the corpus added
+    (each (lesson, sentence) pair once), as a longer lesson about the same task."""
+    paired = _corpus.make_lessons(source, min(count, PAIRED), SEED)
+    lessons, used = list(paired), set()
+    rng = random.Random(SEED)
+    pool = source.lesson_sentences
+    while len(lessons) < count:
+        index, sentence = rng.randrange(len(paired)), rng.randrange(len(pool))
+        if (index, sentence) in used or pool[sentence].text in paired[index]["content"]:
+            continue
+        used.add((index, sentence))
+        lessons.append({**paired[index], "content": f"{paired[index]['content']} {pool[sentence].text}"})
+    return lessons
 
 
 def open_bank(url: str, home: Path) -> LessonBank:
@@ -135,7 +153,7 @@ def run(sizes: Sequence[int], queries: int, breakdown: bool) -> list[dict[str, A
     source = _corpus.load_source(SEED)
     top = max(sizes)
     print(f"making {top:,} lessons ...", file=sys.stderr)
-    lessons = _corpus.make_lessons(source, top, SEED)
+    lessons = make_lessons(source, top)
     rows = []
     with (
         tempfile.TemporaryDirectory(prefix="lessonbank-redis-scale-") as tmp,
