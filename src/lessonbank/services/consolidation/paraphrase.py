@@ -45,6 +45,10 @@ TEMPLATE = 0.7  # word-sequence likeness at or above which two texts each with a
 SLOT = 2  # terms of its own each side may have for two texts of one template to be siblings
 FIRST_WORDS = 15  # a first sentence this short says what the text is about: siblings are asked of it
 RATIONALE = 0.75  # term Dice: subjects below it, the rest at or above it, are two rules of one rationale
+# Term Dice of what follows two short first sentences of one frame (word-sequence likeness from QUALIFIER),
+# each naming a subject of its own, from which the two are rules of one rationale. Chosen on the tuning
+# half (bench/consolidation_pairs.py): no labelled paraphrase of it is vetoed.
+FRAME_RATIONALE = 0.45
 QUALIFIER = 0.5  # word-sequence likeness from which a text adding one or two words is a sibling
 PARAPHRASE = 0.8  # weighted Dice of terms at or above which two unopposed texts are one lesson
 OPPOSITION_WORDS = 30  # longer texts are not opposed by a negation or an opposite word alone
@@ -280,7 +284,7 @@ def siblings(a: str, b: str) -> bool:
     # "Checks that async functions do not *create subprocesses* / *run processes* ...": short first
     # sentences (what a rule checks) are asked everything; long ones (a diagnosis) one word each
     # side or two swapped ("Useless *comparisons* / *expressions* have no effect ...").
-    if len(_lower_words(first_a)) <= FIRST_WORDS and len(_lower_words(first_b)) <= FIRST_WORDS:
+    if len(lower_words(first_a)) <= FIRST_WORDS and len(lower_words(first_b)) <= FIRST_WORDS:
         return _one_template(first_a, first_b) or _shared_rationale(a, b, first_a, first_b)
     terms_a, terms_b = terms(first_a), terms(first_b)
     only = sorted((len(terms_a - terms_b), len(terms_b - terms_a)))
@@ -308,9 +312,17 @@ def _shared_rationale(a: str, b: str, first_a: str, first_b: str) -> bool:
     """Two rules that check different things for one reason: what each checks (its short first
     sentence) differs, what follows is nearly the same ("Checks for *over-indented section
     underlines*. This rule enforces a consistent style ..." / "Checks for *section headers not
-    followed by underlines*. This rule enforces a consistent style ...")."""
-    rest_a, rest_b = terms(a[len(first_a) :]), terms(b[len(first_b) :])
-    return _dice(terms(first_a), terms(first_b)) < RATIONALE and _dice(rest_a, rest_b) >= RATIONALE
+    followed by underlines*. This rule enforces a consistent style ..."); or the two first sentences
+    are one frame (:data:`QUALIFIER`) each with a subject of its own and what follows shares
+    :data:`FRAME_RATIONALE` of its terms ("Checks for *abstract classes without abstract methods*." /
+    "Checks for *empty methods in abstract base classes* ...", then one explanation of abstract base
+    classes). Two documentations of one check by two authors word their first sentences apart."""
+    rest = _dice(terms(a[len(first_a) :]), terms(b[len(first_b) :]))
+    subject_a, subject_b = terms(first_a), terms(first_b)
+    if _dice(subject_a, subject_b) < RATIONALE and rest >= RATIONALE:
+        return True
+    own = subject_a - subject_b and subject_b - subject_a
+    return bool(own) and rest >= FRAME_RATIONALE and template_likeness(first_a, first_b) >= QUALIFIER
 
 
 def _dice(a: frozenset[str], b: frozenset[str]) -> float:
@@ -354,11 +366,12 @@ def template_likeness(a: str, b: str) -> float:
     "Missing return type annotation for *special method* / *classmethod* ``{name}``" is 0.8; a
     paraphrase reorders ("Before pushing, run the linter" / "Run the linter before pushing": 0.6) or
     rewords, and keeps its terms."""
-    return SequenceMatcher(None, _lower_words(a), _lower_words(b), autojunk=False).ratio()
+    return SequenceMatcher(None, lower_words(a), lower_words(b), autojunk=False).ratio()
 
 
 @lru_cache(maxsize=65536)
-def _lower_words(text: str) -> tuple[str, ...]:
+def lower_words(text: str) -> tuple[str, ...]:
+    """The words :func:`template_likeness` aligns (computed once per text)."""
     return tuple(words(text.lower()))
 
 
@@ -374,7 +387,7 @@ def _signature(text: str) -> tuple[tuple[str, ...], frozenset[str], int]:
 def same_text(a: str, b: str) -> bool:
     """:func:`~lessonbank.text.same_lesson`, asked only when the two texts' content stems, literals and
     negation counts (each computed once per text) are equal: a pre-pass asks it of thousands of pairs."""
-    return _signature(a) == _signature(b) and same_lesson(a, b)
+    return a == b or (_signature(a) == _signature(b) and same_lesson(a, b))
 
 
 @dataclass

@@ -82,7 +82,6 @@ from lessonbank.services.consolidation.paraphrase import (
     opposed,
     relation,
     same_text,
-    template_likeness,
     terms,
 )
 from lessonbank.services.pools import PROMOTE_AFTER_S
@@ -105,7 +104,8 @@ LIKENESS_FLOOR = 0.2
 CANDIDATE_COSINE = 0.5  # below this two lessons' vectors are not about one thing: never scored
 BLOCK_CELLS = 8_000_000  # similarities computed at once: 32 MB of float32
 MAX_CLUSTER = 12  # distinct texts (retypes not counted) a cluster may hold
-RARE_TERMS = 4  # each lesson is compared by words with the lessons sharing one of its rarest terms
+RARE_TERMS = 6  # each lesson is compared by words with the lessons sharing one of its rarest terms (4 missed
+# partners on the tuning half: recall 0.229 against 0.301 from 6 on, bench/consolidation_pairs.py)
 MAX_BLOCK = 200  # a term shared by more lessons than this is too common to pair lessons by
 
 Pair = tuple[str, str]
@@ -396,7 +396,7 @@ class _Pairs:
             return
         import numpy as np
 
-        from lessonbank.services.consolidation.pairtable import probabilities
+        from lessonbank.services.consolidation.pairtable import alignments, probabilities
 
         rows = np.asarray([(self.index[a], self.index[b]) for a, b in todo], dtype=np.int64)
         values = self.table.features(rows)
@@ -410,6 +410,7 @@ class _Pairs:
         )
         member = np.where(with_vector, self.model.member, scorer.LEXICAL.member)
         template = scorer.FEATURES.index("template")
+        exact: list[tuple[int, Pair]] = []
         for n, pair in enumerate(todo):
             a, b = self.text[pair[0]], self.text[pair[1]]
             checked = bound[n] >= member[n] or (one_sentence(a) and one_sentence(b))
@@ -419,12 +420,17 @@ class _Pairs:
             self.relations[pair] = found_relation = relation(a, b, self.weights, paraphrase=0.0)
             if bound[n] < member[n] or (found_relation != "paraphrase" and not same_text(a, b)):
                 self.scores[pair] = 0.0
-                continue
-            exact = (*values[n, :template], template_likeness(a, b), *values[n, template + 1 :])
-            if with_vector[n]:
-                self.scores[pair] = scorer.probability(self.model, (*exact, float(cosine[n])))
             else:
-                self.scores[pair] = scorer.probability(scorer.LEXICAL, exact)
+                exact.append((n, pair))
+        aligned = alignments([(self.text[a], self.text[b]) for _, (a, b) in exact])
+        for (n, pair), likeness in zip(exact, aligned, strict=True):
+            row = tuple(
+                float(value) for value in (*values[n, :template], likeness, *values[n, template + 1 :])
+            )
+            if with_vector[n]:
+                self.scores[pair] = scorer.probability(self.model, (*row, float(cosine[n])))
+            else:
+                self.scores[pair] = scorer.probability(scorer.LEXICAL, row)
 
     def _score_one(self, pair: Pair) -> None:
         """A pair's guards and probability without NumPy."""
@@ -486,6 +492,8 @@ class _Pairs:
             heads_one, heads_other = heads[pair[0]], heads[pair[1]]
             if len(heads_one) + len(heads_other) > MAX_CLUSTER:
                 continue  # a person reviews a merge of a few lessons; and the checks grow as its square
+            across = [_pair(a, b) for a in heads_one for b in heads_other if a != b]
+            self.score_many([found for found in across if found not in edges and found not in opposed])
             if not all(
                 a == b or self._together(_pair(a, b), edges, opposed) for a in heads_one for b in heads_other
             ):
