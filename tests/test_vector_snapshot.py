@@ -172,6 +172,42 @@ def test_the_sign_bits_come_with_the_snapshot(store: SQLiteStore, monkeypatch: p
     assert index._bits is not None and index._bits.shape[1] >= 800
     assert np.array_equal(index._bits[:, :800], writer._bits[:, :800])  # type: ignore[index]
     assert answers(index) == expected
+    assert index._unchecked is not None and index._unchecked.any()  # rows no search read: not read
+
+
+def test_a_damaged_row_is_found_when_a_search_reads_it(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(vector, "BINARY_FROM", 100)
+    monkeypatch.setattr(vector, "MIN_RESCORE", 20)
+    monkeypatch.setattr(vector, "RESCORE_PER_RESULT", 2)
+    ids = fill(store, 800, seed=12)
+    writer = VectorIndex(store, NS, MODEL, DIM)
+    writer.sync()
+    if not writer.binary:
+        pytest.skip("numpy < 2.0: no two-step search")
+    target = writer._row_of[ids[400]]
+    query = writer._matrix[target].copy()
+    path = snapshot_path(store)
+    data = bytearray(path.read_bytes())
+    _, length = vector_snapshot.PREFIX.unpack_from(data)
+    header = json.loads(bytes(data[vector_snapshot.PREFIX.size : vector_snapshot.PREFIX.size + length]))
+    data[len(data) - header["capacity"] * DIM * 4 + target * DIM * 4 + 5] ^= 0x10  # its row only
+    path.write_bytes(bytes(data))
+
+    reads = reads_of(store, monkeypatch)
+    index = VectorIndex(store, NS, MODEL, DIM)
+    with caplog.at_level(logging.WARNING, logger="lessonbank.retrieval"):
+        index.sync()
+        assert 0 not in reads and index._unchecked is not None  # the header and sums were whole
+        found = index.search(query, 5)
+    assert found[0][0] == ids[400] and found[0][1] == pytest.approx(1.0)
+    assert any(f"row {target} does not match its checksum" in r.getMessage() for r in caplog.records)
+    assert 0 in reads and index._unchecked is None  # reloaded in full before answering
+    assert found == writer.search(query, 5)
+    reads.clear()
+    VectorIndex(store, NS, MODEL, DIM).sync()
+    assert 0 not in reads  # and a good snapshot written again
 
 
 def damage(path: Path, how: str) -> None:

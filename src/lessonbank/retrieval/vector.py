@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from lessonbank.ports import Store
 from lessonbank.retrieval.lexical_index import GIVE_BACK_FROM, give_back_memory, miscount
-from lessonbank.retrieval.vector_snapshot import VectorState, vector_snapshot_of
+from lessonbank.retrieval.vector_snapshot import VectorState, row_sums, vector_snapshot_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -120,6 +120,10 @@ class VectorIndex:
         self._snapshot = vector_snapshot_of(store, namespace, model)
         self._since_snapshot = 0  # rows applied since the snapshot was read or written
         self._restore_tried = False  # the first sync starts from the snapshot, if it can
+        # Rows taken from a snapshot and not yet checked against their checksums (None: every row
+        # is trusted), with those checksums: a row is checked the first time anything reads it.
+        self._unchecked: Any = None
+        self._sums: Any = None
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -171,6 +175,11 @@ class VectorIndex:
                 self._matrix[row] = self._matrix[last]
                 self._ids[row], self._row_of[moved] = moved, row
                 self._stale_bits.add(row)
+                if self._unchecked is not None and row < len(self._unchecked):
+                    moved_unchecked = last < len(self._unchecked) and bool(self._unchecked[last])
+                    self._unchecked[row] = moved_unchecked
+                    if moved_unchecked:
+                        self._sums[row] = self._sums[last]
             self._ids.pop()
         size = len(self._ids)
         self._bits_rows = min(self._bits_rows, size)
@@ -190,11 +199,41 @@ class VectorIndex:
         if state.bits is not None and state.centre is not None:
             self._bits, self._bits_rows = state.bits, rows
             self._centre, self._centred_at = state.centre, rows
+        self._unchecked, self._sums = self._np.ones(rows, dtype=bool), state.sums
         self._since_snapshot = 0
+
+    def _checked(self, rows: np.ndarray | None) -> bool:
+        """Whether ``rows`` (None: every row) match the checksums of the snapshot they came from; if
+        one does not, the snapshot is refused (logged), the index reloads in full and writes a good
+        one, and the caller must start over (False). Checked rows are not checked again."""
+        if self._unchecked is None:
+            return True
+        np = self._np
+        if rows is None:
+            todo = np.flatnonzero(self._unchecked)
+        else:
+            rows = rows[rows < len(self._unchecked)]
+            todo = rows[self._unchecked[rows]]
+        for start in range(0, len(todo), SLICE):
+            part = np.sort(todo[start : start + SLICE])  # in file order: the pages are read in turn
+            bad = np.flatnonzero(row_sums(self._matrix[part]) != self._sums[part])
+            if len(bad):
+                assert self._snapshot is not None
+                self._snapshot.refuse(f"row {int(part[bad[0]])} does not match its checksum")
+                self._reload()
+                if len(self._ids) >= SNAPSHOT_MIN:
+                    self._save()
+                return False
+            self._unchecked[part] = False
+        if rows is None or not self._unchecked.any():
+            self._unchecked = self._sums = None
+        return True
 
     def _save(self) -> None:
         """Write the snapshot of the index as it stands, its sign bits computed afresh first."""
         assert self._snapshot is not None
+        if not self._checked(None):  # a damaged row is never written into a new snapshot
+            return  # the reload wrote one
         size = len(self._ids)
         if self.binary and size >= BINARY_FROM:
             self._refresh_bits(size, recentre=True)
@@ -220,6 +259,7 @@ class VectorIndex:
         """Every lesson's vector (a copy), after a sync: what the consolidation pre-pass compares."""
         self.sync(force=True)
         with self._lock:
+            self._checked(None)
             return {lesson_id: self._matrix[row].copy() for lesson_id, row in self._row_of.items()}
 
     def search(
@@ -237,8 +277,15 @@ class VectorIndex:
                     f"query vector has shape {query.shape}; this index holds {self.dim} dimensions"
                 )
             query = query.astype(np.float32, copy=False)
+            if self._unchecked is not None and (self._bits is None or size >= 2 * self._centred_at):
+                self._checked(None)  # every row is about to be read (a scan, or the sign bits afresh)
+            rows = self._shortlist(query, len(self._ids), min(len(self._ids), limit + len(exclude)))
+            if not self._checked(rows):  # a damaged snapshot row: reloaded in full, start over
+                rows = self._shortlist(query, len(self._ids), min(len(self._ids), limit + len(exclude)))
+            size = len(self._ids)
+            if size == 0:
+                return []
             wanted = min(size, limit + len(exclude))
-            rows = self._shortlist(query, size, wanted)
             if rows is None:
                 scores = self._matrix[:size] @ query
                 top = np.argpartition(-scores, wanted - 1)[:wanted] if wanted < size else np.arange(size)
@@ -315,6 +362,8 @@ class VectorIndex:
         """Cosine of ``query`` with each given lesson that has a vector."""
         self.sync()
         with self._lock:
+            known = [self._row_of[i] for i in lesson_ids if i in self._row_of]
+            self._checked(self._np.array(known, dtype=self._np.int64))  # (or reloaded in full)
             rows = [(i, self._row_of[i]) for i in lesson_ids if i in self._row_of]
             if not rows:
                 return {}
@@ -346,6 +395,8 @@ class VectorIndex:
                 else:
                     self._matrix[row] = vectors[at]
                     self._stale_bits.add(row)
+                    if self._unchecked is not None and row < len(self._unchecked):
+                        self._unchecked[row] = False  # the store's own row now
             if new_rows:
                 size = len(self._ids)
                 self._grow(size + len(new_rows))
@@ -406,6 +457,7 @@ class VectorIndex:
         self._ids, self._row_of, self._ignored = [], {}, set()
         self._bits, self._bits_rows, self._centred_at = None, 0, 0
         self._stale_bits.clear()
+        self._unchecked = self._sums = None
         changes = self.store.vector_changes(self.namespace, self.model, 0)
         self._apply(changes.rows)
         self._seq = changes.seq
