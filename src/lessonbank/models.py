@@ -251,6 +251,15 @@ class Episode(Record):
 def _json_size(value: Any) -> int:
     if isinstance(value, str):
         return len(value.encode("utf-8", "surrogatepass"))
+    # What json.dumps would write, without calling it: most of an episode's fields are these.
+    if value is None or value is True:
+        return 4
+    if value is False:
+        return 5
+    if type(value) is int:
+        return len(repr(value))
+    if type(value) in (list, dict) and not value:
+        return 2
     if isinstance(value, BaseModel):
         return len(value.model_dump_json())
     try:
