@@ -13,6 +13,7 @@ import pytest
 
 from lessonbank.lessons import similar_to
 from lessonbank.models import Lesson
+from lessonbank.services.consolidation import paraphrase
 from lessonbank.services.consolidation.paraphrase import Weights, named_apart, opposed, relation, siblings
 from lessonbank.services.consolidation.prepass import find_candidates
 
@@ -190,3 +191,28 @@ def test_explanations_of_several_sentences_are_not_opposed_by_one_negation() -> 
     assert not opposed(
         "No whitespace allowed around the docstring.", "Remove the whitespace around the docstring."
     )
+
+
+def test_two_rules_of_one_frame_and_one_explanation_are_siblings(monkeypatch: pytest.MonkeyPatch) -> None:
+    # ruff's A003 / A004: "Checks for <subject> that use the same names as builtins." in one frame,
+    # then one explanation reworded (term Dice 0.54: under RATIONALE, from FRAME_RATIONALE).
+    a003 = (
+        "Checks for class attributes and methods that use the same names as Python builtins. Reusing a"
+        " builtin name for the name of an attribute increases the difficulty of reading and maintaining"
+        " the code, and can cause non-obvious errors."
+    )
+    a004 = (
+        "Checks for imports that use the same names as builtins. Reusing a builtin for the name of an"
+        " import increases the difficulty of reading the code, and readers may mistake the variable for"
+        " the builtin."
+    )
+    assert siblings(a003, a004)
+    assert relation(a003, a004, Weights.of([a003, a004]), paraphrase=0.0) is None
+    # Another author's first sentence is not one frame with ruff's: left to the scorer.
+    other = (
+        "An import named like a builtin shadows it. Reusing a builtin for the name of an import increases"
+        " the difficulty of reading the code, and readers may mistake the variable for the builtin."
+    )
+    assert not siblings(a003, other)
+    monkeypatch.setattr(paraphrase, "FRAME_RATIONALE", 1.1)
+    assert not siblings(a003, a004)  # the frame rule, not another, tells these two apart

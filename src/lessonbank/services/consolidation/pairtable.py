@@ -1,6 +1,6 @@
 """The pair scorer's features (:mod:`.scorer`) for many pairs of one scope at once, with NumPy: the
 pre-pass scores every candidate pair of a bank in a few array operations instead of a Python call
-each (about a millisecond a pair, 36 s for 10k lessons of one scope).
+each (about a millisecond a pair).
 
 :class:`TermTable` holds the scope's texts as sparse rows of term ids (sorted), each term's IDF weight
 (:meth:`.paraphrase.Weights.weight`) and its BM25 contribution in that text. From it:

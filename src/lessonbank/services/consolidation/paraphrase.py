@@ -20,7 +20,8 @@ Pure and deterministic; no LLM, no store. Used by the consolidation pre-pass (:m
   first sentences, what a rule checks), opposite places, two words swapped, negations on different
   words, a qualifier added in one word order (:data:`QUALIFIER`), one template with a slot filled
   differently (:data:`SLOT`, :data:`TEMPLATE`), or one rationale after different subjects
-  (:data:`RATIONALE`). They are two lessons, however close their vectors.
+  (:data:`RATIONALE`; or short first sentences of one frame, each with a subject of its own, then one
+  explanation: :data:`FRAME_RATIONALE`). They are two lessons, however close their vectors.
 
 :func:`relation` applies these guards: opposed (and about one subject, :data:`CONTRADICTION`) is a
 contradiction candidate; siblings or naming different things is two lessons; otherwise a paraphrase

@@ -51,13 +51,16 @@ expired at ``now``). A pinned lesson is the person's word: never clustered, neve
   a cycle may propose it sooner.
 
 Cost: the words pass is one signature per lesson and a dictionary, then the weighted Dice of the
-pairs in rare-term blocks; only each lesson's :data:`NEIGHBOURS` likeliest partners from
-:data:`LIKENESS_FLOOR` on are guarded and scored (about a millisecond a pair), and a cluster holds at
-most :data:`MAX_CLUSTER` texts, so both grow linearly. The vector pass multiplies blocks of at most
-:data:`BLOCK_CELLS` similarities (NumPy, float32) into one reused buffer (32 MB beside its normalized
-copy of the n × d matrix); its time is n² × d / 2 multiply-adds. Measured on 2 cores shared with other
-work, one scope of the redundant ``_corpus`` text: 1,000 lessons 2.8 s and 3,000 lessons 7.6 s by words
-(the pre-pass before the scorer: 10k lessons in 0.7 s); 10k and 100k are to be measured again
+pairs in rare-term blocks, one matrix product per block (:class:`.pairtable.TermTable`); only each
+lesson's :data:`NEIGHBOURS` likeliest partners from :data:`LIKENESS_FLOOR` on are scored, all at once
+with NumPy, and only those whose probability may reach ``member`` get their guards and word-order
+alignment (Python, a fraction of a millisecond a pair); a cluster holds at most :data:`MAX_CLUSTER`
+texts, so both grow linearly. Without NumPy the pairs are scored one by one. The vector pass multiplies
+blocks of at most :data:`BLOCK_CELLS` similarities (NumPy, float32) into one reused buffer (32 MB beside
+its normalized copy of the n × d matrix); its time is n² × d / 2 multiply-adds. Measured on 2 cores
+shared with other work, one scope of the redundant ``_corpus`` text (the worst case: most lessons share
+a sentence with about twenty others, so nearly every candidate needs its guards): 10k lessons by words in
+12.9 s of CPU, against 39.5 s before the pairs were scored at once, side by side under the same load
 (``bench/consolidation_prepass.py``).
 """
 
