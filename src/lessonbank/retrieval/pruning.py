@@ -211,7 +211,7 @@ class _Search:
         seed = max(1, int(np.searchsorted(np.cumsum(sizes[order]), self.seed, side="right")))
         for index in order[:seed]:
             self._read(words[index])
-        self._raise(self._kept(np.unique(np.concatenate(self.touched))))
+        self._raise(self._kept(_distinct(self.touched)))
         done = seed
         while done < len(order) and not _below(float(left[done]), self.threshold):
             self._read(words[order[done]])
@@ -219,13 +219,19 @@ class _Search:
         candidates = self._seen(float(left[done]))
         self._raise(candidates)
         candidates = self._reaching(candidates, float(left[done]))
+        stale = False  # whether words were read since the candidates were narrowed (they only shrink)
         for position in range(done, len(order)):
             word = words[order[position]]
-            if len(candidates) * LOOKUP_COST < len(word.docs) + len(word.extra_docs):
+            size = len(word.docs) + len(word.extra_docs)
+            if stale and len(candidates) < size:  # a pass over them may spare reading this word
+                candidates, stale = self._reaching(candidates, float(left[position])), False
+            if len(candidates) * LOOKUP_COST < size:
                 self.partial[candidates] += _looked_up(word, candidates, self.norm)
-            else:
+                candidates = self._reaching(candidates, float(left[position + 1]))
+            else:  # many candidates: narrowed again only when that may spare a read
                 self._read(word)
-            candidates = self._reaching(candidates, float(left[position + 1]))
+                stale = True
+        candidates = self._reaching(candidates, 0.0)
         # Exact scores, summed in the query's order as the exhaustive scorer sums them.
         exact = self._exact(candidates)
         candidates, exact = candidates[exact > 0], exact[exact > 0]  # as the exhaustive scorer leaves them
@@ -249,31 +255,39 @@ class _Search:
 
     def _seen(self, rest: float) -> Any:
         """Every slot read so far that may score and, with at most ``rest`` more, reach the threshold."""
-        cut = self.threshold * (1 - UPPER_MARGIN) / (1 + UPPER_MARGIN) - rest
-        floor = (
-            np.nextafter(np.float32(cut), np.float32(-np.inf)) if cut > 0 else None
-        )  # float32, rounded down
+        floor = self._floor(rest)
+        if floor is None:  # every slot read
+            if self.read > len(self.norm) // 8:
+                return self._kept(np.flatnonzero(self.partial).astype(np.int32))
+            return self._kept(_distinct(self.touched))
         if self.read > len(self.norm) // 8:  # one pass over every slot
-            seen = (
-                np.flatnonzero(self.partial >= floor) if floor is not None else np.flatnonzero(self.partial)
-            )
-        else:
-            seen = np.unique(np.concatenate(self.touched))
-        return self._reaching(self._kept(seen), rest)
+            seen = np.flatnonzero(self.partial >= floor).astype(np.int32)  # the postings' type
+        else:  # the slots of each word read that reach, then each once
+            seen = _distinct([docs[self.partial[docs] >= floor] for docs in self.touched])
+        return self._kept(seen)
 
     def _kept(self, slots: Any) -> Any:
         return slots if self.keep is None else slots[self.keep[slots]]
 
     def _reaching(self, slots: Any, rest: float) -> Any:
         """Which ``slots``, with at most ``rest`` more, may reach the threshold."""
-        bound = (self.partial[slots].astype(np.float64) + rest) * (1 + UPPER_MARGIN)
-        return slots[bound >= self.threshold * (1 - UPPER_MARGIN)]
+        floor = self._floor(rest)
+        return slots if floor is None else slots[self.partial[slots] >= floor]
+
+    def _floor(self, rest: float) -> Any:
+        """The least partial bound that, with at most ``rest`` more, may reach the threshold (margin
+        included), in float32 rounded down; None when any may."""
+        cut = self.threshold * (1 - UPPER_MARGIN) / (1 + UPPER_MARGIN) - rest
+        return np.nextafter(np.float32(cut), np.float32(-np.inf)) if cut > 0 else None
 
     def _raise(self, slots: Any) -> None:
         """Raise the threshold to the ``want``-th exact score of the best few ``slots`` by bound."""
         size = SEED_SHARE * self.want
         if len(slots) < self.want:
             return
+        if len(slots) > size:
+            top = slots[self.partial[slots] >= np.float32(self.threshold)]  # bound alone reaches: few
+            slots = top if len(top) >= self.want else slots
         if len(slots) > size:
             slots = slots[np.argpartition(self.partial[slots], len(slots) - size)[len(slots) - size :]]
         self.threshold = max(self.threshold, _kth(self._exact(slots), self.want))
@@ -283,6 +297,15 @@ class _Search:
         for word in self.words:
             exact += _looked_up(word, slots, self.norm)
         return exact
+
+
+def _distinct(parts: list[Any]) -> Any:
+    """The slots of ``parts`` (each without repeats), each once, ascending (a sort: numpy's hashed
+    ``unique`` is several times slower on these)."""
+    if len(parts) == 1:
+        return parts[0]
+    slots = np.sort(np.concatenate(parts))
+    return slots[np.concatenate(([True], slots[1:] != slots[:-1]))] if len(slots) else slots
 
 
 def _below(rest: float, threshold: float) -> bool:
@@ -305,7 +328,8 @@ def _looked_up(word: Word, candidates: Any, norm: Any) -> Any:
     for docs, tf in ((word.docs, word.tf), (word.extra_docs, word.extra_tf)):
         if not len(docs):
             continue
-        at = np.searchsorted(docs, candidates)
+        # Searched as the postings' own type: another would convert every posting on each call.
+        at = np.searchsorted(docs, candidates.astype(docs.dtype, copy=False))
         np.minimum(at, len(docs) - 1, out=at)
         found = np.where(docs[at] == candidates, _contribution(word.weight, tf[at], norm[candidates]), 0.0)
         out = found if out is None else out + found  # a slot is in one of the two parts at most
