@@ -197,7 +197,7 @@ class RedisLessonIndex:
         batch.add("ZADD", self.db.k(ns, "lessons"), repr(lesson.created_at.timestamp()), lesson.id)
         if lesson.expires_at is not None:
             batch.add("ZADD", self.db.k(ns, "expiring"), repr(lesson.expires_at.timestamp()), lesson.id)
-        else:
+        elif old is not None:
             batch.add("ZREM", self.db.k(ns, "expiring"), lesson.id)
         corpus[0] += 0 if old is not None else 1
         corpus[1] += length - old_length
