@@ -68,8 +68,8 @@ GIVE_BACK_FROM = 10_000  # rows read by a sync past which freed memory is handed
 FIRST_BATCH = 2  # the first filter batch is this many times the limit; each next one doubles
 SNAPSHOT_MIN = 2_000  # lessons a freshly built index holds before it is worth a snapshot
 SNAPSHOT_REFRESH = 1_024  # rows or deletes applied over a snapshot before a newer one is written
-PRUNE_FROM = 400_000  # postings of a query's words from which pruning pays for its own work ...
-PRUNE_PER_WORD = 16_384  # ... and per word (its cost is per word, what it skips per posting)
+PRUNE_FROM = 20_000  # postings of a query's words from which pruning pays for its own work ...
+PRUNE_PER_WORD = 1_024  # ... and per word (its cost is per word, what it skips per posting)
 PRUNED_MAX = 4_096  # ranks a pruned search is asked for at most; deeper, one exhaustive ranking is cheaper
 
 
