@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/lexical_pruning.py --sizes 100000
     .venv/bin/python bench/lexical_pruning.py --sizes 1000000 --texts zipf --queries 200
+    .venv/bin/python bench/lexical_pruning.py --index-only --sizes 1000000 --texts natural --hybrid static
 
 Each text and size gets a SQLite bank of its own, filled with ``import_lessons``; a fresh
 ``LexicalIndex`` loads it, then every query is searched twice on the same index: pruned (the default)
@@ -19,6 +20,12 @@ that count must be 0.
 path makes them) and served to the index by a plain table of rows (``TermVectorTable``), and every
 lesson passes the filters. It measures the index alone, and reaches 1M lessons in minutes where the
 import would take most of an hour on a busy machine.
+
+``--hybrid EMBEDDER`` (with ``--index-only``) also embeds every lesson with that embedder (default
+``static``) and times whole recalls, ``Retriever.recall(text, k=5)`` in lexical and in hybrid mode: the
+lexical candidates (a pool of 20, so the 40 best), the query's embedding (never cached), the vector
+index's search and the fusion, as a bank's ``recall`` runs them, over the same rows (``IndexOnlyStore``:
+every lesson passes the filters, and the lessons returned are built from their texts).
 
 Prints a table and writes JSON (default ``bench/results/lexical_pruning.json``).
 """
@@ -43,7 +50,10 @@ from core import format_table, load_average, machine_info, summarize_ns
 from lessonbank.codeterms import query_words
 from lessonbank.models import Lesson
 from lessonbank.ports import Candidate, LessonQuery, VectorChanges
+from lessonbank.retrieval.embedders import make_embedder
+from lessonbank.retrieval.hybrid import Retriever
 from lessonbank.retrieval.lexical_index import LexicalIndex
+from lessonbank.retrieval.vector import as_bytes
 from lessonbank.stores.lexical import LEXICAL_SPACE, query_terms, term_hash, term_vector
 from lessonbank.stores.sqlite import SQLiteStore
 
@@ -132,6 +142,61 @@ class TermVectorTable:
         return dict.fromkeys(lesson_ids, "")
 
 
+class IndexOnlyStore(TermVectorTable):
+    """What a ``Retriever`` reads of a store, over rows held in lists (``--hybrid``): the term vectors,
+    the embedder's vectors of the same texts, the candidates (every lesson passes) and the lessons."""
+
+    term_vectors = True
+
+    def __init__(self, texts: Iterator[str], embedder: Any) -> None:
+        self.texts = list(texts)
+        super().__init__(iter(self.texts))
+        self.model = embedder.name
+        self.vector_rows: list[tuple[str, bytes]] = []
+        for start in range(0, len(self.texts), BATCH):
+            vectors = embedder.embed_documents(self.texts[start : start + BATCH])
+            self.vector_rows += [(f"l{start + n}", as_bytes(vector)) for n, vector in enumerate(vectors)]
+
+    def vector_changes(self, namespace: str, model: str, after: int) -> VectorChanges:
+        assert namespace == NS and model in (LEXICAL_SPACE, self.model)
+        rows = self.rows if model == LEXICAL_SPACE else self.vector_rows
+        return VectorChanges(rows=rows if after == 0 else [], seq=1, count=len(rows))
+
+    def candidates(self, query: LessonQuery, ids: Sequence[str]) -> list[Candidate]:
+        return every_one(list(ids))
+
+    def get_lessons(self, ids: Sequence[str]) -> list[Lesson]:
+        now = datetime.now(UTC)
+        return [Lesson(id=i, content=self.texts[int(i[1:])], namespace=NS, created_at=now, updated_at=now)
+                for i in ids]  # fmt: skip
+
+    def lessons_missing_vectors(
+        self, namespace: str, model: str, limit: int, after: str | None
+    ) -> list[Lesson]:
+        return []
+
+
+def measure_recall(store: IndexOnlyStore, embedder: Any, queries: Sequence[str]) -> dict[str, Any]:
+    """p50/p99 of whole recalls, lexical and hybrid (the first recall, which loads the indexes, apart)."""
+    retriever = Retriever(store, embedder=embedder)  # type: ignore[arg-type]
+    scope, now, out = LessonQuery(NS), time.time(), {}
+    for mode in ("lexical", "hybrid"):
+        start = time.perf_counter()
+        retriever.recall(queries[0], scope, k=K, now=now, mode=mode)
+        out[f"first {mode} recall s"] = round(time.perf_counter() - start, 2)
+        samples = []
+        for n, text in enumerate([*queries[:WARMUP], *queries]):
+            cache = getattr(embedder, "query_cache", None)
+            if cache is not None:
+                cache.clear()  # every timed query pays for its embedding, as a new task does
+            start_ns = time.perf_counter_ns()
+            retriever.recall(text, scope, k=K, now=now, mode=mode)
+            if n >= WARMUP:
+                samples.append(time.perf_counter_ns() - start_ns)
+        out[f"{mode} recall"] = summarize_ns(samples)
+    return out
+
+
 def every_one(ids: list[str]) -> list[Candidate]:
     return [Candidate(lesson_id=i, relevance=0.0, access_count=0, confidence=0.5, pinned=False, last_used=0.0)
             for i in ids]  # fmt: skip
@@ -182,6 +247,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "texts": args.texts,
             "queries": args.queries,
             "index_only": args.index_only,
+            "hybrid": args.hybrid,
         },
         "rows": [],
     }
@@ -191,10 +257,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if args.index_only:
             for size in sorted(args.sizes):
                 print(f"{text}: {size:,} lessons: term vectors ...", file=sys.stderr)
-                table = TermVectorTable(source.lessons(size))
+                if args.hybrid:
+                    embedder = make_embedder(args.hybrid)
+                    table: TermVectorTable = IndexOnlyStore(source.lessons(size), embedder)
+                else:
+                    table = TermVectorTable(source.lessons(size))
                 index = LexicalIndex(table, NS)  # type: ignore[arg-type]
-                results["rows"].append(measured(index, None, queries, text, size, None))
-                del index, table
+                row = measured(index, None, queries, text, size, None)
+                del index
+                if args.hybrid:
+                    print(f"{text}: {size:,} lessons: whole recalls, {args.hybrid} ...", file=sys.stderr)
+                    row.update(measure_recall(table, embedder, queries))  # type: ignore[arg-type]
+                    row["load_average_after"] = load_average()
+                results["rows"].append(row)
+                del table
             continue
         with tempfile.TemporaryDirectory(prefix="lessonbank-pruning-") as tmp:
             store = SQLiteStore(Path(tmp) / "bank.db")
@@ -244,6 +320,15 @@ def report(results: dict[str, Any]) -> str:
     ]
     header = ["text", "lessons", "postings p50 / max", "pruned p50/p99 ms", "exhaustive p50/p99 ms",
               "top 5 differ"]  # fmt: skip
+    for line, row in zip(rows, results["rows"], strict=True):
+        line.append(f"{row['load_average_after'][0]:.1f}" if row["load_average_after"] else "-")  # 1 minute
+        if "hybrid recall" in row:
+            line += [f"{row[f'{mode} recall']['p50_ms']:.2f} / {row[f'{mode} recall']['p99_ms']:.2f}"
+                     for mode in ("lexical", "hybrid")]  # fmt: skip
+    header.append("load after")
+    if any("hybrid recall" in row for row in results["rows"]):
+        header += ["recall lexical p50/p99 ms", "recall hybrid p50/p99 ms"]
+        rows = [line + ["-", "-"] * (len(line) < len(header)) for line in rows]
     return format_table(header, rows)
 
 
@@ -255,10 +340,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--texts", default="zipf,natural")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--index-only", action="store_true", help="term vectors without a bank (see above)")
+    parser.add_argument("--hybrid", nargs="?", const="static", default=None,
+                        help="with --index-only: also time whole recalls, lexical and hybrid, with this embedder")  # fmt: skip
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
     args.sizes = [int(part.replace("_", "")) for part in args.sizes.split(",") if part.strip()]
     args.texts = [part for part in args.texts.split(",") if part]
+    if args.hybrid and not args.index_only:
+        parser.error("--hybrid needs --index-only")
     unknown = set(args.texts) - {"zipf", "natural"}
     if unknown:
         parser.error(f"unknown texts: {', '.join(sorted(unknown))} (zipf, natural)")
