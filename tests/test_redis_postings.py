@@ -209,3 +209,21 @@ def test_a_second_process_waits_for_the_rebuild(url: str, store: RedisStore) -> 
     finally:
         for other in opened:
             other.close()
+
+
+def test_a_ranking_sorted_as_far_as_it_is_read_matches_a_full_sort() -> None:
+    import numpy as np
+
+    from lessonbank.stores.redis.postings import Ranking
+
+    rng = np.random.default_rng(7)
+    docs = rng.permutation(50_000).astype(np.uint32)
+    scores = rng.integers(0, 300, len(docs)).astype(np.float64) / 7  # many ties
+    full = np.lexsort((-docs.astype(np.int64), -scores))
+    ranking = Ranking(docs, scores, None)
+    for n in (1, 64, 1024, 5000, 50_000):
+        top_docs, top_scores = ranking.top(n)
+        assert (
+            top_docs.tolist() == docs[full[:n]].tolist() and top_scores.tolist() == scores[full[:n]].tolist()
+        )
+    assert len(Ranking(docs, scores, 1500)) == 1500 and len(Ranking(docs[:0], scores[:0], None)) == 0

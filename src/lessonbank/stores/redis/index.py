@@ -50,7 +50,7 @@ from lessonbank.stores.redis.db import (
     RedisDatabase,
     key_part,
 )
-from lessonbank.stores.redis.postings import RedisPostings
+from lessonbank.stores.redis.postings import Ranking, RedisPostings
 from lessonbank.stores.redis.seed import SeedMirror
 
 ROW_FIELDS = (
@@ -314,22 +314,25 @@ class RedisLessonIndex:
             return []
         if selective and not chosen:
             flat = common_idf(docs, rarest[0])
-            found, _ = self.postings.ranked(ns, {rarest[1]: 1.0}, most=POSTINGS_BUDGET)
-            return self._passing(query, found, [flat] * len(found), limit)
-        found, scores = self.postings.ranked(ns, {term: idf(docs, frequencies[term]) for term in chosen})
-        return self._passing(query, found, scores.tolist(), limit)
+            ranking = self.postings.ranked(ns, {rarest[1]: 1.0}, most=POSTINGS_BUDGET)
+            return self._passing(query, ranking, limit, flat)
+        weights = {term: idf(docs, frequencies[term]) for term in chosen}
+        return self._passing(query, self.postings.ranked(ns, weights), limit, None)
 
     def _passing(
-        self, query: LessonQuery, found: Any, relevance: Sequence[float], limit: int
+        self, query: LessonQuery, ranking: Ranking, limit: int, flat: float | None
     ) -> list[Candidate]:
-        """The first ``limit`` of the ranked documents ``found`` whose lessons pass the filters, as
-        candidates of the given relevance."""
+        """The first ``limit`` of the ranked documents whose lessons pass the filters, as candidates
+        of their score (or all of relevance ``flat``)."""
         out: list[Candidate] = []
         now, start, page = self.db.clock(), 0, max(PAGE, 2 * limit)
-        while len(out) < limit and start < len(found):
-            ids = self.postings.lesson_ids(query.namespace, found[start : start + page])
+        while len(out) < limit and start < len(ranking):
+            docs, scores = ranking.top(start + page)
+            ids = self.postings.lesson_ids(query.namespace, docs[start:])
             kept = [
-                (i, r) for i, r in zip(ids, relevance[start : start + page], strict=True) if i is not None
+                (lesson_id, float(score) if flat is None else flat)
+                for lesson_id, score in zip(ids, scores[start:].tolist(), strict=True)
+                if lesson_id is not None
             ]
             rows = self.rows(query.namespace, [lesson_id for lesson_id, _ in kept])
             for (lesson_id, score), row in zip(kept, rows, strict=True):

@@ -68,11 +68,9 @@ class RedisPostings:
         counts, docs = pipe.execute()
         return {term: int(count or 0) for term, count in zip(terms, counts, strict=True)}, int(docs or 0)
 
-    def ranked(
-        self, namespace: str, weights: dict[str, float], *, most: int | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Live document numbers by ``Σ weight × factor`` over the weighted terms' postings, best
-        first (ties: the newer document first), with their scores; the first ``most`` only."""
+    def ranked(self, namespace: str, weights: dict[str, float], *, most: int | None = None) -> Ranking:
+        """Live documents scored ``Σ weight × factor`` over the weighted terms' postings (the first
+        ``most`` of them only, when given), best first as ``Ranking.top`` hands them out."""
         import numpy as np
 
         terms = list(weights)
@@ -81,9 +79,8 @@ class RedisPostings:
             pipe.get(self.post_key(namespace, term))
         pipe.get(self.db.k(namespace, "dead"))
         *blobs, dead_blob = pipe.execute()
-        dead_bits = np.unpackbits(
-            np.frombuffer(dead_blob or b"", np.uint8)
-        )  # bit 0 = the first byte's top bit
+        # Redis numbers bits from the first byte's top bit, as unpackbits does.
+        dead_bits = np.unpackbits(np.frombuffer(dead_blob or b"", np.uint8))
         docs: list[np.ndarray] = []
         scores: list[np.ndarray] = []
         for term, blob in zip(terms, blobs, strict=True):
@@ -98,16 +95,14 @@ class RedisPostings:
             docs.append(records["doc"])
             scores.append(records["w"].astype(np.float64) * weights[term])
         if not docs:
-            return np.zeros(0, np.uint32), np.zeros(0, np.float64)
+            return Ranking(np.zeros(0, np.uint32), np.zeros(0, np.float64), most)
         if len(docs) == 1:
-            found, total = docs[0], scores[0]
-        else:
-            found, where = np.unique(np.concatenate(docs), return_inverse=True)
-            total = np.bincount(where, weights=np.concatenate(scores), minlength=len(found))
-        order = np.lexsort((-found.astype(np.int64), -total))
-        if most is not None:
-            order = order[:most]
-        return found[order], total[order]
+            return Ranking(docs[0], scores[0], most)
+        # Summed by document number in a dense array: no sort of every posting read.
+        every = np.concatenate(docs)
+        total = np.bincount(every, weights=np.concatenate(scores))
+        found = np.flatnonzero(np.bincount(every)).astype(np.uint32)
+        return Ranking(found, total[found], most)
 
     def lesson_ids(self, namespace: str, docs: Any) -> list[str | None]:
         """The lesson id of each document number (None: retired since it was read)."""
@@ -147,6 +142,37 @@ class RedisPostings:
                 pipe.execute()
             except WatchError:
                 pass
+
+
+class Ranking:
+    """Scored documents, sorted only as far as a reader pages: ``top(n)`` is the best ``n`` (ties:
+    the newer document first). A narrow filter may page deep; most reads stop at the first page."""
+
+    def __init__(self, docs: np.ndarray, scores: np.ndarray, most: int | None) -> None:
+        self.docs, self.scores = docs, scores
+        self.size = len(docs) if most is None else min(most, len(docs))
+        self._sorted = 0
+        self._order: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return self.size
+
+    def top(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        import numpy as np
+
+        n = min(n, self.size)
+        if self._order is None or n > self._sorted:
+            want = min(len(self.docs), max(n, 4 * self._sorted, 1024))
+            if want < len(self.docs):
+                # Every document scoring at least the want-th best score, so ties are ordered whole.
+                cut = np.partition(-self.scores, want - 1)[want - 1]
+                pick = np.flatnonzero(-self.scores <= cut)
+            else:
+                pick = np.arange(len(self.docs))
+            order = pick[np.lexsort((-self.docs[pick].astype(np.int64), -self.scores[pick]))]
+            self._order, self._sorted = order, len(order) if want < len(self.docs) else len(self.docs)
+        chosen = self._order[:n]
+        return self.docs[chosen], self.scores[chosen]
 
 
 def _dead(docs: np.ndarray, dead_bits: np.ndarray) -> np.ndarray:
