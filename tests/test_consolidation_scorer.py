@@ -73,6 +73,7 @@ PAIRS_BANK = [
     "",
     "Restart the worker once its configuration changes.",
     "Pin dependency versions in the requirements files.",
+    "the",  # no term at all, last: its row is empty
 ]
 
 

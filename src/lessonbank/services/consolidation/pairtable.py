@@ -64,10 +64,9 @@ class TermTable:
         self.ids = np.asarray(ids, dtype=np.int64)
         self.idf = np.asarray(idf, dtype=np.float64)
         self.contribution = np.asarray(contribution, dtype=np.float64)
-        self.total = np.add.reduceat(self.idf, self.indptr[:-1]) if len(ids) else np.zeros(len(self.texts))
-        self.total[np.diff(self.indptr) == 0] = 0.0  # reduceat gives an empty row the next row's first value
-        self.best = np.add.reduceat(self.contribution, self.indptr[:-1]) if len(ids) else self.total.copy()
-        self.best[np.diff(self.indptr) == 0] = 0.0
+        row_of = np.repeat(np.arange(len(self.texts), dtype=np.int64), np.diff(self.indptr))
+        self.total = np.bincount(row_of, weights=self.idf, minlength=len(self.texts))
+        self.best = np.bincount(row_of, weights=self.contribution, minlength=len(self.texts))
         self.lengths = np.asarray(lengths, dtype=np.float64)
         self.names = np.asarray(names, dtype=np.int64)
         self.frequency = np.bincount(self.ids, minlength=self.vocabulary)
