@@ -267,6 +267,34 @@ _NEEDS: dict[str, tuple[str, ...]] = {
 }
 
 
+# Phrases (lowercase, words one space apart) a pattern whose _NEEDS are common words ("now" is in
+# "know", "act" in "exact") cannot match without, looked for in the text with its whitespace folded;
+# every branch of the pattern holds one of them. Looking is a few substring searches; the pattern
+# itself is tried at every word start.
+_PHRASES: dict[str, tuple[str, ...]] = {
+    "new identity": (
+        "you are now",
+        "from now on",
+        "pretend",
+        "act as",
+        "jailbr",
+        "developer mode",
+        "new system",
+        "new instruction",
+        "new prompt",
+        "new persona",
+        "new role",
+        "your new",
+    ),
+}
+
+
+def _folded(lowered: str) -> str:
+    """``lowered`` as _PHRASES are looked for in it: whitespace runs one space, and the two i's that
+    IGNORECASE matches as "i" ("ı", and "İ", which lowercases to "i" and a combining dot) made "i"."""
+    return " ".join(lowered.split()).replace("\u0131", "i").replace("i\u0307", "i")
+
+
 def _may_match(reason: str, lowered: str) -> bool:
     needs = _NEEDS.get(reason)
     return needs is None or any(fragment in lowered for fragment in needs)
@@ -299,9 +327,15 @@ def screen(text: str) -> Finding | None:
         return None
     text = normalized(text)
     lowered = text.lower()
+    folded: str | None = None  # ``lowered`` with every run of whitespace one space, made when needed
     for reason, pattern, addressed in _PATTERNS:
         if not _may_match(reason, lowered):
             continue
+        phrases = _PHRASES.get(reason)
+        if phrases is not None:
+            folded = _folded(lowered) if folded is None else folded
+            if not any(phrase in folded for phrase in phrases):
+                continue
         if not addressed:
             if match := pattern.search(text):
                 return Finding(reason, match.group(0))

@@ -12,6 +12,7 @@ naming the field.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import time
@@ -64,14 +65,16 @@ TriggerName = Literal[
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 
 
+_FROM_BASE32 = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _CROCKFORD)
+
+
 def new_id(prefix: str) -> str:
     """A sortable unique id: ``prefix_`` + 48-bit millisecond time + 80 random bits, base32."""
     value = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
-    chars = []
-    for _ in range(26):
-        chars.append(_CROCKFORD[value & 31])
-        value >>= 5
-    return f"{prefix}_{''.join(reversed(chars))}"
+    # The 26 digits of the 130-bit value, most significant first: the first 26 of base64's base32 of
+    # the value shifted to fill 160 bits, in Crockford's digits (one C call, not a loop per digit).
+    digits = base64.b32encode((value << 30).to_bytes(20, "big"))[:26].decode("ascii")
+    return f"{prefix}_{digits.translate(_FROM_BASE32)}"
 
 
 def utcnow() -> datetime:

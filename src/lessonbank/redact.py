@@ -59,7 +59,7 @@ _PATTERNS: list[tuple[str, re.Pattern[str], tuple[str, ...]]] = [
     (
         "github-token",
         re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})"),
-        ("gh", "github_pat_"),
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
     ),
     (
         "gitlab-token",
@@ -214,6 +214,10 @@ def _replace(kind: str, pattern: re.Pattern[str], text: str) -> str:
 # Every fragment some pattern needs: a text is searched once for each, then only the patterns whose
 # fragments it holds run.
 _FRAGMENTS = tuple(sorted({fragment for _kind, _pattern, fragments in _PATTERNS for fragment in fragments}))
+# A pattern whose fragment is in most text (a discord token's "."): it runs only where this shorter
+# pattern, which every text it matches holds, is found first (a scan from the literal "." instead of a
+# match tried at every word start).
+_GATES: dict[str, re.Pattern[str]] = {"discord-token": re.compile(r"\.[A-Za-z\d_-]{6}\.")}
 _PATTERNS_OF: dict[str, tuple[int, ...]] = {
     fragment: tuple(
         index for index, (_kind, _pattern, fragments) in enumerate(_PATTERNS) if fragment in fragments
@@ -251,10 +255,13 @@ def _redact(text: str) -> str:
             wanted.update(_PATTERNS_OF[fragment])
     for index in sorted(wanted):  # in the table's order: an earlier pattern's marker shields its text
         kind, pattern, _fragments = _PATTERNS[index]
-        text = _replace(kind, pattern, text)
+        gate = _GATES.get(kind)
+        if gate is None or gate.search(text):
+            text = _replace(kind, pattern, text)
     if "--" in text:
         text = _FLAG.sub(_assigned, text)
-    if any(fragment in lowered for fragment in _ASSIGNMENT_FRAGMENTS):
+    # An assignment needs its ":" or "=" (looked for in the text as it is now: a marker holds a ":").
+    if ("=" in text or ":" in text) and any(fragment in lowered for fragment in _ASSIGNMENT_FRAGMENTS):
         text = _ASSIGNMENT.sub(_assigned, text)
     return text
 

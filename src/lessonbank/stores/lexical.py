@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import struct
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
@@ -57,10 +58,45 @@ def text_field_terms(content: str, tags: Sequence[str], learned_from: str | None
     }
 
 
+def tokens(text: str) -> list[str]:
+    """``words(text)``, faster on ASCII text (most text): one lowercasing and one regex pass. Only
+    ASCII: lowercasing some other letters changes where a word ends ("İ" lowercases to "i" and a
+    combining dot, which is no word character)."""
+    return _ASCII_WORD.findall(text.lower()) if text.isascii() else words(text)
+
+
+_ASCII_WORD = re.compile(r"[a-z0-9]+")  # ``words``' pattern on lowercased ASCII
+
+
+def word_frequencies(
+    content: str, tags: Sequence[str], learned_from: str | None, weights: Mapping[str, float] = FIELD_WEIGHTS
+) -> tuple[dict[str, float], int]:
+    """Each distinct (unstemmed) word's term frequency summed over the indexed fields, each field's
+    scaled by its weight (missing: 1.0), in order of first appearance, and the document length in
+    tokens: one tokenisation per field, and each distinct word stemmed once by the caller."""
+    frequencies: dict[str, float] = {}
+    get = frequencies.get
+    length = 0
+    for name, text in (("content", content), ("tags", " ".join(tags)), ("learned_from", learned_from)):
+        if not text:
+            continue
+        found = tokens(text)
+        length += len(found)
+        weight = weights.get(name, 1.0)
+        for word in found:
+            frequencies[word] = get(word, 0.0) + weight
+    return frequencies, length
+
+
 def weighted_terms(lesson: Lesson, weights: Mapping[str, float]) -> tuple[dict[str, float], int]:
     """Each token's term frequency summed over the fields, each field's scaled by its weight
     (missing: 1.0), and the document length in tokens (all fields, unweighted, as FTS5 counts)."""
-    return weighted_frequencies(field_terms(lesson), weights)
+    by_word, length = word_frequencies(lesson.content, lesson.tags, lesson.learned_from, weights)
+    frequencies: dict[str, float] = {}
+    for word, tf in by_word.items():
+        term = stem(word)
+        frequencies[term] = frequencies.get(term, 0.0) + tf
+    return frequencies, length
 
 
 def weighted_frequencies(
@@ -126,36 +162,48 @@ def term_vector(
     (``scope``: values of SCOPE_FIELDS, and the tags)."""
     known = _WORD_HASHES
     frequencies: dict[int, float] = {}
+    get = frequencies.get
     length = 0
     for text, weight in (
         (content, FIELD_WEIGHTS["content"]),
         (" ".join(tags), FIELD_WEIGHTS["tags"]),
-        (learned_from or "", FIELD_WEIGHTS["learned_from"]),
+        (learned_from, FIELD_WEIGHTS["learned_from"]),
     ):
-        tokens = words(text)
-        length += len(tokens)
-        for word in tokens:
+        if not text:
+            continue
+        found = tokens(text)
+        length += len(found)
+        for word in found:
             hashed = known.get(word)
             if hashed is None:
                 hashed = term_hash(stem(word))
                 if len(known) < _WORD_HASHES_MAX:
                     known[word] = hashed
-            frequencies[hashed] = frequencies.get(hashed, 0.0) + weight
+            frequencies[hashed] = get(hashed, 0.0) + weight
     return _packed(frequencies, length, scope or {}, tags)
+
+
+@lru_cache(maxsize=1024)
+def _records(count: int) -> struct.Struct:
+    """``count`` TERM_RECORDs packed in one call (the same bytes as packing each and joining them)."""
+    return struct.Struct("<" + "QfI" * count)
 
 
 def _packed(
     frequencies: Mapping[int, float], length: int, scope: Mapping[str, str | None], tags: Sequence[str]
 ) -> bytes:
     """The records of a term vector: length, each term hash's frequency, then the scope's."""
-    pack = TERM_RECORD.pack
     scopes = [scope_hash(name, value) for name, value in scope.items() if value is not None]
     scopes += [scope_hash("tag", tag) for tag in dict.fromkeys(tags)]
-    return (
-        pack(0, 0.0, length)
-        + b"".join(pack(term, tf, length) for term, tf in frequencies.items())
-        + b"".join(pack(term, 0.0, length) for term in scopes)
-    )
+    # One flat (hash, frequency, length) list packed in one call; slices fill it without a Python loop.
+    terms = len(frequencies)
+    flat: list[float] = [0, 0.0, length] * (1 + terms + len(scopes))
+    end = 3 * terms + 3
+    flat[3:end:3] = frequencies.keys()
+    flat[4:end:3] = frequencies.values()
+    flat[end::3] = scopes
+    flat[end + 1 :: 3] = [0.0] * len(scopes)
+    return _records(len(flat) // 3).pack(*flat)
 
 
 def term_vector_sql(
