@@ -246,19 +246,23 @@ def main() -> None:
             continue
         backends.append(backend)
     if "records" in parts:
-        report["records"] = [
-            {**records(backend, args.clients, args.seconds, args.processes), "processes": args.processes}
-            for backend in backends
-        ]
+        report["records"] = []
+        for backend in backends:
+            before = os.getloadavg()[0]  # the machine is shared: each row says how busy it was
+            row = records(backend, args.clients, args.seconds, args.processes)
+            report["records"].append(
+                {**row, "processes": args.processes, "load": [before, os.getloadavg()[0]]}
+            )
         print(
-            "| backend | processes | clients | s | records/s | record p50/p99 ms | errors | records / lost |"
+            "| backend | processes | clients | s | records/s | record p50/p99 ms | errors | records / lost "
+            "| load avg before / after |"
         )
-        print("|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|")
         for row in report["records"]:
             print(
                 f"| {row['backend']} | {row['processes']} | {row['clients']} | {row['seconds']} | {row['records_per_s']} | "
                 f"{row['record_p50_ms']}/{row['record_p99_ms']} | {row['errors']} | "
-                f"{row['records']} / {row['episodes_lost']} |"
+                f"{row['records']} / {row['episodes_lost']} | {row['load'][0]:.2f} / {row['load'][1]:.2f} |"
             )
             for error in row["first_errors"]:
                 print("  error:", error)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gc
 import ipaddress
 import os
 import signal
@@ -20,6 +21,7 @@ from lessonbank.settings import Settings
 
 LOOPBACK = "127.0.0.1"
 BACKLOG = 2048  # uvicorn's
+GC_YOUNG_THRESHOLD = 10_000  # allocations between two young collections in a server (Python's default: 700)
 # Linux spreads the connections of a port's SO_REUSEPORT group over its sockets; elsewhere the
 # option means something else, so the processes share one socket there.
 _BALANCED = sys.platform == "linux" and hasattr(socket, "SO_REUSEPORT")
@@ -113,6 +115,7 @@ def serve(
     app = create_app(
         settings, keys=keys, bound_host=chosen, allow_hosts=allow_host or (), worker=not workers_off
     )
+    _settle_garbage_collector()
     if children is not None:
         many = f" in {processes} processes" if processes > 1 else ""
         err.print(
@@ -140,6 +143,18 @@ def serve(
         _stop(children)
     if not server.started:
         fail("the server did not start (see above)")
+
+
+def _settle_garbage_collector() -> None:
+    """Keep the garbage collector off a busy server's requests. What exists once the app is built
+    (modules, schemas, routes: ~140,000 objects) lives as long as the process, yet each full
+    collection walked it all, ~80 ms with every request stopped, several times a minute under 50
+    recording clients: frozen, it is never walked again. Young collections run every 10,000
+    allocations rather than 700, so the objects of requests in flight are walked, and moved on to
+    the old generation, far less often."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, 10, 10)
 
 
 def _fork(count: int) -> tuple[list[int] | None, int]:
