@@ -176,7 +176,7 @@ class LexicalIndex(PrunedWords):
         self._clear()
         slots = len(state.ids)
         self._ids = state.ids
-        self._slot_of = {lesson_id: slot for slot, lesson_id in enumerate(self._ids)}
+        self._slot_of = state.slot_of or {lesson_id: slot for slot, lesson_id in enumerate(self._ids)}
         self._ignored = state.ignored
         self._length = state.length
         self._alive = np.ones(slots, dtype=bool)

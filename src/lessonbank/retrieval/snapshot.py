@@ -77,6 +77,7 @@ class IndexState:
     starts: np.ndarray
     docs: np.ndarray
     tf: np.ndarray
+    slot_of: dict[str, int] | None = None  # lesson id → slot, when read from a file
 
 
 def snapshot_of(store: Store, namespace: str) -> Snapshot | None:
@@ -262,10 +263,11 @@ class Snapshot:
         if crc != header["crc32"]:
             return self._refuse("its checksum does not match")
         ids = _split(arrays["ids"])
+        slot_of = dict(zip(ids, range(len(ids)), strict=True))  # its size says whether the ids are unique
         slots, terms, starts, docs = int(header["slots"]), arrays["terms"], arrays["starts"], arrays["docs"]
         if (
             len(ids) != slots
-            or len(set(ids)) != slots
+            or len(slot_of) != slots
             or len(arrays["length"]) != slots
             or len(starts) != len(terms) + 1
             or int(starts[0]) != 0
@@ -302,6 +304,7 @@ class Snapshot:
             starts=starts,
             docs=docs,
             tf=arrays["tf"],
+            slot_of=slot_of,
         )
 
     def _refuse(self, reason: str) -> IndexState | None:

@@ -194,7 +194,7 @@ class VectorIndex:
         rows = len(state.ids)
         self._matrix, self._mapped = state.matrix, state.matrix.shape[0] >= self.mapped_from
         self._ids, self._ignored = state.ids, state.ignored
-        self._row_of = {lesson_id: row for row, lesson_id in enumerate(state.ids)}
+        self._row_of = state.row_of or {lesson_id: row for row, lesson_id in enumerate(state.ids)}
         self._seq, self._miscount = state.seq, state.miscount
         if state.bits is not None and state.centre is not None:
             self._bits, self._bits_rows = state.bits, rows

@@ -71,6 +71,7 @@ class VectorState:
     matrix: np.ndarray
     bits: np.ndarray | None
     centre: np.ndarray | None
+    row_of: dict[str, int] | None = None  # lesson id → row, when read from a file
     sums: np.ndarray | None = None  # row_sums of the rows, as read from a file (not yet checked)
     capacity: int = 0  # rows the matrix has room for, in the index that wrote it (0: its rows)
 
@@ -260,7 +261,8 @@ class VectorSnapshot:
             )
         }
         ids = _split(arrays["ids"])
-        if len(ids) != rows or len(set(ids)) != rows or len(arrays["sums"]) != rows:
+        row_of = dict(zip(ids, range(len(ids)), strict=True))  # its size says whether the ids are unique
+        if len(ids) != rows or len(row_of) != rows or len(arrays["sums"]) != rows:
             return self._refuse("its ids do not agree with its rows")
         seq = int(header["seq"])
         if seq <= 0:
@@ -291,6 +293,7 @@ class VectorSnapshot:
             bits=bits,
             centre=centre,
             sums=arrays["sums"].copy(),
+            row_of=row_of,
         )
 
     def refuse(self, reason: str) -> None:
