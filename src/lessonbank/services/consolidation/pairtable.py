@@ -26,7 +26,7 @@ from lessonbank.services.consolidation.paraphrase import Weights, lower_words, t
 from lessonbank.text import literals, words
 
 TEMPLATE = scorer.FEATURES.index("template")
-CHUNK = 65_536  # pairs whose shared terms are found at once (a few MB of int64 keys per chunk)
+CHUNK = 8_192  # pairs whose shared terms are found at once (a few MB of int64 keys per chunk)
 
 
 class TermTable:
@@ -108,7 +108,17 @@ class TermTable:
             totals = self.total[rows]
             sums = totals[:, None] + totals[None, :]
             dice = np.divide(2.0 * shared, sums, out=np.zeros(sums.shape), where=sums > 0)
-            i, j = np.nonzero(np.triu(dice >= floor, k=1))
+            keep = dice >= floor
+            np.fill_diagonal(keep, False)
+            if len(rows) > neighbours + 1:
+                # A text's likeliest partners overall are among its likeliest in every block holding
+                # them: keep each text's own best of the block only (ties to the later text, as below).
+                ranked = np.where(keep, dice + np.arange(len(rows))[None, :] * 1e-12, -1.0)
+                best = np.argpartition(-ranked, neighbours - 1, axis=1)[:, :neighbours]
+                mine = np.zeros_like(keep)
+                np.put_along_axis(mine, best, True, axis=1)
+                keep &= mine | mine.T
+            i, j = np.nonzero(np.triu(keep, k=1))
             firsts.append(rows[i])
             seconds.append(rows[j])
             likeness.append(dice[i, j])
