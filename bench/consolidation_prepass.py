@@ -18,9 +18,9 @@ show what it would propose.
 Cost: ``find_candidates`` on 10k and 100k lessons from the real-text corpus (``_corpus.make_lessons``),
 one scope (the worst case: every lesson is compared with every other), with 1% retyped copies and 1%
 decayed lessons planted; without vectors, and with 384-d float32 vectors (random, each retyped copy
-near its original). Seconds per call, and the peak memory the call allocates (tracemalloc, run again
-apart from the timed call; the lessons and vectors handed in are not counted: 100k × 384 float32 is
-153.6 MB of input).
+near its original). Seconds per call (wall and CPU: on a shared machine the CPU seconds are the
+comparable figure), and the peak memory the call allocates (tracemalloc, run again apart from the timed
+call; the lessons and vectors handed in are not counted: 100k × 384 float32 is 153.6 MB of input).
 
     .venv/bin/python bench/consolidation_prepass.py                     # minilm vectors, 10k and 100k
     .venv/bin/python bench/consolidation_prepass.py --embedders none --sizes 10000
@@ -180,16 +180,17 @@ def corpus(size: int, seed: int = 7) -> tuple[list[Lesson], dict[str, np.ndarray
     return lessons, {lesson.id: matrix[n] for n, lesson in enumerate(lessons)}
 
 
-def measure(call: Callable[[], Candidates]) -> tuple[float, float, Candidates]:
-    """Seconds of one call, then the peak MB another call allocates."""
-    started = time.perf_counter()
+def measure(call: Callable[[], Candidates]) -> tuple[float, float, float, Candidates]:
+    """Seconds of one call and the CPU seconds it used (the same work on a loaded machine: the machine's
+    other work stretches the first, hardly the second), then the peak MB another call allocates."""
+    started, cpu = time.perf_counter(), time.process_time()
     found = call()
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     tracemalloc.start()
     call()
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    return seconds, peak / 1e6, found
+    return seconds, cpu, peak / 1e6, found
 
 
 def cost(sizes: list[int]) -> list[dict[str, Any]]:
@@ -198,7 +199,7 @@ def cost(sizes: list[int]) -> list[dict[str, Any]]:
         lessons, vectors = corpus(size)
         for mode in ("words", "vectors"):
             given = vectors if mode == "vectors" else None
-            seconds, peak_mb, found = measure(
+            seconds, cpu, peak_mb, found = measure(
                 lambda given=given, lessons=lessons: find_candidates(lessons, NOW, vectors=given)
             )
             rows.append(
@@ -206,13 +207,18 @@ def cost(sizes: list[int]) -> list[dict[str, Any]]:
                     "lessons": size,
                     "mode": mode,
                     "seconds": round(seconds, 2),
+                    "cpu_seconds": round(cpu, 2),
                     "peak_mb": round(peak_mb, 1),
                     "clusters": len(found.clusters),
                     "archive": len(found.archive),
                     "counts": found.counts,
                 }
             )
-            print(f"  {size} {mode}: {seconds:.2f} s, {peak_mb:.1f} MB", file=sys.stderr, flush=True)
+            print(
+                f"  {size} {mode}: {seconds:.2f} s ({cpu:.2f} s CPU), {peak_mb:.1f} MB",
+                file=sys.stderr,
+                flush=True,
+            )
     return rows
 
 
@@ -246,14 +252,14 @@ def main() -> None:
         )
     timings = cost(sizes)
     print(
-        "\n| lessons | vectors | seconds | peak MB | clusters | archive | pairs (marks / words / vectors) |"
+        "\n| lessons | vectors | seconds | CPU seconds | peak MB | clusters | archive | pairs (marks / words / vectors) |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for row in timings:
         counts = row["counts"]
         print(
             f"| {row['lessons']} | {'384-d' if row['mode'] == 'vectors' else 'none'} | {row['seconds']:.2f} | "
-            f"{row['peak_mb']:.1f} | {row['clusters']} | {row['archive']} | "
+            f"{row['cpu_seconds']:.2f} | {row['peak_mb']:.1f} | {row['clusters']} | {row['archive']} | "
             f"{counts['marks']} / {counts['words']} / {counts['vectors']} |"
         )
     report = {
