@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -370,8 +371,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         )
                         results["feedback"].append({"domain": domain, "embedder": embedder_name, **row})
                     if args.bank_cache is None:
-                        for leftover in workdir.glob("*.db*"):
-                            leftover.unlink()
+                        for leftover in workdir.glob("*.db*"):  # the bank, its WAL and its index snapshot
+                            if leftover.is_dir():
+                                shutil.rmtree(leftover)
+                            else:
+                                leftover.unlink()
     results["load_average_at_end"] = load_average()
     return results
 
