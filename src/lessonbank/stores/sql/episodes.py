@@ -7,9 +7,9 @@ Invariants:
   stored decision is returned and nothing is written; an id another namespace holds is refused.
 - A batch (:meth:`EpisodeWriter.write_all`, what group commit hands over) gives the same decisions
   as writing its episodes one after another. When none of its ids is stored and no id repeats
-  inside it, it takes three statements whatever its size (which ids are stored, the jobs, the
-  episodes), and one more for the holders of dedupe keys already taken (a repeated failure is
-  common); otherwise its episodes are written in turn, in the same transaction.
+  inside it, it takes three statements whatever its size (which ids are stored and which jobs hold
+  its dedupe keys, the new jobs, the episodes; two when every key is held, as for a repeated
+  failure); otherwise its episodes are written in turn, in the same transaction.
 """
 
 from __future__ import annotations
@@ -52,23 +52,21 @@ class EpisodeWriter:
         return final
 
     def write_all(self, conn: Connection, items: Sequence[EpisodeWrite]) -> list[Decision]:
-        d = self.dialect
         ids = [episode.id for episode, *_ in items]
-        where, params = d.in_list("id", ids)
-        if (
-            len(set(ids)) < len(ids)
-            or conn.execute(f"SELECT 1 FROM episodes WHERE {where} LIMIT 1", params).fetchone() is not None
-        ):
-            return [self.write_one(conn, *item) for item in items]
         # As written in turn: the first job of a dedupe key is inserted (unless a stored job holds
         # the key); every other episode with that key gets the holder's job, as a duplicate.
         firsts: dict[tuple[str, str], Job] = {}
         for _, _, job, _ in items:
             if job is not None:
                 firsts.setdefault((job.namespace, job.dedupe_key), job)
-        inserted = self.jobs.insert_all(conn, list(firsts.values()))
-        holders = {key: job.id for key, job in firsts.items() if job.id in inserted}
-        holders.update(self._holders(conn, [key for key in firsts if key not in holders]))
+        stored, holders = self._look_up(conn, ids, list(firsts)) if len(set(ids)) == len(ids) else (True, {})
+        if stored:  # a repeat (or an id twice): each in turn, each deciding on what is stored
+            return [self.write_one(conn, *item) for item in items]
+        inserted = self.jobs.insert_all(conn, [job for key, job in firsts.items() if key not in holders])
+        holders.update({key: job.id for key, job in firsts.items() if job.id in inserted})
+        taken = [key for key in firsts if key not in holders]  # by another process since the look-up
+        if taken:
+            holders.update(self._holders(conn, taken))
         finals = [
             decision
             if job is None or job.id in inserted
@@ -79,6 +77,22 @@ class EpisodeWriter:
         for episode, _, _, credit in items:
             self._credit(conn, episode, credit)
         return finals
+
+    def _look_up(
+        self, conn: Connection, ids: Sequence[str], keys: Sequence[tuple[str, str]]
+    ) -> tuple[bool, dict[tuple[str, str], str]]:
+        """Whether any of ``ids`` is stored, and the stored jobs holding these (namespace, dedupe key)
+        pairs: one statement (one round trip to a server store) for both."""
+        d = self.dialect
+        where, params = d.in_list("id", ids)
+        parts, values = [f"SELECT '', id, id FROM episodes WHERE {where}"], list(params)
+        for namespace in sorted({namespace for namespace, _ in keys}):
+            where, params = d.in_list("dedupe_key", [k for n, k in keys if n == namespace])
+            parts.append(f"SELECT namespace, dedupe_key, id FROM jobs WHERE namespace = ? AND {where}")
+            values += [namespace, *params]
+        rows = conn.execute(" UNION ALL ".join(parts), values).fetchall()
+        stored = any(namespace == "" for namespace, _, _ in rows)
+        return stored, {(str(n), str(key)): str(job_id) for n, key, job_id in rows if n != ""}
 
     def _holders(self, conn: Connection, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
         """The stored jobs holding these (namespace, dedupe key) pairs: one statement a namespace."""
