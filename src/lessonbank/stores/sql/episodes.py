@@ -85,14 +85,14 @@ class EpisodeWriter:
         pairs: one statement (one round trip to a server store) for both."""
         d = self.dialect
         where, params = d.in_list("id", ids)
-        parts, values = [f"SELECT '', id, id FROM episodes WHERE {where}"], list(params)
+        parts, values = [f"SELECT 0, namespace, id, id FROM episodes WHERE {where}"], list(params)
         for namespace in sorted({namespace for namespace, _ in keys}):
             where, params = d.in_list("dedupe_key", [k for n, k in keys if n == namespace])
-            parts.append(f"SELECT namespace, dedupe_key, id FROM jobs WHERE namespace = ? AND {where}")
+            parts.append(f"SELECT 1, namespace, dedupe_key, id FROM jobs WHERE namespace = ? AND {where}")
             values += [namespace, *params]
         rows = conn.execute(" UNION ALL ".join(parts), values).fetchall()
-        stored = any(namespace == "" for namespace, _, _ in rows)
-        return stored, {(str(n), str(key)): str(job_id) for n, key, job_id in rows if n != ""}
+        stored = any(kind == 0 for kind, *_ in rows)
+        return stored, {(str(n), str(key)): str(job_id) for kind, n, key, job_id in rows if kind == 1}
 
     def _holders(self, conn: Connection, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
         """The stored jobs holding these (namespace, dedupe key) pairs: one statement a namespace."""
