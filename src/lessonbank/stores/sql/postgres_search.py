@@ -22,6 +22,7 @@ vectors do not keep, and ``ts_rank`` is not BM25.)
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -213,6 +214,45 @@ def values_and_terms(lesson: Lesson, avg_len: float) -> tuple[tuple[Any, ...], b
         lesson.learned_from,
     )
     return row, weighted_term_vector(frequencies, length, lesson)
+
+
+def copy_row_and_terms(lesson: Lesson, avg_len: float) -> tuple[tuple[Any, ...], bytes]:
+    """:func:`values_and_terms` as ``COPY lessons (COLUMNS) FROM STDIN`` takes it (a bulk import):
+    the arrays, the tsvector and the JSON written as their text input, which the server parses, instead
+    of values the driver converts one by one in Python. The same values are stored."""
+    frequencies, length = weighted_terms(lesson, FIELD_WEIGHTS)
+    row = (
+        lesson.id,
+        lesson.namespace,
+        lesson.kind,
+        lesson.content_hash,
+        lesson.status,
+        lesson.task_type,
+        lesson.agent,
+        lesson.goal_id,
+        "{" + ",".join(_quoted(tag, '"', '\\"') for tag in lesson.tags) + "}",
+        lesson.importance,
+        lesson.confidence,
+        lesson.access_count,
+        lesson.helpful,
+        lesson.harmful,
+        lesson.pinned,
+        None if lesson.expires_at is None else lesson.expires_at.timestamp(),
+        lesson.superseded_by,
+        (lesson.last_accessed or lesson.created_at).timestamp(),
+        lesson.created_at.timestamp(),
+        length,
+        " ".join(_quoted(term, "'", "''") for term in frequencies),
+        json.dumps(bm25_factors(frequencies, length, avg_len)),
+        lesson.model_dump_json(),
+        lesson.learned_from,
+    )
+    return row, weighted_term_vector(frequencies, length, lesson)
+
+
+def _quoted(text: str, quote: str, escaped: str) -> str:
+    """``text`` as one quoted element of an array (``"``) or a tsvector (``'``) literal."""
+    return quote + text.replace("\\", "\\\\").replace(quote, escaped) + quote
 
 
 def candidate(row: Sequence[Any], relevance: float) -> Candidate:

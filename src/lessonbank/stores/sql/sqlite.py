@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel
 
@@ -41,16 +41,11 @@ from lessonbank.errors import StoreError
 from lessonbank.lessons import CONFIDENCE_STEP
 from lessonbank.models import MAX_TAGS, Decision, Episode, Lesson, VerificationResult, from_timestamp
 from lessonbank.ports import VectorChanges
-from lessonbank.stores.lexical import LEXICAL_SPACE
+from lessonbank.stores.lexical import LEXICAL_SPACE, lesson_term_vector
 from lessonbank.stores.sql.dialect import Connection, question_marks
 from lessonbank.stores.sql.migrations.sqlite import MIGRATIONS
 from lessonbank.stores.sql.sqlite_files import open_target
-from lessonbank.stores.sql.sqlite_search import (
-    TERM_VECTOR_ARGUMENTS,
-    TERM_VECTOR_FUNCTION,
-    FtsSearch,
-    register_functions,
-)
+from lessonbank.stores.sql.sqlite_search import FtsSearch, register_functions
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -75,6 +70,18 @@ _UPSERT = (
     "SELECT value FROM json_each(excluded.tags) WHERE value NOT IN (SELECT value FROM json_each(lessons.tags)) "
     f"LIMIT {MAX_TAGS}))"
 )
+
+
+_IMPORTED_VECTOR = "lb_imported_vector"  # a bulk import's term vectors, by namespace and content hash
+
+
+class ImportRows(NamedTuple):
+    """A bulk write made ready (:meth:`SQLiteDialect.prepare_import`): each first copy's row, the
+    repeats inside the batch, and the first copies' term vectors by (namespace, content hash)."""
+
+    rows: list[tuple[Any, ...]]
+    repeats: list[tuple[Any, ...]]
+    vectors: dict[tuple[str, str], bytes]
 
 
 class SQLiteDialect:
@@ -317,19 +324,34 @@ class SQLiteDialect:
     def import_lessons(
         self, lessons: Sequence[Lesson], reinforced: Callable[[Lesson, Sequence[str]], Lesson]
     ) -> tuple[int, int]:
-        """Bulk write in one transaction, one upsert statement for the whole batch (the reinforce rule
-        in SQL: see ``_UPSERT``)."""
-        now = self.clock()
+        """Bulk write in one transaction (see :meth:`import_prepared`)."""
+        return self.import_prepared(self.prepare_import(lessons))
+
+    def prepare_import(self, lessons: Sequence[Lesson]) -> ImportRows:
+        """The rows of a bulk write and the new lessons' term vectors (computed here once, not by a
+        call back into Python per row), made before its transaction: the write lock is then held
+        for SQLite's own work only."""
         rows: list[tuple[Any, ...]] = []
         repeats: list[tuple[Any, ...]] = []
-        seen: set[tuple[str, str]] = set()
+        vectors: dict[tuple[str, str], bytes] = {}
         for lesson in lessons:
-            row = (*_params(lesson), CONFIDENCE_STEP, now, now)
+            row = (*_params(lesson), CONFIDENCE_STEP)
             key = (lesson.namespace, lesson.content_hash)
             # A repeat inside the batch must wait until its first copy is indexed: reinforcing a row
             # the index has not seen would hand FTS5 a delete for a row it does not hold.
-            (repeats if key in seen else rows).append(row)
-            seen.add(key)
+            if key in vectors:
+                repeats.append(row)
+            else:
+                rows.append(row)
+                vectors[key] = lesson_term_vector(lesson)
+        return ImportRows(rows, repeats, vectors)
+
+    def import_prepared(self, prepared: ImportRows) -> tuple[int, int]:
+        """Bulk write in one transaction, one upsert statement for the whole batch (the reinforce rule
+        in SQL: see ``_UPSERT``); the new rows indexed in one pass each, their term vectors as made."""
+        now = self.clock()
+        rows = [(*row, now, now) for row in prepared.rows]
+        repeats = [(*row, now, now) for row in prepared.repeats]
         with self.tx() as conn:
             last = conn.execute("SELECT coalesce(max(rowid), 0) FROM lessons").fetchone()[0]
             conn.execute("SAVEPOINT bulk")
@@ -357,12 +379,19 @@ class SQLiteDialect:
                 "json_each(l.tags) t WHERE l.rowid > ?",
                 (last,),
             )
-            conn.execute(
-                "INSERT INTO lesson_vectors (lesson_rowid, namespace, model, text_hash, vector) "
-                f"SELECT rowid, namespace, ?, '', {TERM_VECTOR_FUNCTION}({TERM_VECTOR_ARGUMENTS}) "
-                "FROM lessons WHERE rowid > ? ORDER BY rowid",
-                (LEXICAL_SPACE, last),
-            )
+            # One statement (a statement per row would also update AUTOINCREMENT's counter per row),
+            # handed the vectors made before the transaction by a lookup.
+            vectors = prepared.vectors
+            conn.create_function(_IMPORTED_VECTOR, 2, lambda namespace, key: vectors[(namespace, key)])
+            try:
+                conn.execute(
+                    "INSERT INTO lesson_vectors (lesson_rowid, namespace, model, text_hash, vector) "
+                    f"SELECT rowid, namespace, ?, '', {_IMPORTED_VECTOR}(namespace, content_hash) "
+                    "FROM lessons WHERE rowid > ? ORDER BY rowid",
+                    (LEXICAL_SPACE, last),
+                )
+            finally:
+                conn.create_function(_IMPORTED_VECTOR, 2, None)  # the batch's vectors are not kept
             conn.execute(
                 "INSERT INTO vector_counts (namespace, model, n) SELECT namespace, ?, count(*) FROM lessons "
                 "WHERE rowid > ? GROUP BY namespace ORDER BY namespace "

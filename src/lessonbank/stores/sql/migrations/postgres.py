@@ -185,4 +185,30 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX IF NOT EXISTS lessons_ns_kind_created ON lessons (namespace, kind, created_at);
     """,
+    # 7: the vector counts are kept per statement, not per row: the row trigger upserted the same
+    # counter row once per vector written (a bulk import's thousand vectors were a thousand upserts of
+    # one row, most of the import's time in the server); one upsert per (namespace, model) a
+    # statement touched now, from its transition table. The counts themselves do not change.
+    """
+    DROP TRIGGER lesson_vectors_count ON lesson_vectors;
+    DROP FUNCTION lesson_vectors_count();
+    CREATE FUNCTION lesson_vectors_added() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO vector_counts AS c (namespace, model, n)
+            SELECT namespace, model, count(*) FROM added GROUP BY namespace, model ORDER BY namespace, model
+            ON CONFLICT (namespace, model) DO UPDATE SET n = c.n + excluded.n;
+        RETURN NULL;
+    END $$;
+    CREATE FUNCTION lesson_vectors_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        UPDATE vector_counts c SET n = c.n - r.n
+            FROM (SELECT namespace, model, count(*) AS n FROM removed GROUP BY namespace, model) r
+            WHERE c.namespace = r.namespace AND c.model = r.model;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER lesson_vectors_added AFTER INSERT ON lesson_vectors
+        REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION lesson_vectors_added();
+    CREATE TRIGGER lesson_vectors_removed AFTER DELETE ON lesson_vectors
+        REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION lesson_vectors_removed();
+    """,
 ]
