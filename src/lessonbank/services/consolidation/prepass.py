@@ -60,8 +60,8 @@ blocks of at most :data:`BLOCK_CELLS` similarities (NumPy, float32) into one reu
 its normalized copy of the n × d matrix); its time is n² × d / 2 multiply-adds. Measured on 2 cores
 shared with other work, one scope of the redundant ``_corpus`` text (the worst case: most lessons share
 a sentence with about twenty others, so nearly every candidate needs its guards): 10k lessons by words in
-12.9 s of CPU, against 39.5 s before the pairs were scored at once, side by side under the same load
-(``bench/consolidation_prepass.py``).
+13-16 s of CPU and 54 MB at most, against 38-40 s and 324 MB before the pairs were scored at once, run
+side by side under the same load (``bench/consolidation_prepass.py`` gives wall and CPU seconds).
 """
 
 from __future__ import annotations
