@@ -5,6 +5,7 @@ rebuilt on open, and bad input."""
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 import time
 import uuid
@@ -87,9 +88,9 @@ def test_dead_records_are_dropped_by_the_reader(store: RedisStore) -> None:
     for lesson in lessons[:290]:
         store.delete_lesson(NS, lesson.id)
     post = store.k(NS, "post", "kappa")
-    assert store.r.strlen(post) == 300 * 8  # removal only marks the records dead
+    assert store.r.strlen(post) == 300 * 12  # removal only marks the records dead
     assert len(store.search(LessonQuery(NS), ["kappa"], 50)) == 10
-    assert store.r.strlen(post) == 10 * 8  # the reader rewrote it without them
+    assert store.r.strlen(post) == 10 * 12  # the reader rewrote it without them
     assert {c.lesson_id for c in store.search(LessonQuery(NS), ["kappa"], 50)} == {
         x.id for x in lessons[290:]
     }
@@ -120,7 +121,7 @@ def test_a_posting_with_stray_bytes_is_read_up_to_its_last_whole_record(
     with caplog.at_level(logging.WARNING, logger="lessonbank.stores"):
         assert found(store, "upload") == [lesson.id]
     assert "stray bytes" in caplog.text
-    assert store.r.strlen(store.k(NS, "post", "upload")) == 8  # cut back to whole records
+    assert store.r.strlen(store.k(NS, "post", "upload")) == 12  # cut back to whole records
     # The near-duplicate check still works over it.
     again = store.write_lesson(Lesson(content="Retry the flaky upload once."))
     assert again.action == "reinforced" and again.lesson.id == lesson.id
@@ -177,8 +178,9 @@ def test_a_rebuild_cut_short_starts_again(url: str, store: RedisStore) -> None:
     first = write(store, "Rotate the signing key yearly")
     write(store, "Rotate logs daily")
     to_old_layout(store)
-    # A rebuild that stopped half-way: stray postings, a count and a document number left behind.
-    store.r.set(store.k(NS, "post", "rotat"), b"\x05\x00\x00\x00\x00\x00\x80\x3f")
+    # A rebuild that stopped half-way: stray postings, a count and document numbers left behind.
+    store.r.set(store.k(NS, "docctr"), 5)
+    store.r.set(store.k(NS, "post", "rotat"), struct.pack("<Id", 5, 1.0))
     store.r.hset(store.k(NS, "df"), "rotat", 7)
     store.r.hset(store.index.lesson_key(NS, first.id), "docno", 1)
     reopened = RedisStore(url)
@@ -202,7 +204,7 @@ def test_a_second_process_waits_for_the_rebuild(url: str, store: RedisStore) -> 
     time.sleep(0.5)
     assert not opened  # waiting for the holder of the lease
     store.r.delete(lock)  # the holder went away without finishing: the waiter takes over
-    opener.join(timeout=30)
+    opener.join(timeout=300)
     try:
         assert opened and found(opened[0], "cache") == [lesson.id]
         assert keys(opened[0], "tok") == []

@@ -257,7 +257,7 @@ for _, op in ipairs(cjson.decode(ARGV[1])) do
       local key = base .. 'post:' .. suffix
       local records = post[key]
       if not records then records = {}; post[key] = records end
-      records[#records + 1] = struct.pack('<If', doc, tonumber(factor))
+      records[#records + 1] = struct.pack('<Id', doc, tonumber(factor))
       count(base, suffix, 1)
       names[#names + 1] = suffix
     end

@@ -330,14 +330,16 @@ class RedisLessonIndex:
             docs, scores = ranking.top(start + page)
             ids = self.postings.lesson_ids(query.namespace, docs[start:])
             kept = [
-                (lesson_id, float(score) if flat is None else flat)
-                for lesson_id, score in zip(ids, scores[start:].tolist(), strict=True)
-                if lesson_id is not None
+                (i, score) for i, score in zip(ids, scores[start:].tolist(), strict=True) if i is not None
             ]
+            # Equal scores by lesson id, last first, as a sorted set ranks its members (the order the
+            # near-duplicate check has always compared its candidates in).
+            kept.sort(key=lambda item: item[0], reverse=True)
+            kept.sort(key=lambda item: item[1], reverse=True)
             rows = self.rows(query.namespace, [lesson_id for lesson_id, _ in kept])
             for (lesson_id, score), row in zip(kept, rows, strict=True):
                 if row is not None and row_passes(row, query, now):
-                    out.append(candidate_of(lesson_id, row, score))
+                    out.append(candidate_of(lesson_id, row, score if flat is None else flat))
             start += page
             page *= 2  # a narrow filter lets few through: read ever larger pages
         return out[:limit]
@@ -366,7 +368,8 @@ def _row(lesson: Lesson) -> dict[str, str]:
 
 
 def factors_field(frequencies: dict[str, float], length: int, avg_len: float) -> str:
-    """A lesson's tokens (as key parts) and BM25 factors, as the ``INDEX`` batch command takes them."""
+    """A lesson's tokens (as key parts) and BM25 factors, as the ``INDEX`` batch command takes them
+    (``repr``: the double round-trips exactly)."""
     return "".join(
         f"{key_part(t)}{_SEP}{w!r}{_SEP}" for t, w in bm25_factors(frequencies, length, avg_len).items()
     )

@@ -1,12 +1,14 @@
 """The Redis token postings: compact, append-only strings instead of a sorted set per token.
 
 A sorted set costs Redis ~100 bytes an entry; a million 1 KB lessons hold ~80M (token, lesson)
-pairs, more memory than a shared Redis has. Each pair is now 8 bytes in a string per token.
+pairs, more memory than a shared Redis has. Each pair is now 12 bytes in a string per token.
 
 Keys of namespace ``ns`` (see ``db.py`` for ``B`` and the encoding of each part):
 
-- ``B{ns}:post:{token}`` string: records of 8 bytes, little-endian (document number u32, the
-  token's BM25 factor in that lesson f32), appended as lessons are written;
+- ``B{ns}:post:{token}`` string: records of 12 bytes, little-endian (document number u32, the
+  token's BM25 factor in that lesson f64: the double a sorted set scored it by, so scores and
+  their ties, and the near-duplicate check's candidates, are what they were), appended as lessons
+  are written;
 - ``B{ns}:docctr`` counter of document numbers; ``B{ns}:docs`` hash document number → lesson id;
   the lesson hash holds its own ``docno`` and ``terms`` (its tokens' key parts, ``\\x1f``-separated);
 - ``B{ns}:dead`` bitmap: bit n set when document n no longer holds its lesson's tokens;
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("lessonbank.stores")
 
-RECORD_BYTES = 8
+RECORD_BYTES = 12
 # A posting is rewritten without its dead records once they outnumber its live ones (and at least
 # this many): reads stay within twice the live work, and small postings are left alone.
 COMPACT_MIN = 256
@@ -44,7 +46,7 @@ COMPACT_MIN = 256
 def _record_type() -> Any:
     import numpy as np
 
-    return np.dtype([("doc", "<u4"), ("w", "<f4")])
+    return np.dtype([("doc", "<u4"), ("w", "<f8")])
 
 
 class RedisPostings:
@@ -93,7 +95,7 @@ class RedisPostings:
                 continue
             records = records[~dead]
             docs.append(records["doc"])
-            scores.append(records["w"].astype(np.float64) * weights[term])
+            scores.append(records["w"] * weights[term])
         if not docs:
             return Ranking(np.zeros(0, np.uint32), np.zeros(0, np.float64), most)
         if len(docs) == 1:

@@ -27,6 +27,7 @@ LAYOUT = "2"  # 1 (no key): a sorted set per token; 2: postings.py
 LEASE_MS = 30_000
 PAGE = 500
 WAIT_S = 0.2
+SCAN_COUNT = 10_000  # SCAN walks the whole database for a pattern: a large bank is millions of keys
 _GLOB = str.maketrans({c: "\\" + c for c in "\\*?[]"})
 
 
@@ -59,7 +60,9 @@ def _release(db: RedisDatabase, lock: str, token: str) -> None:
 def _rebuild(db: RedisDatabase, index: RedisLessonIndex, namespace: str, renew: Any) -> int:
     """Write the postings of every lesson of ``namespace`` afresh, then drop its old token sets."""
     base = index.postings.base(namespace)
-    _unlink_matching(db, base, "post:*")
+    # What a rebuild cut short wrote goes first (every posting it wrote counted a document number).
+    if db.run(lambda: db.r.exists(base + "docctr")):
+        _unlink_matching(db, base, "post:*")
     db.run(lambda: db.r.unlink(*(base + name for name in ("docctr", "docs", "dead", "df"))))
     avg = index.avg_len(namespace)
     ids: list[str] = db.run(lambda: db.r.zrange(db.k(namespace, "lessons"), 0, -1))
@@ -102,7 +105,7 @@ def _index_page(
 def _unlink_matching(db: RedisDatabase, base: str, pattern: str) -> None:
     def run() -> None:
         keys = []
-        for key in db.r.scan_iter(match=base.translate(_GLOB) + pattern, count=1000):
+        for key in db.r.scan_iter(match=base.translate(_GLOB) + pattern, count=SCAN_COUNT):
             keys.append(key)
             if len(keys) >= 1000:
                 db.r.unlink(*keys)
