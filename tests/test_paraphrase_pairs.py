@@ -216,3 +216,55 @@ def test_two_rules_of_one_frame_and_one_explanation_are_siblings(monkeypatch: py
     assert not siblings(a003, other)
     monkeypatch.setattr(paraphrase, "FRAME_RATIONALE", 1.1)
     assert not siblings(a003, a004)  # the frame rule, not another, tells these two apart
+
+
+# ruff's RET502 / RET503: two rules, one explanation (the scorer gave such pairs 0.99 on their shared
+# rationale). Each is a document: its statement, a blank line, its explanation.
+RET502 = (
+    "Checks for the presence of a `return` statement with no explicit value, for functions that return"
+    " non-`None` values elsewhere.\n\nIncluding a `return` statement with no explicit value can cause"
+    " confusion when other `return` statements in the function return non-`None` values. Python"
+    " implicitly assumes return `None` if no other return value is present. Adding an explicit"
+    " `return None` can make the code more readable by clarifying intent."
+)
+RET503 = (
+    "Checks for missing explicit `return` statements at the end of functions that can return"
+    " non-`None` values.\n\nThe lack of an explicit `return` statement at the end of a function that can"
+    " return non-`None` values can cause confusion. Python implicitly returns `None` if no other return"
+    " value is present. Adding an explicit `return None` can make the code more readable by clarifying"
+    " intent."
+)
+
+
+FILLER = (
+    "Pin the CI image to a digest so a rebuilt tag cannot change the build.",
+    "Run database migrations before the app starts serving traffic.",
+    "Close files with a context manager so they are closed on errors too.",
+    "Use a lock file so every machine installs the same dependency versions.",
+    "Prefer f-strings to percent formatting for readability.",
+    "Set a timeout on every outbound HTTP request.",
+)
+
+
+def clusters_of(a: str, b: str) -> list[list[str]]:
+    """The pre-pass's clusters of a bank holding ``a``, ``b`` and a few unrelated lessons."""
+    bank = [lesson(a, "a"), lesson(b, "b"), *(lesson(text, f"f{n}") for n, text in enumerate(FILLER))]
+    return find_candidates(bank, NOW).clusters
+
+
+def test_documents_with_different_statements_are_siblings_however_alike_their_explanations(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert paraphrase.headed_apart(RET502, RET503)
+    assert siblings(RET502, RET503)
+    assert clusters_of(RET502, RET503) == []
+    # One statement, the explanation reworded: one document, and the pre-pass still joins it.
+    reworded = RET503.replace("Python implicitly returns", "Python implicitly gives back")
+    assert not paraphrase.headed_apart(RET503, reworded)
+    assert clusters_of(RET503, reworded) == [["a", "b"]]
+    # Without a blank line a first sentence is no statement (one diagnosis may open either way).
+    flat_502, flat_503 = RET502.replace("\n\n", " "), RET503.replace("\n\n", " ")
+    assert not paraphrase.headed_apart(flat_502, flat_503)
+    assert not paraphrase.headed_apart(RET502, flat_503)
+    monkeypatch.setattr(paraphrase, "headed_apart", lambda a, b: False)
+    assert clusters_of(RET502, RET503) == [["a", "b"]]  # this guard, not another, tells them apart
