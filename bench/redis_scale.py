@@ -19,6 +19,10 @@ FLUSHALL: the server is shared). At each size it reports
   scaled by its count).
 
 Prints a table and writes JSON (default ``bench/results/redis_scale.json``).
+
+Memory: at 1M lessons Redis holds ~5.5 GB, and the fresh client's first lexical recall (loading every
+term vector from Redis) passed 11.9 GB of its own on 2026-11-27 before it was stopped: run the 1M size
+only with ~20 GB free.
 """
 
 from __future__ import annotations
