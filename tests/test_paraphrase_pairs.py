@@ -266,5 +266,14 @@ def test_documents_with_different_statements_are_siblings_however_alike_their_ex
     flat_502, flat_503 = RET502.replace("\n\n", " "), RET503.replace("\n\n", " ")
     assert not paraphrase.headed_apart(flat_502, flat_503)
     assert not paraphrase.headed_apart(RET502, flat_503)
+    # ruff's SIM201 / SIM202: one statement's words, different operators named (both in each text).
+    sim201 = (
+        "Checks for negated `==` operators.\n\nNegated `==` operators are less readable than `!=` operators."
+    )
+    sim202 = (
+        "Checks for negated `!=` operators.\n\nNegated `!=` operators are less readable than `==` operators."
+    )
+    assert not named_apart(sim201, sim202)
+    assert paraphrase.headed_apart(sim201, sim202)
     monkeypatch.setattr(paraphrase, "headed_apart", lambda a, b: False)
     assert clusters_of(RET502, RET503) == [["a", "b"]]  # this guard, not another, tells them apart
