@@ -44,6 +44,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from lessonbank.ports import Store
+from lessonbank.retrieval.blas import one_blas_thread
 from lessonbank.retrieval.lexical_index import GIVE_BACK_FROM, give_back_memory, miscount
 from lessonbank.retrieval.vector_snapshot import VectorState, row_sums, vector_snapshot_of
 
@@ -287,11 +288,13 @@ class VectorIndex:
                 return []
             wanted = min(size, limit + len(exclude))
             if rows is None:
-                scores = self._matrix[:size] @ query
+                with one_blas_thread():  # one query's product: waking BLAS's threads costs more under load
+                    scores = self._matrix[:size] @ query
                 top = np.argpartition(-scores, wanted - 1)[:wanted] if wanted < size else np.arange(size)
             else:
                 scores = np.full(size, -2.0, dtype=np.float32)
-                scores[rows] = self._matrix[rows] @ query
+                with one_blas_thread():
+                    scores[rows] = self._matrix[rows] @ query
                 top = rows[np.argpartition(-scores[rows], wanted - 1)[:wanted]]
             order = top[np.argsort(-scores[top], kind="stable")]
             ids = self._ids

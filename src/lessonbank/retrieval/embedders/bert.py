@@ -15,7 +15,6 @@ distilled anywhere is the same matrix.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import logging
 import os
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lessonbank.errors import ConfigError
+from lessonbank.retrieval.blas import blas_controller, one_blas_thread
 from lessonbank.retrieval.embedders.base import normalize_rows
 from lessonbank.retrieval.embedders.bert_onnx import OnnxEncoder
 
@@ -249,20 +249,12 @@ def clip(text: str, max_tokens: int) -> str:
 _SINGLE_THREAD_TOKENS = 8192
 
 
-@lru_cache(maxsize=1)
-def _blas_controller() -> Any:
-    """threadpoolctl's controller for NumPy's BLAS, or None when threadpoolctl is not installed."""
-    try:
-        threadpoolctl = importlib.import_module("threadpoolctl")
-    except ImportError:
-        log.info("threadpoolctl is not installed; small MiniLM batches may be slow on a busy machine")
-        return None
-    return threadpoolctl.ThreadpoolController()
-
-
 def blas_limit(tokens: int) -> contextlib.AbstractContextManager[Any]:
-    controller = _blas_controller() if tokens <= _SINGLE_THREAD_TOKENS else None
-    return controller.limit(limits=1, user_api="blas") if controller is not None else contextlib.nullcontext()
+    if tokens > _SINGLE_THREAD_TOKENS:
+        return contextlib.nullcontext()
+    if blas_controller() is None:
+        log.info("threadpoolctl is not installed; small MiniLM batches may be slow on a busy machine")
+    return one_blas_thread()
 
 
 @lru_cache(maxsize=4)
