@@ -33,9 +33,10 @@ import os
 import struct
 import tempfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import urlsplit, urlunsplit
 
 from lessonbank.settings import make_private_folder
@@ -130,13 +131,7 @@ class Snapshot:
         self.path = folder / f"{digest}.snap"
 
     def _bank(self) -> str:
-        """What the bank is: its file's inode (a file replaced in place is another bank), or its URL."""
-        if self.bank_file is None:
-            return f"url:{self.bank_url}"
-        try:
-            return f"inode:{os.stat(self.bank_file).st_ino}"
-        except OSError:
-            return "inode:-1"
+        return bank_identity(self.bank_file, self.bank_url)
 
     # ------------------------------------------------------------------ writing
 
@@ -168,7 +163,7 @@ class Snapshot:
             array = np.ascontiguousarray(arrays[name], dtype=dtype)
             arrays[name] = array
             layout[name] = [offset, len(array)]
-            offset = _aligned(offset + array.nbytes)
+            offset = aligned(offset + array.nbytes, ALIGN)
         crc = 0
         for name in ARRAYS:
             crc = zlib.crc32(memoryview(arrays[name]).cast("B"), crc)
@@ -187,27 +182,16 @@ class Snapshot:
                 "crc32": crc,
             }
         ).encode()
-        start = _aligned(PREFIX.size + len(header))
-        try:
-            make_private_folder(self.folder)
-            fd, temp = tempfile.mkstemp(dir=self.folder, prefix=f".{self.path.stem}.", suffix=".tmp")
-        except OSError as error:
-            log.warning("namespace %s: no index snapshot (%s)", self.namespace, error)
-            return False
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(PREFIX.pack(MAGIC, len(header)) + header)
-                for name in ARRAYS:
-                    out.seek(start + layout[name][0])
-                    out.write(memoryview(arrays[name]).cast("B"))
-                out.truncate(start + offset)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temp, self.path)
-        except OSError as error:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            log.warning("namespace %s: no index snapshot (%s)", self.namespace, error)
+        start = aligned(PREFIX.size + len(header), ALIGN)
+
+        def fill(out: BinaryIO) -> None:
+            out.write(PREFIX.pack(MAGIC, len(header)) + header)
+            for name in ARRAYS:
+                out.seek(start + layout[name][0])
+                out.write(memoryview(arrays[name]).cast("B"))
+            out.truncate(start + offset)
+
+        if not write_whole(self.path, fill, f"namespace {self.namespace}: no index snapshot"):
             return False
         log.debug(
             "namespace %s: index snapshot of %d lessons at seq %d", self.namespace, len(state.ids), state.seq
@@ -249,7 +233,7 @@ class Snapshot:
             return self._refuse("it belongs to another namespace")
         if header.get("bank") != self._bank():
             return self._refuse("it belongs to another bank")
-        start = _aligned(PREFIX.size + header_length)
+        start = aligned(PREFIX.size + header_length, ALIGN)
         arrays: dict[str, Any] = {}
         for name, dtype in ARRAYS.items():
             offset, count = (int(v) for v in header["arrays"][name])
@@ -262,7 +246,7 @@ class Snapshot:
             crc = zlib.crc32(memoryview(arrays[name]).cast("B"), crc)
         if crc != header["crc32"]:
             return self._refuse("its checksum does not match")
-        ids = _split(arrays["ids"])
+        ids = split_ids(arrays["ids"])
         slot_of = dict(zip(ids, range(len(ids)), strict=True))  # its size says whether the ids are unique
         slots, terms, starts, docs = int(header["slots"]), arrays["terms"], arrays["starts"], arrays["docs"]
         if (
@@ -298,7 +282,7 @@ class Snapshot:
             seq=seq,
             miscount=int(header["miscount"]),
             ids=ids,
-            ignored=set(_split(arrays["ignored"])),
+            ignored=set(split_ids(arrays["ignored"])),
             length=arrays["length"].copy(),
             terms=terms,
             starts=starts,
@@ -317,10 +301,45 @@ class Snapshot:
         return None
 
 
-def _split(blob: Any) -> list[str]:
+def bank_identity(bank_file: Path | None, bank_url: str | None) -> str:
+    """What a bank is: its file's inode (a file replaced in place is another bank), or its URL."""
+    if bank_file is None:
+        return f"url:{bank_url}"
+    try:
+        return f"inode:{os.stat(bank_file).st_ino}"
+    except OSError:
+        return "inode:-1"
+
+
+def write_whole(path: Path, fill: Callable[[BinaryIO], None], failure: str) -> bool:
+    """Write ``path`` whole or not at all: ``fill`` writes a temporary file in the same private
+    folder, which is synced and renamed over ``path``. False, logged as ``failure`` and the reason,
+    when it cannot be written."""
+    try:
+        make_private_folder(path.parent)
+        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
+    except OSError as error:
+        log.warning("%s (%s)", failure, error)
+        return False
+    try:
+        with os.fdopen(fd, "wb") as out:
+            fill(out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, path)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        log.warning("%s (%s)", failure, error)
+        return False
+    return True
+
+
+def split_ids(blob: Any) -> list[str]:
+    """Lesson ids stored as one NUL-separated byte array."""
     text = blob.tobytes().decode()
     return text.split("\0") if text else []
 
 
-def _aligned(offset: int) -> int:
-    return -(-offset // ALIGN) * ALIGN
+def aligned(offset: int, align: int) -> int:
+    return -(-offset // align) * align

@@ -27,20 +27,17 @@ Invariants:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import os
 import struct
-import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
-from lessonbank.retrieval.snapshot import snapshot_of
-from lessonbank.settings import make_private_folder
+from lessonbank.retrieval.snapshot import aligned, bank_identity, snapshot_of, split_ids, write_whole
 
 if TYPE_CHECKING:
     import numpy as np
@@ -113,12 +110,7 @@ class VectorSnapshot:
         self.path = folder / f"{digest}.vsnap"
 
     def _bank(self) -> str:
-        if self.bank_file is None:
-            return f"url:{self.bank_url}"
-        try:
-            return f"inode:{os.stat(self.bank_file).st_ino}"
-        except OSError:
-            return "inode:-1"
+        return bank_identity(self.bank_file, self.bank_url)
 
     # ------------------------------------------------------------------ writing
 
@@ -171,34 +163,23 @@ class VectorSnapshot:
             }
         ).encode()
         small_start = PREFIX.size + len(header)
-        matrix_start = _aligned(small_start + offset)
-        try:
-            make_private_folder(self.folder)
-            fd, temp = tempfile.mkstemp(dir=self.folder, prefix=f".{self.path.stem}.", suffix=".tmp")
-        except OSError as error:
-            log.warning("namespace %s: no vector snapshot (%s)", self.namespace, error)
-            return False
-        try:
-            with os.fdopen(fd, "wb") as out:
-                crc = 0
-                out.seek(small_start)
-                for array in small.values():
-                    crc = zlib.crc32(memoryview(array).cast("B"), crc)
-                    out.write(memoryview(array).cast("B"))
-                out.seek(matrix_start)
-                for start in range(0, rows, ROW_SLICE):  # in slices: the matrix may be a mapped file
-                    out.write(np.ascontiguousarray(state.matrix[start : start + ROW_SLICE], "<f4").tobytes())
-                out.truncate(matrix_start + capacity * dim * 4)  # the spare rows: a hole, not bytes
-                final = header.replace(b'"crc32": "0000000000"}', b'"crc32": "%010d"}' % crc)
-                out.seek(0)
-                out.write(PREFIX.pack(MAGIC, len(final)) + final)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temp, self.path)
-        except OSError as error:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            log.warning("namespace %s: no vector snapshot (%s)", self.namespace, error)
+        matrix_start = aligned(small_start + offset, ALIGN)
+
+        def fill(out: BinaryIO) -> None:
+            crc = 0
+            out.seek(small_start)
+            for array in small.values():
+                crc = zlib.crc32(memoryview(array).cast("B"), crc)
+                out.write(memoryview(array).cast("B"))
+            out.seek(matrix_start)
+            for start in range(0, rows, ROW_SLICE):  # in slices: the matrix may be a mapped file
+                out.write(np.ascontiguousarray(state.matrix[start : start + ROW_SLICE], "<f4").tobytes())
+            out.truncate(matrix_start + capacity * dim * 4)  # the spare rows: a hole, not bytes
+            final = header.replace(b'"crc32": "0000000000"}', b'"crc32": "%010d"}' % crc)
+            out.seek(0)
+            out.write(PREFIX.pack(MAGIC, len(final)) + final)
+
+        if not write_whole(self.path, fill, f"namespace {self.namespace}: no vector snapshot"):
             return False
         log.debug("namespace %s: vector snapshot of %d rows at seq %d", self.namespace, rows, state.seq)
         return True
@@ -241,7 +222,7 @@ class VectorSnapshot:
         layout = {name: (int(at), int(count)) for name, (at, count) in header["arrays"].items()}
         small_length = sum(count * ITEM[name] for name, (_, count) in layout.items())
         small_start = PREFIX.size + header_length
-        matrix_start = _aligned(small_start + small_length)
+        matrix_start = aligned(small_start + small_length, ALIGN)
         if rows < 0 or capacity < rows or matrix_start + capacity * dim * 4 > size:
             return self._refuse("it is truncated")
         file.seek(small_start)
@@ -260,7 +241,7 @@ class VectorSnapshot:
                 ("sums", "<u8"),
             )
         }
-        ids = _split(arrays["ids"])
+        ids = split_ids(arrays["ids"])
         row_of = dict(zip(ids, range(len(ids)), strict=True))  # its size says whether the ids are unique
         if len(ids) != rows or len(row_of) != rows or len(arrays["sums"]) != rows:
             return self._refuse("its ids do not agree with its rows")
@@ -288,7 +269,7 @@ class VectorSnapshot:
             seq=seq,
             miscount=int(header["miscount"]),
             ids=ids,
-            ignored=set(_split(arrays["ignored"])),
+            ignored=set(split_ids(arrays["ignored"])),
             matrix=matrix,
             bits=bits,
             centre=centre,
@@ -308,12 +289,3 @@ class VectorSnapshot:
             reason,
         )
         return None
-
-
-def _split(blob: Any) -> list[str]:
-    text = blob.tobytes().decode()
-    return text.split("\0") if text else []
-
-
-def _aligned(offset: int) -> int:
-    return -(-offset // ALIGN) * ALIGN

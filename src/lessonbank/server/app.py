@@ -20,14 +20,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lessonbank.errors import LessonbankError
 from lessonbank.server.auth import KeyStore, default_keys_path
 from lessonbank.server.banks import Banks
 from lessonbank.server.errors import INTERNAL, TOO_LARGE, body, error_body
 from lessonbank.server.hosts import HostGuard, allowed_hosts
-from lessonbank.server.record_path import RecordPath
+from lessonbank.server.record_path import RecordPath, replay_body
 from lessonbank.settings import Settings
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # a batch import goes through the CLI's streamed import, not one request
@@ -185,15 +185,5 @@ class _LimitBody:
                 chunks.append(message.get("body", b""))
                 if not message.get("more_body", False):
                     break
-            data, replayed = b"".join(chunks), False
-            upstream = receive
-
-            async def replay() -> Message:
-                nonlocal replayed
-                if replayed:
-                    return await upstream()
-                replayed = True
-                return {"type": "http.request", "body": data, "more_body": False}
-
-            receive = replay
+            receive = replay_body(b"".join(chunks), receive)
         await self.app(scope, receive, send)

@@ -107,7 +107,7 @@ class RecordPath:
         except (ValueError, ValidationError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             request = None
         if request is None:
-            await self.app(scope, _replay(data, receive), send)  # 422 in the route's words
+            await self.app(scope, replay_body(data, receive), send)  # 422 in the route's words
             return
         try:
             # Not cancelled with its client: once handed over, a record is written (as on the route).
@@ -150,7 +150,7 @@ async def _body(receive: Receive) -> bytes | None:
             return b"".join(chunks)
 
 
-def _replay(data: bytes, receive: Receive) -> Receive:
+def replay_body(data: bytes, receive: Receive) -> Receive:
     """A ``receive`` that gives ``data`` (the body already read) once, then what the client sends."""
     replayed = False
 

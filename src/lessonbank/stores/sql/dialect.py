@@ -32,6 +32,13 @@ from lessonbank.ports import Candidate, LessonQuery, VectorStore
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
+# Vectors go with their lessons: as many vectors of a model as lessons means none is missing, and
+# counting is cheaper than walking every lesson to find that out (``embed_missing`` asks once a pass).
+VECTORS_COMPLETE = (
+    "SELECT (SELECT count(*) FROM lessons WHERE namespace = ?) <= "
+    "(SELECT coalesce(max(n), 0) FROM vector_counts WHERE namespace = ? AND model = ?)"
+)
+
 # ORDER BY of each lesson sort (lessons aliased ``l``), newest first on ties: the SQL form of
 # :func:`lessonbank.lessons.sort_lessons`.
 SORTS: dict[str, str] = {

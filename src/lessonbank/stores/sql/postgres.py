@@ -42,7 +42,7 @@ from lessonbank.models import Decision, Episode, Lesson, from_timestamp
 from lessonbank.ports import VectorChanges
 from lessonbank.stores.connection import RetryBudget, redacted, split_options
 from lessonbank.stores.lexical import LEXICAL_SPACE, lesson_term_vector, term_vector_changed
-from lessonbank.stores.sql.dialect import Connection
+from lessonbank.stores.sql.dialect import VECTORS_COMPLETE, Connection
 from lessonbank.stores.sql.migrations.postgres import MIGRATIONS, TERM_VECTORS
 from lessonbank.stores.sql.postgres_search import COLUMNS, PLACEHOLDERS, PostingsIndex, copy_row_and_terms
 
@@ -578,13 +578,7 @@ class PostgresDialect:
                         (after, namespace),
                     ).fetchone()
                 if cursor is None:
-                    # Vectors go with their lessons: as many vectors as lessons means none is
-                    # missing (counted once a pass, not on every page).
-                    complete = conn.execute(
-                        "SELECT (SELECT count(*) FROM lessons WHERE namespace = ?) <= "
-                        "(SELECT coalesce(max(n), 0) FROM vector_counts WHERE namespace = ? AND model = ?)",
-                        (namespace, namespace, model),
-                    ).fetchone()
+                    complete = conn.execute(VECTORS_COMPLETE, (namespace, namespace, model)).fetchone()
                     if complete is not None and complete[0]:
                         return []
                 # By key on (created_at, seq) from where the last page ended: each page reads its

@@ -186,41 +186,29 @@ def values(lesson: Lesson, avg_len: float) -> tuple[Any, ...]:
 
 def values_and_terms(lesson: Lesson, avg_len: float) -> tuple[tuple[Any, ...], bytes]:
     """The lesson as a row of ``COLUMNS`` (``PLACEHOLDERS``), and its term vector."""
-    frequencies, length = weighted_terms(lesson, FIELD_WEIGHTS)
-    row = (
-        lesson.id,
-        lesson.namespace,
-        lesson.kind,
-        lesson.content_hash,
-        lesson.status,
-        lesson.task_type,
-        lesson.agent,
-        lesson.goal_id,
-        list(lesson.tags),
-        lesson.importance,
-        lesson.confidence,
-        lesson.access_count,
-        lesson.helpful,
-        lesson.harmful,
-        lesson.pinned,
-        None if lesson.expires_at is None else lesson.expires_at.timestamp(),
-        lesson.superseded_by,
-        (lesson.last_accessed or lesson.created_at).timestamp(),
-        lesson.created_at.timestamp(),
-        length,
-        list(frequencies),
-        Jsonb(bm25_factors(frequencies, length, avg_len)),
-        Jsonb(lesson.model_dump(mode="json")),
-        lesson.learned_from,
-    )
-    return row, weighted_term_vector(frequencies, length, lesson)
+    return _row_and_terms(lesson, avg_len, as_text=False)
 
 
 def copy_row_and_terms(lesson: Lesson, avg_len: float) -> tuple[tuple[Any, ...], bytes]:
     """:func:`values_and_terms` as ``COPY lessons (COLUMNS) FROM STDIN`` takes it (a bulk import):
     the arrays, the tsvector and the JSON written as their text input, which the server parses, instead
     of values the driver converts one by one in Python. The same values are stored."""
+    return _row_and_terms(lesson, avg_len, as_text=True)
+
+
+def _row_and_terms(lesson: Lesson, avg_len: float, *, as_text: bool) -> tuple[tuple[Any, ...], bytes]:
     frequencies, length = weighted_terms(lesson, FIELD_WEIGHTS)
+    factors = bm25_factors(frequencies, length, avg_len)
+    tags: Any
+    terms: Any
+    if as_text:
+        tags = "{" + ",".join(_quoted(tag, '"', '\\"') for tag in lesson.tags) + "}"
+        terms = " ".join(_quoted(term, "'", "''") for term in frequencies)
+        factors_value: Any = json.dumps(factors)
+        data: Any = lesson.model_dump_json()
+    else:
+        tags, terms = list(lesson.tags), list(frequencies)
+        factors_value, data = Jsonb(factors), Jsonb(lesson.model_dump(mode="json"))
     row = (
         lesson.id,
         lesson.namespace,
@@ -230,7 +218,7 @@ def copy_row_and_terms(lesson: Lesson, avg_len: float) -> tuple[tuple[Any, ...],
         lesson.task_type,
         lesson.agent,
         lesson.goal_id,
-        "{" + ",".join(_quoted(tag, '"', '\\"') for tag in lesson.tags) + "}",
+        tags,
         lesson.importance,
         lesson.confidence,
         lesson.access_count,
@@ -242,9 +230,9 @@ def copy_row_and_terms(lesson: Lesson, avg_len: float) -> tuple[tuple[Any, ...],
         (lesson.last_accessed or lesson.created_at).timestamp(),
         lesson.created_at.timestamp(),
         length,
-        " ".join(_quoted(term, "'", "''") for term in frequencies),
-        json.dumps(bm25_factors(frequencies, length, avg_len)),
-        lesson.model_dump_json(),
+        terms,
+        factors_value,
+        data,
         lesson.learned_from,
     )
     return row, weighted_term_vector(frequencies, length, lesson)

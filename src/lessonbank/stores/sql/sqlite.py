@@ -42,7 +42,7 @@ from lessonbank.lessons import CONFIDENCE_STEP
 from lessonbank.models import MAX_TAGS, Decision, Episode, Lesson, VerificationResult, from_timestamp
 from lessonbank.ports import VectorChanges
 from lessonbank.stores.lexical import LEXICAL_SPACE, lesson_term_vector
-from lessonbank.stores.sql.dialect import Connection, question_marks
+from lessonbank.stores.sql.dialect import VECTORS_COMPLETE, Connection, question_marks
 from lessonbank.stores.sql.migrations.sqlite import MIGRATIONS
 from lessonbank.stores.sql.sqlite_files import open_target
 from lessonbank.stores.sql.sqlite_search import FtsSearch, register_functions
@@ -504,13 +504,7 @@ class SQLiteDialect:
                 "SELECT created_at, rowid FROM lessons WHERE id = ? AND namespace = ?", (after, namespace)
             ).fetchone()
         if cursor is None:
-            # Vectors go with their lessons: as many vectors as lessons means none is missing, and
-            # counting is cheaper than walking every lesson to find that out (once a pass, not a page).
-            complete = conn.execute(
-                "SELECT (SELECT count(*) FROM lessons WHERE namespace = ?) <= "
-                "(SELECT coalesce(max(n), 0) FROM vector_counts WHERE namespace = ? AND model = ?)",
-                (namespace, namespace, model),
-            ).fetchone()[0]
+            complete = conn.execute(VECTORS_COMPLETE, (namespace, namespace, model)).fetchone()[0]
             if complete:
                 return []
         # By key on (created_at, rowid), the order of the namespace's created_at index: a page
