@@ -28,8 +28,6 @@ import json
 import shutil
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,8 +39,7 @@ import _backends
 import _corpus
 import _serve
 from core import format_table, load_average, machine_info
-from embed_missing import SEED, bank_lessons, timed_run
-from lessonbank import LessonBank
+from embed_missing import SEED, imported_bank, timed_run
 from lessonbank.retrieval.embedders import make_embedder
 from lessonbank.retrieval.embedders.static import default_cache_dir
 
@@ -118,15 +115,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             results["skipped"][backend] = reason
             continue
         for size in args.sizes:
-            with (
-                tempfile.TemporaryDirectory(prefix="lb-cold-") as tmp,
-                _backends.fresh_url(backend, Path(tmp)) as url,
-            ):
-                print(f"{backend}: {size:,} lessons: import ...", file=sys.stderr)
-                started = time.perf_counter()
-                with LessonBank(url, worker=False) as bank:
-                    bank.import_lessons(bank_lessons(source, size, SEED))
-                import_s = time.perf_counter() - started
+            with imported_bank(backend, size, source, "lb-cold-") as (url, tmp, import_s):
                 for mode in args.modes:
                     embed_s, embedded = None, None
                     if mode == "hybrid":
@@ -137,7 +126,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                             json.dumps({k: v for k, v in embedded.items() if k != "page_s"}), file=sys.stderr
                         )
                     print(f"{backend}: {size:,} lessons: {mode} first recalls ...", file=sys.stderr)
-                    home = fresh_home(url, Path(tmp) / f"home-{mode}")
+                    home = fresh_home(url, tmp / f"home-{mode}")
                     processes = first_recalls(url, home, prompts, args.runs, mode)
                     row = {"backend": backend, "lessons": size, "mode": mode, "import_s": round(import_s, 1),
                            "embed_s": embed_s, "embed_missing": embedded, "without_snapshot": processes[0], "from_snapshot": processes[1:],

@@ -19,6 +19,7 @@ Prints a table and writes JSON (default ``bench/results/embed_missing.json``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import sys
@@ -41,6 +42,20 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "embed_missing.json"
 PAGE = 1_000  # embed_missing's own default page
 SEED = 11
 REAL_MAX = 100_000  # lessons made of the corpus's own pairs; past that, remixed (it holds ~170k pairs)
+
+
+@contextlib.contextmanager
+def imported_bank(
+    backend: str, size: int, source: _corpus.Source, prefix: str
+) -> Iterator[tuple[str, float]]:
+    """A fresh bank of ``backend`` holding ``size`` lessons of :func:`bank_lessons`: its URL and the
+    seconds the import took. The bank is dropped afterwards."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp, _backends.fresh_url(backend, Path(tmp)) as url:
+        print(f"{backend}: {size:,} lessons: import ...", file=sys.stderr)
+        started = time.perf_counter()
+        with LessonBank(url, worker=False) as bank:
+            bank.import_lessons(bank_lessons(source, size, SEED))
+        yield url, Path(tmp), time.perf_counter() - started
 
 
 def bank_lessons(source: _corpus.Source, count: int, seed: int) -> Iterator[dict[str, Any]]:
@@ -116,15 +131,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             results["skipped"][backend] = reason
             continue
         for size in args.sizes:
-            with (
-                tempfile.TemporaryDirectory(prefix="lb-embed-") as tmp,
-                _backends.fresh_url(backend, Path(tmp)) as url,
-            ):
-                print(f"{backend}: {size:,} lessons: import ...", file=sys.stderr)
-                started = time.perf_counter()
-                with LessonBank(url, worker=False) as bank:
-                    bank.import_lessons(bank_lessons(source, size, SEED))
-                import_s = time.perf_counter() - started
+            with imported_bank(backend, size, source, "lb-embed-") as (url, _, import_s):
                 print(f"{backend}: {size:,} lessons: embed_missing ...", file=sys.stderr)
                 row = {"backend": backend, "lessons": size, "import_s": round(import_s, 1),
                        **timed_run(url, embedder), "load_average_after": load_average()}  # fmt: skip
