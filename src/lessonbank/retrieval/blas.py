@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import threading
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
@@ -24,7 +26,32 @@ def blas_controller() -> Any:
     return threadpoolctl.ThreadpoolController()
 
 
-def one_blas_thread() -> contextlib.AbstractContextManager[Any]:
-    """A context in which BLAS products run on the calling thread only."""
+_held = threading.Lock()
+_holders = 0
+_limiter: Any = None
+
+
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """A context in which BLAS products run on the calling thread only.
+
+    BLAS's thread count is one setting for the whole process, so concurrent holders share one limit:
+    the first sets it and the last restores it (nested limits each restoring what they found would
+    leave BLAS on one thread for good when two threads leave out of order)."""
+    global _holders, _limiter
     controller = blas_controller()
-    return controller.limit(limits=1, user_api="blas") if controller is not None else contextlib.nullcontext()
+    if controller is None:
+        yield
+        return
+    with _held:
+        if _holders == 0:
+            _limiter = controller.limit(limits=1, user_api="blas")
+        _holders += 1
+    try:
+        yield
+    finally:
+        with _held:
+            _holders -= 1
+            if _holders == 0:
+                _limiter.restore_original_limits()
+                _limiter = None
