@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import random
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from lessonbank.errors import ConfigError, LeaseLostError, LLMError, LLMTransientError, StoreError
 from lessonbank.models import Job, Lesson, Reflection
@@ -37,6 +39,7 @@ from lessonbank.settings import Settings
 from lessonbank.stores.leases import worker_owner
 
 log = logging.getLogger("lessonbank.jobs")
+T = TypeVar("T")
 
 NO_LLM_DETAIL = "waiting: no LLM configured, set LESSONBANK_LLM"
 # How often a stopping worker tries to hand a job back to a busy store before leaving it to its lease.
@@ -55,6 +58,56 @@ class JobResult:
 
 
 Handler = Callable[[Job], Awaitable[JobResult]]
+
+
+class ThreadGate:
+    """The store calls one bank runs in threads, which closing the bank waits for.
+
+    A thread cannot be cancelled: a task cancelled while its ``asyncio.to_thread`` call runs (a
+    stopping worker cancels its jobs) leaves that call running, and closing the store under it (SQLite
+    closes every thread's connection) can crash the interpreter. :meth:`shut` lets no new call start
+    and waits for those already running; a call that would start after it raises ``StoreError``.
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._running = 0
+        self._shut = False
+
+    def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run ``fn`` here, counted; refused once the gate is shut."""
+        with self._changed:
+            if self._shut:
+                raise StoreError("the bank is closed: no store call starts after close()")
+            self._running += 1
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            with self._changed:
+                self._running -= 1
+                self._changed.notify_all()
+
+    def shut(self, report_after_s: float = 10.0) -> None:
+        """Let no call start and wait until every running one has returned."""
+        with self._changed:
+            self._shut = True
+            if not self._changed.wait_for(lambda: self._running == 0, report_after_s):
+                log.warning("closing: waiting for %d store call(s) still running in threads", self._running)
+                self._changed.wait_for(lambda: self._running == 0)
+
+
+# The gate of the bank whose worker runs in this context (set by the bank that starts the worker).
+current_gate: contextvars.ContextVar[ThreadGate | None] = contextvars.ContextVar(
+    "lessonbank_gate", default=None
+)
+
+
+async def offload(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """``asyncio.to_thread`` for store work, counted by the current bank's :class:`ThreadGate` if any."""
+    gate = current_gate.get()
+    if gate is None:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    return await asyncio.to_thread(gate.call, fn, *args, **kwargs)
 
 
 def retryable(job: Job, exc: BaseException) -> bool:
@@ -132,12 +185,12 @@ class Worker:
         unsubscribe = self._subscribe(asyncio.get_running_loop())
         try:
             if self.only is None and self.releases_waiting:
-                await asyncio.to_thread(self.store.release_waiting, self.namespaces)
+                await offload(self.store.release_waiting, self.namespaces)
             while not self._stopping:
                 try:
                     started = await self._fill()
                     idle = until_idle and not started and not self._running
-                    if idle and await asyncio.to_thread(self._nothing_left):
+                    if idle and await offload(self._nothing_left):
                         return
                     if started:
                         continue
@@ -176,11 +229,11 @@ class Worker:
         started = False
         while len(self._running) < self.settings.worker_concurrency and not self._stopping:
             if self.only is not None:
-                job = await asyncio.to_thread(
+                job = await offload(
                     self.store.lease_job_id, self.only, self.owner, self.settings.lease_seconds
                 )
             else:
-                job = await asyncio.to_thread(
+                job = await offload(
                     self.store.lease_job, self.owner, self.namespaces, self.settings.lease_seconds
                 )
             if job is None:
@@ -205,7 +258,7 @@ class Worker:
 
     async def _sleep(self) -> None:
         timeout = self.settings.poll_interval_s
-        next_due = await asyncio.to_thread(self.store.next_run_after, self.namespaces)
+        next_due = await offload(self.store.next_run_after, self.namespaces)
         if next_due is not None:
             timeout = min(timeout, max(0.01, next_due - self.store.clock()))
         self._wake.clear()
@@ -221,7 +274,7 @@ class Worker:
         try:
             result = await asyncio.wait_for(self.handler(job), self.settings.job_timeout_s)
         except Exception as exc:  # every failure is recorded on the job, none escapes the worker
-            await self._to_end(job, asyncio.to_thread(self._fail, job, exc))
+            await self._to_end(job, offload(self._fail, job, exc))
             return
         self.finishing += 1
         try:
@@ -242,7 +295,7 @@ class Worker:
 
     async def _finish(self, job: Job, result: JobResult) -> None:
         try:
-            written = await asyncio.to_thread(
+            written = await offload(
                 self.store.finish_job,
                 job.id,
                 self.owner,
@@ -256,11 +309,11 @@ class Worker:
             log.warning("job %s finished after its lease was taken over; result dropped", job.id)
             return
         except Exception as exc:  # the result could not be written: a failed attempt like any other
-            await asyncio.to_thread(self._fail, job, exc)
+            await offload(self._fail, job, exc)
             return
         if self.on_written is not None and written:
             # After the commit: the job is done whatever happens here (the callback logs its own failures).
-            await asyncio.to_thread(self.on_written, written)
+            await offload(self.on_written, written)
 
     def _fail(self, job: Job, exc: BaseException) -> None:
         try:
@@ -323,7 +376,7 @@ class Worker:
         if self._running:
             await asyncio.gather(*self._running, return_exceptions=True)
         for job in list(self._leased.values()):
-            await asyncio.to_thread(self._release, job)
+            await offload(self._release, job)
             self._leased.pop(job.id, None)
         if self.released:
             log.info("worker %s handed back %d unfinished job(s)", self.owner, self.released)

@@ -10,12 +10,13 @@ with ``self._run_coroutine(coro)``; each base below gives those their flavour's 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
 from lessonbank.bank.base import BankBase
-from lessonbank.jobs import Worker, WorkerThread
+from lessonbank.jobs import ThreadGate, Worker, WorkerThread, current_gate
 from lessonbank.llm.base import run_sync
 
 P = ParamSpec("P")
@@ -32,9 +33,11 @@ class AsyncBankBase(BankBase):
     def _start(self) -> None:
         self._worker = None
         self._task = None
+        # Threads cannot be cancelled: close() waits for the store calls still running in them.
+        self._gate = ThreadGate()
 
     async def _call(self, call: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return await asyncio.to_thread(call, *args, **kwargs)
+        return await asyncio.to_thread(self._gate.call, call, *args, **kwargs)
 
     async def _run_coroutine(self, coro: Coroutine[Any, Any, R]) -> R:
         return await coro
@@ -46,7 +49,9 @@ class AsyncBankBase(BankBase):
             if self.reflection_llm is not None:
                 self.store.release_waiting([self.namespace])
             self._worker = self.services.new_worker([self.namespace])
-            self._task = asyncio.get_running_loop().create_task(self._worker.run())
+            context = contextvars.copy_context()
+            context.run(current_gate.set, self._gate)  # the worker's jobs run their threads through it
+            self._task = asyncio.get_running_loop().create_task(self._worker.run(), context=context)
         assert self._worker is not None
         self._worker.wake()
 
@@ -58,11 +63,13 @@ class AsyncBankBase(BankBase):
             self._worker.wake()
 
     async def close(self) -> None:
-        """Stop the worker (jobs in flight go back to the queue) and close the store."""
+        """Stop the worker (jobs in flight go back to the queue), wait for the store calls still
+        running in threads, and close the store."""
         if self._worker is not None and self._task is not None:
             self._worker.stop()
             await asyncio.gather(self._task, return_exceptions=True)
         self._worker = self._task = None
+        await asyncio.to_thread(self._gate.shut)
         await asyncio.to_thread(self.store.close)
 
 

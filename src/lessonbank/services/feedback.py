@@ -24,13 +24,12 @@ Invariants:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
 from lessonbank.errors import NotFoundError
 from lessonbank.injection import injection_reason
-from lessonbank.jobs import JobResult
+from lessonbank.jobs import JobResult, offload
 from lessonbank.models import Episode, Job, JobKind, Lesson
 from lessonbank.provenance import provenance_change, with_helped_task
 from lessonbank.services.scope import Scope
@@ -81,7 +80,7 @@ class FeedbackHandler:
         self.reembed = reembed  # the retriever's embed_lessons: a changed provenance changes the vector
 
     async def handle(self, job: Job) -> JobResult:
-        return await asyncio.to_thread(self.run, job)  # store writes and embedding: off the event loop
+        return await offload(self.run, job)  # store writes and embedding: off the event loop
 
     def run(self, job: Job) -> JobResult:
         store = self.scope.store

@@ -9,13 +9,12 @@ bank that can run it does.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import KW_ONLY, dataclass
 from functools import partial
 
 from lessonbank.errors import ConfigError
-from lessonbank.jobs import JobResult
+from lessonbank.jobs import JobResult, offload
 from lessonbank.llm import LLM
 from lessonbank.llm.pricing import cost_of
 from lessonbank.models import Job, Reflection
@@ -47,7 +46,7 @@ class ReflectionHandler:
             raise ConfigError("no LLM configured, set LESSONBANK_LLM")
         episodes: EpisodeStore = self.scope.store
         settings = self.scope.settings
-        episode, _ = await asyncio.to_thread(
+        episode, _ = await offload(
             partial(episodes.get_episode, job.episode_id or "", namespace=job.namespace)
         )
         trigger = str(job.payload.get("trigger", "manual"))
@@ -97,7 +96,7 @@ class ReflectionHandler:
             return JobResult(reflection=None, lessons=[], detail=f"persist off, logged only: {summary}")
         lessons = [untrusted(lesson, settings.untrusted, agent=episode.agent) for lesson in lessons]
         if self.retriever.embedder is not None and lessons:
-            lessons = await asyncio.to_thread(place_by_vector, self.retriever, lessons, settings.dedup_cosine)
+            lessons = await offload(place_by_vector, self.retriever, lessons, settings.dedup_cosine)
         detail = f"skipped by {name}: {skip}" if skip else f"reflected by {name}: {len(lessons)} lesson(s)"
         # Placed in their pools (expired purged, rules confirmed) in the transaction that finishes the job.
         return JobResult(reflection=reflection, lessons=lessons, detail=detail, place=self.pools.placement())

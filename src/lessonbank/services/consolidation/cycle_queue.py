@@ -19,7 +19,6 @@ Guards (:mod:`.triggers`): a daily cap refuses every cycle (a manual one with
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import re
@@ -35,7 +34,7 @@ from lessonbank.errors import (
     NotFoundError,
     StoreError,
 )
-from lessonbank.jobs import JobResult, Worker, WorkerThread
+from lessonbank.jobs import JobResult, Worker, WorkerThread, offload
 from lessonbank.models import Job, JobKind
 from lessonbank.proposals import CYCLE_TRIGGERS, CycleTrigger, DreamRun, Proposal
 from lessonbank.services.consolidation.cycle import Consolidator
@@ -219,15 +218,15 @@ class CycleQueue:
         trigger = job.payload.get("trigger", "manual")
         if trigger not in CYCLE_TRIGGERS:
             raise InputError(f"cycle job {job.id} has an unknown trigger {trigger!r}")
-        cap = await asyncio.to_thread(self.cap, job.namespace)
+        cap = await offload(self.cap, job.namespace)
         if cap is not None:  # today's earlier cycles reached a cap since this one was queued
-            run = await asyncio.to_thread(self._skip, job.namespace, trigger, cap.reason)
+            run = await offload(self._skip, job.namespace, trigger, cap.reason)
             return JobResult(reflection=None, detail=f"skipped: dream run {run.id}: {cap.reason}")
         consolidator = self.consolidator.for_namespace(job.namespace)
         # The worker gives up on the job at job_timeout_s but cannot stop this thread: the cycle stops
         # itself a second before, between phases, so a timed-out job never writes a late proposal.
         deadline = time.monotonic() + max(1.0, self.scope.settings.job_timeout_s - 1.0)
-        run, _ = await asyncio.to_thread(partial(consolidator.run, trigger=trigger, deadline=deadline))
+        run, _ = await offload(partial(consolidator.run, trigger=trigger, deadline=deadline))
         return JobResult(reflection=None, detail=cycle_detail(run))
 
     # ------------------------------------------------------------------ waiting
