@@ -383,16 +383,18 @@ class Worker:
 
 
 class WorkerThread:
-    """Runs a Worker on its own event loop in a daemon thread."""
+    """Runs a Worker on its own event loop in a daemon thread; ``gate`` counts its jobs' store calls."""
 
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: Worker, gate: ThreadGate | None = None) -> None:
         self.worker = worker
+        self.gate = gate
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self._main, name="lessonbank-worker", daemon=True)
         self.thread.start()
 
     def _main(self) -> None:
         asyncio.set_event_loop(self.loop)
+        current_gate.set(self.gate)  # this thread's own context: the worker's tasks inherit it
         try:
             self.loop.run_until_complete(self.worker.run())
         except Exception:

@@ -82,6 +82,7 @@ class SyncBankBase(BankBase):
     def _start(self) -> None:
         self._thread = None
         self._thread_lock = threading.Lock()
+        self._gate = ThreadGate()  # a worker that outlives stop()'s wait still holds the store
         pending = self.services.recorder.pending()
         if pending.get("queued") or (pending.get("waiting") and self.reflection_llm is not None):
             self._kick()
@@ -100,7 +101,7 @@ class SyncBankBase(BankBase):
                 # Jobs recorded while no LLM was configured become runnable now, before flush() looks.
                 if self.reflection_llm is not None:
                     self.store.release_waiting([self.namespace])
-                self._thread = WorkerThread(self.services.new_worker([self.namespace]))
+                self._thread = WorkerThread(self.services.new_worker([self.namespace]), self._gate)
         self._thread.wake()
 
     def _running_worker(self) -> Worker | None:
@@ -113,9 +114,11 @@ class SyncBankBase(BankBase):
             thread.wake()
 
     def close(self) -> None:
-        """Stop the worker (jobs in flight go back to the queue) and close the store."""
+        """Stop the worker (jobs in flight go back to the queue), wait for the store calls its jobs
+        still run in threads, and close the store."""
         with self._thread_lock:
             thread, self._thread = self._thread, None
         if thread is not None:
             thread.stop()
+        self._gate.shut()
         self.store.close()
