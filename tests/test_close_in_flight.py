@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from lessonbank import AsyncLessonBank, Episode, Settings
+from lessonbank import AsyncLessonBank, Episode, LessonBank, Settings
 from lessonbank.errors import StoreError
-from lessonbank.jobs import ThreadGate
+from lessonbank.jobs import ThreadGate, WorkerThread
 
 
 def test_shut_waits_for_the_calls_running_and_refuses_new_ones() -> None:
@@ -100,3 +100,38 @@ async def close_while_a_feedback_job_writes(tmp_path: Path) -> None:
         await reopened.close()
     with pytest.raises(StoreError):
         await bank.get_lesson(lesson.id)
+
+
+def test_a_sync_bank_whose_worker_outlives_its_stop_still_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # LessonBank's close joins its worker thread for a while, then goes on: the gate covers the rest.
+    stop = WorkerThread.stop
+    monkeypatch.setattr(WorkerThread, "stop", lambda self, timeout=10.0: stop(self, 0.2))
+    bank = LessonBank(f"sqlite:///{tmp_path / 'bank.db'}", settings=Settings(home=tmp_path))
+    lesson = bank.add_lesson("Do not compare with None using equality; use `is None`.")
+    inside, release = threading.Event(), threading.Event()
+    change_lesson = bank.store.change_lesson
+    outcome: list[object] = []
+
+    def held_change(*args: Any, **kwargs: Any) -> Any:
+        inside.set()
+        release.wait(60)
+        try:
+            outcome.append(change_lesson(*args, **kwargs))
+        except Exception as exc:
+            outcome.append(exc)
+            raise
+        return outcome[-1]
+
+    bank.store.change_lesson = held_change  # type: ignore[method-assign]
+    bank.record(Episode(task="if result == None: retry()", status="success"), context_ids=[lesson.id])
+    assert inside.wait(60), "the feedback job never reached the store"
+    closing = threading.Thread(target=bank.close)
+    closing.start()
+    closing.join(2)  # a close that does not wait is done by now (its join gives up after 0.2 s)
+    assert closing.is_alive()
+    release.set()
+    closing.join(60)
+    assert not closing.is_alive()
+    assert len(outcome) == 1 and not isinstance(outcome[0], Exception), outcome
