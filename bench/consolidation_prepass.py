@@ -21,6 +21,9 @@ decayed lessons planted; without vectors, and with 384-d float32 vectors (random
 near its original). Seconds per call (wall and CPU: on a shared machine the CPU seconds are the
 comparable figure), and the peak memory the call allocates (tracemalloc, run again apart from the timed
 call; the lessons and vectors handed in are not counted: 100k × 384 float32 is 153.6 MB of input).
+The corpus remixes reflections' sentences (a situation and a correction, each pair once), so the cost
+table also says how many clusters join lessons whose sentences differ, and how many of those join
+lessons written about other problems (:func:`remix_quality`).
 
     .venv/bin/python bench/consolidation_prepass.py                     # minilm vectors, 10k and 100k
     .venv/bin/python bench/consolidation_prepass.py --embedders none --sizes 10000
@@ -36,7 +39,7 @@ import sys
 import time
 import tracemalloc
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from itertools import combinations
 from pathlib import Path
@@ -151,12 +154,19 @@ def retype(text: str) -> str:
     return out.rstrip(".") if out.endswith(".") else out + "."
 
 
-def corpus(size: int, seed: int = 7) -> tuple[list[Lesson], dict[str, np.ndarray]]:
-    """``size`` lessons of one scope (1% retyped copies, 1% decayed) and a vector for each."""
+Remix = dict[str, tuple[frozenset[str], frozenset[int]]]
+
+
+def corpus(size: int, seed: int = 7) -> tuple[list[Lesson], dict[str, np.ndarray], Remix]:
+    """``size`` lessons of one scope (1% retyped copies, 1% decayed), a vector for each, and what each
+    lesson is made of (:func:`remixed`)."""
     rng = random.Random(seed)
     planted = size // 100
     source = _corpus.load_source(seed)
     made = _corpus.make_lessons(source, size - planted, seed)
+    tasks_of: dict[str, set[int]] = defaultdict(set)
+    for sentence in source.lesson_sentences:
+        tasks_of[sentence.text].add(sentence.task)
     lessons = [
         Lesson(
             id=f"l{n:06d}",
@@ -177,7 +187,33 @@ def corpus(size: int, seed: int = 7) -> tuple[list[Lesson], dict[str, np.ndarray
         matrix[len(made) + k] = matrix[int(original.id[1:])] + 0.05 * generator.standard_normal(
             DIM, dtype=np.float32
         )
-    return lessons, {lesson.id: matrix[n] for n, lesson in enumerate(lessons)}
+    made_of = {lesson.id: remixed(lesson.content, tasks_of) for lesson in lessons[: len(made)]}
+    for k in range(planted):
+        made_of[f"c{k:06d}"] = made_of[lessons[(k * 97) % len(made)].id]
+    return lessons, {lesson.id: matrix[n] for n, lesson in enumerate(lessons)}, made_of
+
+
+def remixed(content: str, tasks_of: Mapping[str, set[int]]) -> tuple[frozenset[str], frozenset[int]]:
+    """A corpus lesson's two sentences (situation, correction) and the tasks (problems) they were written
+    about. ``_corpus`` writes each (situation, correction) pair once, so two lessons are one lesson only
+    when their sentences are the same (a retyped copy, or the two sentences in the other order); two
+    lessons of the same problems whose sentences differ are two diagnoses of one problem (what the
+    labelled set's successive reflections are); lessons of different problems are two lessons."""
+    for n in range(1, len(content)):
+        if content[n - 1] in ".!?" and content[n] == " ":
+            first, second = content[:n], content[n + 1 :]
+            if first in tasks_of and second in tasks_of:
+                tasks = frozenset(tasks_of[first]) | frozenset(tasks_of[second])
+                return frozenset((first, second)), tasks
+    return frozenset((content,)), frozenset()
+
+
+def remix_quality(clusters: Sequence[Sequence[str]], made_of: Remix) -> dict[str, int]:
+    """Clusters of the remixed corpus joining lessons whose sentences differ, and of those, the ones
+    joining lessons written about different problems (wrong whatever the convention)."""
+    other_sentences = [c for c in clusters if len({made_of[i][0] for i in c}) > 1]
+    other_problems = [c for c in other_sentences if len({made_of[i][1] for i in c}) > 1]
+    return {"joining_other_sentences": len(other_sentences), "joining_other_problems": len(other_problems)}
 
 
 def measure(call: Callable[[], Candidates]) -> tuple[float, float, float, Candidates]:
@@ -196,7 +232,7 @@ def measure(call: Callable[[], Candidates]) -> tuple[float, float, float, Candid
 def cost(sizes: list[int]) -> list[dict[str, Any]]:
     rows = []
     for size in sizes:
-        lessons, vectors = corpus(size)
+        lessons, vectors, made_of = corpus(size)
         for mode in ("words", "vectors"):
             given = vectors if mode == "vectors" else None
             seconds, cpu, peak_mb, found = measure(
@@ -211,6 +247,7 @@ def cost(sizes: list[int]) -> list[dict[str, Any]]:
                     "peak_mb": round(peak_mb, 1),
                     "clusters": len(found.clusters),
                     "archive": len(found.archive),
+                    **remix_quality(found.clusters, made_of),
                     "counts": found.counts,
                 }
             )
@@ -252,14 +289,16 @@ def main() -> None:
         )
     timings = cost(sizes)
     print(
-        "\n| lessons | vectors | seconds | CPU seconds | peak MB | clusters | archive | pairs (marks / words / vectors) |"
+        "\n| lessons | vectors | seconds | CPU seconds | peak MB | clusters | other sentences | other problems "
+        "| archive | pairs (marks / words / vectors) |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for row in timings:
         counts = row["counts"]
         print(
             f"| {row['lessons']} | {'384-d' if row['mode'] == 'vectors' else 'none'} | {row['seconds']:.2f} | "
-            f"{row['cpu_seconds']:.2f} | {row['peak_mb']:.1f} | {row['clusters']} | {row['archive']} | "
+            f"{row['cpu_seconds']:.2f} | {row['peak_mb']:.1f} | {row['clusters']} | "
+            f"{row['joining_other_sentences']} | {row['joining_other_problems']} | {row['archive']} | "
             f"{counts['marks']} / {counts['words']} / {counts['vectors']} |"
         )
     report = {

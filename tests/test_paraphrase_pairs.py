@@ -277,3 +277,29 @@ def test_documents_with_different_statements_are_siblings_however_alike_their_ex
     assert paraphrase.headed_apart(sim201, sim202)
     monkeypatch.setattr(paraphrase, "headed_apart", lambda a, b: False)
     assert clusters_of(RET502, RET503) == [["a", "b"]]  # this guard, not another, tells them apart
+
+
+# Two lessons made of the same situation and a different correction (the remixed reflections of
+# bench/consolidation_prepass.py): the words pass had joined them, half of each lesson being shared.
+SITUATION = "This leads to incorrect results and infinite values being returned in the failed test cases."
+SQUARE = "The function should return n * n instead of just n."
+INDENT = "The implementation is incorrect because the function definition is not properly indented."
+
+
+def test_two_sentence_lessons_sharing_one_sentence_and_differing_in_the_other_are_two_lessons(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    one, other = f"{SITUATION} {SQUARE}", f"{SITUATION} {INDENT}"
+    weights = Weights.of([one, other, *FILLER])
+    assert paraphrase.sentences_apart(one, other, weights)
+    assert clusters_of(one, other) == []
+    # The same two sentences in the other order, or one of them reworded, are one lesson.
+    assert not paraphrase.sentences_apart(one, f"{SQUARE} {SITUATION}", weights)
+    assert clusters_of(one, f"{SQUARE} {SITUATION}") == [["a", "b"]]
+    reworded = f"{SITUATION} The function should return n * n, not just n."
+    assert not paraphrase.sentences_apart(one, reworded, weights)
+    # One sentence against two, or three sentences each: not this guard's question.
+    assert not paraphrase.sentences_apart(SITUATION, other, weights)
+    assert not paraphrase.sentences_apart(f"{one} {INDENT}", f"{other} {SQUARE}", weights)
+    monkeypatch.setattr(paraphrase, "sentences_apart", lambda a, b, weights: False)
+    assert clusters_of(one, other) == [["a", "b"]]  # this guard, not another, tells them apart

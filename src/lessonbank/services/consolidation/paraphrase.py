@@ -24,6 +24,8 @@ Pure and deterministic; no LLM, no store. Used by the consolidation pre-pass (:m
   explanation: :data:`FRAME_RATIONALE`); and two documents of paragraphs whose opening statements
   differ in their terms (:func:`headed_apart`: "Checks for *third-party* imports ..." / "Checks for
   *standard library* imports ...", one rationale after). They are two lessons, however close their vectors.
+  So are two lessons of two sentences that share one and differ in the other (:func:`sentences_apart`,
+  asked by :func:`relation` with the bank's term weights): one situation, two corrections.
 
 :func:`relation` applies these guards: opposed (and about one subject, :data:`CONTRADICTION`) is a
 contradiction candidate; siblings or naming different things is two lessons; otherwise a paraphrase
@@ -56,6 +58,13 @@ QUALIFIER = 0.5  # word-sequence likeness from which a text adding one or two wo
 PARAPHRASE = 0.8  # weighted Dice of terms at or above which two unopposed texts are one lesson
 OPPOSITION_WORDS = 30  # longer texts are not opposed by a negation or an opposite word alone
 CONTRADICTION = 0.7  # weighted Dice at or above which two opposed texts are about the same thing
+# Weighted term Dice from which two sentences of two texts are one sentence, and under which a sentence has
+# no counterpart in the other text (:func:`sentences_apart`, texts of SENTENCES sentences). Chosen on the
+# tuning half and the remixed reflections of bench/consolidation_prepass.py: own-sentence 0.4 / 0.5 / 0.6
+# keeps recall 0.307 / 0.289 / 0.271 and leaves 288 / 139 / 70 clusters of 10k joining other problems.
+SHARED_SENTENCE = 0.8
+OWN_SENTENCE = 0.5
+SENTENCES = 2
 
 Relation = Literal["paraphrase", "contradiction"]
 
@@ -193,6 +202,7 @@ _ACRONYM = re.compile(r"\b[A-Z][A-Z0-9]{1,7}s?\b")
 _UNWRITTEN = re.compile(r"[\s_`'\"]+")  # what differs between two writings of one name
 _BARE_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _SENTENCE = re.compile(r"[.!?](?:\s+|$)")
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+")
 PARAGRAPH = re.compile(r"\n[ \t]*\n")  # a blank line: a text of this is a document of paragraphs
 
 
@@ -314,6 +324,34 @@ def _heading(text: str) -> str:
     its first sentence may be any part of one diagnosis)."""
     parts = PARAGRAPH.split(text.strip(), maxsplit=1)
     return _first_sentence(parts[0]) if len(parts) > 1 else ""
+
+
+def sentences_apart(a: str, b: str, weights: Weights) -> bool:
+    """Two texts of two sentences that share one (the same words, or :data:`SHARED_SENTENCE` of their
+    weighted terms) while each has one the other has nothing like (under :data:`OWN_SENTENCE` with every
+    sentence of the other): "The function fails for empty lists. *Check the length first.*" / "The
+    function fails for empty lists. *Return 0 for them.*" are two lessons about one situation. A
+    lesson of two sentences is a situation and what to do: half of it shared is half a lesson. The
+    terms are weighted (:class:`Weights`): words every lesson opens with ("The implementation is
+    incorrect because ...") make two sentences alike without making them one."""
+    parts_a, parts_b = _sentences(a), _sentences(b)
+    if len(parts_a) != SENTENCES or len(parts_b) != SENTENCES:
+        return False
+    best_a = [max(_sentence_likeness(x, y, weights) for y in parts_b) for x in parts_a]
+    best_b = [max(_sentence_likeness(y, x, weights) for x in parts_a) for y in parts_b]
+    shared = max(best_a) >= SHARED_SENTENCE
+    return shared and min(best_a) < OWN_SENTENCE and min(best_b) < OWN_SENTENCE
+
+
+def _sentence_likeness(x: str, y: str, weights: Weights) -> float:
+    return 1.0 if same_text(x, y) else weights.likeness(x, y)
+
+
+@lru_cache(maxsize=65536)
+def _sentences(text: str) -> tuple[str, ...]:
+    """The text's sentences that hold a content term (an example's "e.g." splits nothing of weight)."""
+    parts = [part.strip() for part in _SENTENCE_SPLIT.split(text.strip())]
+    return tuple(part for part in parts if terms(part))
 
 
 def _one_template(a: str, b: str) -> bool:
@@ -483,7 +521,7 @@ def relation(
     if opposed(a, b):  # about the same thing once the opposite words are left out
         same_subject = weights.likeness(a, b, drop=_OPPOSITE_STEMS)
         return "contradiction" if same_subject >= contradiction else None
-    if siblings(a, b):
+    if siblings(a, b) or sentences_apart(a, b, weights):
         return None
     close = cosine is not None and cosine >= min_cosine
     return "paraphrase" if likeness >= paraphrase or close else None
