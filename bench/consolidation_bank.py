@@ -131,6 +131,7 @@ def build(half: str, rules: Sequence[Mapping[str, Any]], now: datetime) -> dict[
     texts: dict[str, str] = {}  # text → id
     items: dict[str, str] = {}
     duplicates: set[tuple[str, str]] = set()
+    reflections: set[tuple[str, str]] = set()  # of them, two reflections on one problem (see the audit)
     for record in records:
         for side in ("a", "b"):
             text = record[side]
@@ -140,6 +141,8 @@ def build(half: str, rules: Sequence[Mapping[str, Any]], now: datetime) -> dict[
         if record["label"] == "paraphrase":
             a, b = sorted((texts[record["a"]], texts[record["b"]]))
             duplicates.add((a, b))
+            if record["source"] == "reflections":
+                reflections.add((a, b))
     documented = {code for item in items.values() for code in item.split(":")[0].split("/")}
     rows: list[dict[str, Any]] = []
     for text, lesson_id in texts.items():
@@ -159,7 +162,13 @@ def build(half: str, rules: Sequence[Mapping[str, Any]], now: datetime) -> dict[
             stale.add(lesson_id)
         rows.append(row)
     _join_retypes(texts, items)
-    return {"rows": rows, "items": items, "duplicates": sorted(duplicates), "stale": stale}
+    return {
+        "rows": rows,
+        "items": items,
+        "duplicates": sorted(duplicates),
+        "reflections": reflections,
+        "stale": stale,
+    }
 
 
 _CEILINGS: dict[tuple[str, str | None], dict[str, float | None]] = {}
@@ -275,6 +284,8 @@ def run(
         return lesson_id
 
     left = [(a, b) for a, b in duplicates if root(a) != root(b)]
+    documented = [pair for pair in duplicates if pair not in bank_spec["reflections"]]
+    documented_left = [pair for pair in left if pair not in bank_spec["reflections"]]
     in_duplicates = {i for pair in duplicates for i in pair}
     same_item = {i for i in ids if sum(items[j] == items[i] for j in ids) > 1}
     stale: set[str] = bank_spec["stale"] & set(state)
@@ -298,6 +309,13 @@ def run(
         "duplicates_merged": len(duplicates) - len(left),
         "duplicates_merged_share": round(1 - len(left) / len(duplicates), 3) if duplicates else None,
         "duplicate_pairs_left": len(left),
+        "documented_pairs": len(documented),
+        "documented_merged_share": round(1 - len(documented_left) / len(documented), 3)
+        if documented
+        else None,
+        "reflection_pairs_merged_share": _share_merged(
+            len(duplicates) - len(documented), len(left) - len(documented_left)
+        ),
         "ceiling_dice": reachable["dice"],
         "ceiling_cosine": reachable["cosine"],
         "ceiling_either": reachable["either"],
@@ -316,6 +334,10 @@ def run(
     }
 
 
+def _share_merged(pairs: int, left: int) -> float | None:
+    return round(1 - left / pairs, 3) if pairs else None
+
+
 ROWS = (
     "lessons_before",
     "lessons_after",
@@ -323,6 +345,9 @@ ROWS = (
     "duplicates_merged",
     "duplicates_merged_share",
     "duplicate_pairs_left",
+    "documented_pairs",
+    "documented_merged_share",
+    "reflection_pairs_merged_share",
     "ceiling_dice",
     "ceiling_cosine",
     "ceiling_either",
