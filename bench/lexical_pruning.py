@@ -27,6 +27,9 @@ lexical candidates (a pool of 20, so the 40 best), the query's embedding (never 
 index's search and the fusion, as a bank's ``recall`` runs them, over the same rows (``IndexOnlyStore``:
 every lesson passes the filters, and the lessons returned are built from their texts).
 
+``--half tune`` times the first half of the queries (the pruning's settings were tuned on it at 1M),
+``--half report`` the second, held out.
+
 Prints a table and writes JSON (default ``bench/results/lexical_pruning.json``).
 """
 
@@ -110,6 +113,13 @@ class Natural:
 
     def queries(self, count: int) -> list[str]:
         return [self.query_texts[n % len(self.query_texts)] for n in range(count)]
+
+
+def halved(queries: list[str], half: str) -> list[str]:
+    """The queries timed: every one, the first half (the pruning's settings were tuned on it) or the
+    second (held out: the figures to report)."""
+    middle = len(queries) // 2
+    return queries if half == "all" else queries[:middle] if half == "tune" else queries[middle:]
 
 
 def fill(store: SQLiteStore, texts: Iterator[str], count: int) -> float:
@@ -248,12 +258,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "queries": args.queries,
             "index_only": args.index_only,
             "hybrid": args.hybrid,
+            "half": args.half,
         },
         "rows": [],
     }
     for text in args.texts:
         source = Zipf(7) if text == "zipf" else Natural(7)
-        queries = source.queries(args.queries)
+        queries = halved(source.queries(args.queries), args.half)
         if args.index_only:
             for size in sorted(args.sizes):
                 print(f"{text}: {size:,} lessons: term vectors ...", file=sys.stderr)
@@ -339,6 +350,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default="100000")
     parser.add_argument("--texts", default="zipf,natural")
     parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--half", choices=("all", "tune", "report"), default="all",
+                        help="time the first half of the queries (settings are tuned on it) or the second")  # fmt: skip
     parser.add_argument("--index-only", action="store_true", help="term vectors without a bank (see above)")
     parser.add_argument("--hybrid", nargs="?", const="static", default=None,
                         help="with --index-only: also time whole recalls, lexical and hybrid, with this embedder")  # fmt: skip

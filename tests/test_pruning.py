@@ -234,3 +234,19 @@ def test_the_exhaustive_batches_break_ties_by_slot_across_the_cut(scores: list[f
     order = np.lexsort((slots, -values))
     assert got == slots[order].tolist()
     assert len(batches[0][0]) == min(first, len(scores))
+
+
+@settings(max_examples=200, deadline=None)
+@given(postings(), st.integers(0, 2**32 - 1))
+def test_exact_scores_are_the_word_by_word_sums(
+    case: tuple[list[pruning.Word], Any, Any, int, int], pick: int
+) -> None:
+    """The scores of a few slots, all words at once, equal the sums of each word's contribution
+    looked up alone, added in the words' order, bit for bit (slots holding none of them score 0)."""
+    words, norm, _, _, _ = case
+    rng = np.random.default_rng(pick)
+    slots = np.sort(rng.choice(len(norm), size=min(len(norm), 1 + pick % 40), replace=False))
+    expected = np.zeros(len(slots))
+    for word in words:
+        expected += pruning._looked_up(word, slots, norm)
+    assert pruning.exact_scores(words, slots, norm).tolist() == expected.tolist()

@@ -15,10 +15,15 @@ short to read and weigh most).
    each base posting carries a one-byte code of its ratio (``WordBounds.codes``: ratio ≤ code ×
    step), so a word is read as a cast and a product, with no look at the lessons' lengths.
 3. *Candidates.* The lessons whose partial bound plus the bounds of the words left reach the
-   threshold (every other one is out for good); the threshold is raised by scoring the best few of
-   them exactly. Each word left is then looked up for the candidates (a binary search in its
-   slot-ordered postings) or, when they are many beside its postings, read whole, and each narrows
-   the candidates again.
+   threshold (every other one is out for good). The threshold is raised first, by scoring exactly
+   the best few of the slots whose partial bound alone reaches it (few: a pass over those read, not a
+   look at every candidate), so that the candidates are taken with the higher one. Each word left
+   is then looked up for the candidates (a binary search in its slot-ordered postings) or, when
+   they are many beside its postings, read whole, and each narrows the candidates again.
+
+Exact scores (``exact_scores``) take one binary search per word and the arithmetic of every word at
+once: at a million lessons the searches' cache misses, not numpy's calls, are most of their cost, so
+few lessons are scored (``SEED_SHARE``).
 
 Exactness: a lesson is dropped only when an upper bound of its score is below a score that
 ``want`` lessons reach exactly, with a relative margin (``UPPER_MARGIN``) far above the rounding of
@@ -40,9 +45,10 @@ from lessonbank.stores.lexical import BM25_B, BM25_K1
 
 MARGIN = 1e-9  # relative slack on comparisons of float64 sums: rounding is ~1e-16 per addition
 UPPER_MARGIN = 1e-4  # ... and of float32 sums of upper bounds (~6e-8 per addition, 64 words at most)
+NARROW_SHARE = 4  # candidates are narrowed before a word's read when fewer than this many times its postings
 LOOKUP_COST = 16  # a binary search for a candidate costs about this many postings read in a row
-SEED_POSTINGS = 8_192  # postings of the rarest words read to find the first exact threshold
-SEED_SHARE = 4  # lessons scored exactly for a threshold, per lesson wanted
+SEED_POSTINGS = 4_096  # postings of the rarest words read to find the first exact threshold
+SEED_SHARE = 2  # lessons scored exactly for a threshold, per lesson wanted
 LEVELS = 255  # codes of a posting's ratio: 1..LEVELS of the word's highest ratio
 
 
@@ -216,14 +222,19 @@ class _Search:
         while done < len(order) and not _below(float(left[done]), self.threshold):
             self._read(words[order[done]])
             done += 1
-        candidates = self._seen(float(left[done]))
-        self._raise(candidates)
-        candidates = self._reaching(candidates, float(left[done]))
+        above = self._above()  # the slots whose bound alone reaches the threshold: few
+        if len(above) >= self.want:  # raised first, so that fewer slots are candidates
+            self._raise(above)
+            candidates = self._seen(float(left[done]))
+        else:
+            candidates = self._seen(float(left[done]))
+            self._raise(candidates)
+            candidates = self._reaching(candidates, float(left[done]))
         stale = False  # whether words were read since the candidates were narrowed (they only shrink)
         for position in range(done, len(order)):
             word = words[order[position]]
             size = len(word.docs) + len(word.extra_docs)
-            if stale and len(candidates) < size:  # a pass over them may spare reading this word
+            if stale and len(candidates) < NARROW_SHARE * size:  # a pass over them may spare reading it
                 candidates, stale = self._reaching(candidates, float(left[position])), False
             if len(candidates) * LOOKUP_COST < size:
                 self.partial[candidates] += _looked_up(word, candidates, self.norm)
@@ -252,6 +263,13 @@ class _Search:
             np.add.at(self.partial, docs, upper)
             self.touched.append(docs)
             self.read += len(docs)
+
+    def _above(self) -> Any:
+        """The slots read whose partial bound alone reaches the threshold, each once."""
+        floor = np.float32(self.threshold)
+        if self.read > len(self.norm) // 8:  # one pass over every slot
+            return self._kept(np.flatnonzero(self.partial >= floor).astype(np.int32))
+        return self._kept(_distinct([docs[self.partial[docs] >= floor] for docs in self.touched]))
 
     def _seen(self, rest: float) -> Any:
         """Every slot read so far that may score and, with at most ``rest`` more, reach the threshold."""
@@ -293,10 +311,7 @@ class _Search:
         self.threshold = max(self.threshold, _kth(self._exact(slots), self.want))
 
     def _exact(self, slots: Any) -> Any:
-        exact = np.zeros(len(slots))
-        for word in self.words:
-            exact += _looked_up(word, slots, self.norm)
-        return exact
+        return exact_scores(self.words, slots, self.norm)
 
 
 def _distinct(parts: list[Any]) -> Any:
@@ -334,6 +349,34 @@ def _looked_up(word: Word, candidates: Any, norm: Any) -> Any:
         found = np.where(docs[at] == candidates, _contribution(word.weight, tf[at], norm[candidates]), 0.0)
         out = found if out is None else out + found  # a slot is in one of the two parts at most
     return out if out is not None else np.zeros(len(candidates))
+
+
+def exact_scores(words: Sequence[Word], slots: Any, norm: Any) -> Any:
+    """The BM25 scores of ``slots``: a binary search per word and part, then the arithmetic of every
+    word at once, each word's contributions added in ``words``' order (``_contribution``'s operations,
+    as the exhaustive scorer's per-slot sum does: the same to the last bit)."""
+    exact = np.zeros(len(slots))
+    if not len(slots) or not words:
+        return exact
+    tf = np.zeros((len(words), len(slots)))  # each slot's frequency of each word (0: not held)
+    for row, word in zip(tf, words, strict=True):
+        if len(word.docs):
+            row[:] = _tf_at(word.docs, word.tf, slots)
+        if len(word.extra_docs):  # a slot is in the base or in the delta, never both
+            row += _tf_at(word.extra_docs, word.extra_tf, slots)
+    contribution = norm[slots][None, :] + tf
+    np.divide(tf, contribution, out=contribution)
+    np.multiply(contribution, np.array([word.weight for word in words])[:, None], out=contribution)
+    for row in contribution:  # word by word, in order
+        exact += row
+    return exact
+
+
+def _tf_at(docs: Any, tf: Any, slots: Any) -> Any:
+    """``tf`` of each slot among ``docs`` (ascending), 0 where it is not."""
+    at = np.searchsorted(docs, slots.astype(docs.dtype, copy=False))
+    np.minimum(at, len(docs) - 1, out=at)
+    return np.where(docs[at] == slots, tf[at], 0.0)
 
 
 def _kth(scores: Any, want: int) -> float:
