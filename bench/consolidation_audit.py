@@ -35,6 +35,7 @@ import _pairdata
 import _ruffdocs
 from consolidation_bank import build
 from consolidation_pairs import NOW, bank_of, vectors_for
+from lessonbank.services.consolidation.paraphrase import Weights
 from lessonbank.services.consolidation.prepass import find_candidates
 
 # The duplicate sample's verdicts, in its order, and the fingerprint of the sample they were given to.
@@ -42,12 +43,47 @@ from lessonbank.services.consolidation.prepass import find_candidates
 # Both distinct samples (L01-L20 labelled, N01-N20 nearest of another item): 0 wrong.
 FINGERPRINT = "c50b5447c522a0d0"
 VERDICTS = (
-    "right right right wrong wrong right wrong wrong borderline right "
-    "right right wrong wrong right right right right right right "
-    "right right right wrong wrong wrong wrong wrong wrong wrong "
-    "wrong wrong wrong wrong wrong right right wrong right borderline"
-).split()
-from lessonbank.services.consolidation.paraphrase import Weights
+    "right",
+    "right",
+    "right",
+    "wrong",
+    "wrong",
+    "right",
+    "wrong",
+    "wrong",
+    "borderline",
+    "right",  # D01-D10
+    "right",
+    "right",
+    "wrong",
+    "wrong",
+    "right",
+    "right",
+    "right",
+    "right",
+    "right",
+    "right",  # D11-D20
+    "right",
+    "right",
+    "right",
+    "wrong",
+    "wrong",
+    "wrong",
+    "wrong",
+    "wrong",
+    "wrong",
+    "wrong",  # D21-D30
+    "wrong",
+    "wrong",
+    "wrong",
+    "wrong",
+    "wrong",
+    "right",
+    "right",
+    "wrong",
+    "right",
+    "borderline",  # D31-D40
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
