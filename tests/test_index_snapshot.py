@@ -192,7 +192,7 @@ def damage(file: Path, how: str) -> None:
     elif how == "empty":
         data = bytearray()
     elif how == "stale format":
-        data = data.replace(b'"format": 2', b'"format": 0', 1)
+        data = data.replace(b'"format": %d' % snapshot.FORMAT, b'"format": 0', 1)
     elif how == "other namespace":
         data = data.replace(b'"namespace": "default"', b'"namespace": "defaulx"', 1)
     file.write_bytes(bytes(data))

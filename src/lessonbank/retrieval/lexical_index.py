@@ -37,13 +37,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from lessonbank.ports import Candidate, LessonQuery, Store
 from lessonbank.retrieval.lexical_words import PrunedWords
-from lessonbank.retrieval.snapshot import IndexState, snapshot_of
+from lessonbank.retrieval.snapshot import IndexState, SnapshotIds, snapshot_of
 from lessonbank.stores.lexical import (
     BM25_B,
     BM25_K1,
@@ -68,6 +68,7 @@ GIVE_BACK_FROM = 10_000  # rows read by a sync past which freed memory is handed
 FIRST_BATCH = 2  # the first filter batch is this many times the limit; each next one doubles
 SNAPSHOT_MIN = 2_000  # lessons a freshly built index holds before it is worth a snapshot
 SNAPSHOT_REFRESH = 1_024  # rows or deletes applied over a snapshot before a newer one is written
+SEARCHED_MAX = 8_192  # rows applied at once past which a snapshot's ids are read into a map
 PRUNE_FROM = 20_000  # postings of a query's words from which pruning pays for its own work ...
 PRUNE_PER_WORD = 1_024  # ... and per word (its cost is per word, what it skips per posting)
 PRUNED_MAX = 4_096  # ranks a pruned search is asked for at most; deeper, one exhaustive ranking is cheaper
@@ -96,9 +97,9 @@ class LexicalIndex(PrunedWords):
 
     def _clear(self) -> None:
         np = self._np
-        self._ids: list[str] = []  # slot → lesson id
+        self._ids: list[str] | SnapshotIds = []  # slot → lesson id (as a snapshot has them, or a list)
         self._ignored: set[str] = set()  # lessons whose term vector is malformed
-        self._slot_of: dict[str, int] = {}
+        self._slot_of: MutableMapping[str, int] = {}
         self._length = np.zeros(0, dtype=np.float64)  # per slot, grown by doubling
         self._alive = np.zeros(0, dtype=bool)
         self._live = 0
@@ -175,8 +176,10 @@ class LexicalIndex(PrunedWords):
             return False
         self._clear()
         slots = len(state.ids)
-        self._ids = state.ids
-        self._slot_of = state.slot_of or {lesson_id: slot for slot, lesson_id in enumerate(self._ids)}
+        self._ids = state.ids if isinstance(state.ids, SnapshotIds) else list(state.ids)
+        self._slot_of = (  # (not `or`: a map's truth would read every id)
+            state.slot_of if state.slot_of is not None else {i: slot for slot, i in enumerate(self._ids)}
+        )
         self._ignored = state.ignored
         self._length = state.length
         self._alive = np.ones(slots, dtype=bool)
@@ -283,6 +286,8 @@ class LexicalIndex(PrunedWords):
 
     def _apply(self, rows: Sequence[tuple[str, bytes]]) -> None:
         """Add rows written since the last sync to the delta (a rewritten lesson's old slot dies)."""
+        if len(rows) > SEARCHED_MAX and not isinstance(self._slot_of, dict):
+            self._slot_of = dict(self._slot_of)  # one map of every id beats this many searches
         for lesson_id, vector in _newest(rows):
             old = self._slot_of.get(lesson_id)
             if old is not None:

@@ -33,10 +33,10 @@ import os
 import struct
 import tempfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, overload
 from urllib.parse import urlsplit, urlunsplit
 
 from lessonbank.settings import make_private_folder
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("lessonbank.retrieval")
 
-FORMAT = 2  # 2: the bank named by a string (an inode or a URL), not by an inode alone
+FORMAT = 3  # 3: the slots sorted by lesson id, so ids need not be read into a map
 MAGIC = b"LBLEXSNP"
 PREFIX = struct.Struct("<8sI")  # magic, header length
 ALIGN = 64
@@ -62,6 +62,7 @@ ARRAYS = {  # name → dtype, in file order
     "length": "<f8",
     "ids": "u1",
     "ignored": "u1",
+    "order": "<i4",
 }
 
 
@@ -71,14 +72,14 @@ class IndexState:
 
     seq: int
     miscount: int
-    ids: list[str]
+    ids: Sequence[str]
     ignored: set[str]
     length: np.ndarray
     terms: np.ndarray
     starts: np.ndarray
     docs: np.ndarray
     tf: np.ndarray
-    slot_of: dict[str, int] | None = None  # lesson id → slot, when read from a file
+    slot_of: MutableMapping[str, int] | None = None  # lesson id → slot, when read from a file
 
 
 def snapshot_of(store: Store, namespace: str) -> Snapshot | None:
@@ -139,14 +140,15 @@ class Snapshot:
         """Persist ``state``; False (logged) when the file cannot be written."""
         import numpy as np
 
-        ids_blob = "\0".join(state.ids).encode()
+        ids = list(state.ids)
+        ids_blob = "\0".join(ids).encode()
         ignored_blob = "\0".join(sorted(state.ignored)).encode()
-        if any("\0" in lesson_id for lesson_id in (*state.ids[-1:], *state.ignored)) or (
-            ids_blob.count(b"\0") != max(0, len(state.ids) - 1)
+        if any("\0" in lesson_id for lesson_id in (*ids[-1:], *state.ignored)) or (
+            ids_blob.count(b"\0") != max(0, len(ids) - 1)
         ):
             log.info("namespace %s: a lesson id holds a NUL byte; no index snapshot", self.namespace)
             return False
-        anchors = state.ids[-ANCHORS:]
+        anchors = ids[-ANCHORS:]
         hashes = store.vector_hashes(self.namespace, LEXICAL_SPACE, anchors)
         arrays: dict[str, Any] = {
             "terms": state.terms,
@@ -156,6 +158,7 @@ class Snapshot:
             "length": state.length,
             "ids": np.frombuffer(ids_blob, dtype=np.uint8),
             "ignored": np.frombuffer(ignored_blob, dtype=np.uint8),
+            "order": id_order(ids_blob, len(ids)),
         }
         layout: dict[str, list[int]] = {}
         offset = 0
@@ -176,7 +179,7 @@ class Snapshot:
                 "bank": self._bank(),
                 "seq": state.seq,
                 "miscount": state.miscount,
-                "slots": len(state.ids),
+                "slots": len(ids),
                 "anchors": [[lesson_id, hashes.get(lesson_id, "")] for lesson_id in anchors],
                 "arrays": layout,
                 "crc32": crc,
@@ -193,9 +196,7 @@ class Snapshot:
 
         if not write_whole(self.path, fill, f"namespace {self.namespace}: no index snapshot"):
             return False
-        log.debug(
-            "namespace %s: index snapshot of %d lessons at seq %d", self.namespace, len(state.ids), state.seq
-        )
+        log.debug("namespace %s: index snapshot of %d lessons at seq %d", self.namespace, len(ids), state.seq)
         return True
 
     # ------------------------------------------------------------------ reading
@@ -246,12 +247,11 @@ class Snapshot:
             crc = zlib.crc32(memoryview(arrays[name]).cast("B"), crc)
         if crc != header["crc32"]:
             return self._refuse("its checksum does not match")
-        ids = split_ids(arrays["ids"])
-        slot_of = dict(zip(ids, range(len(ids)), strict=True))  # its size says whether the ids are unique
         slots, terms, starts, docs = int(header["slots"]), arrays["terms"], arrays["starts"], arrays["docs"]
+        ids = SnapshotIds(arrays["ids"], arrays["order"])
         if (
-            len(ids) != slots
-            or len(slot_of) != slots
+            ids.base() != slots
+            or not valid_order(arrays["order"], slots)
             or len(arrays["length"]) != slots
             or len(starts) != len(terms) + 1
             or int(starts[0]) != 0
@@ -288,7 +288,7 @@ class Snapshot:
             starts=starts,
             docs=docs,
             tf=arrays["tf"],
-            slot_of=slot_of,
+            slot_of=SlotMap(ids),
         )
 
     def _refuse(self, reason: str) -> IndexState | None:
@@ -339,6 +339,148 @@ def split_ids(blob: Any) -> list[str]:
     """Lesson ids stored as one NUL-separated byte array."""
     text = blob.tobytes().decode()
     return text.split("\0") if text else []
+
+
+def id_order(blob: bytes, count: int) -> Any:
+    """The slots of ``count`` NUL-separated ids in the order of their bytes: what
+    :class:`SnapshotIds` searches to find a lesson's slot without a map of every id."""
+    import numpy as np
+
+    if not count:
+        return np.zeros(0, dtype="<i4")
+    return np.argsort(np.array(blob.split(b"\0")), kind="stable").astype("<i4")
+
+
+def valid_order(order: Any, slots: int) -> bool:
+    """Whether ``order`` can be the sorted slots of ``slots`` ids (its sort is the CRC's to vouch for)."""
+    return len(order) == slots and (not slots or (int(order.min()) >= 0 and int(order.max()) < slots))
+
+
+class SnapshotIds(Sequence[str]):
+    """Lesson ids as a snapshot stores them (NUL-separated bytes, and their slots sorted by id),
+    decoded one at a time when asked for, with the ids appended since in a list.
+
+    A million ids as Python strings and a map of them cost ~0.5 s and ~150 MB, and a first recall
+    reads a handful: a slot's id is decoded when asked for, an id's slot found by binary search
+    (:meth:`slot`). Reading every id (:meth:`__iter__`) decodes them all at once.
+    """
+
+    def __init__(self, blob: Any, order: Any) -> None:
+        import numpy as np
+
+        self._blob = memoryview(blob).cast("B")
+        self._ends = np.flatnonzero(np.frombuffer(self._blob, dtype=np.uint8) == 0)  # the NULs
+        self._base = len(self._ends) + 1 if len(self._blob) else 0
+        self._order = order
+        self._tail: list[str] = []
+
+    def base(self) -> int:
+        """How many ids come from the snapshot."""
+        return self._base
+
+    def __len__(self) -> int:
+        return self._base + len(self._tail)
+
+    @overload
+    def __getitem__(self, at: int) -> str: ...
+    @overload
+    def __getitem__(self, at: slice) -> list[str]: ...
+    def __getitem__(self, at: int | slice) -> str | list[str]:
+        if isinstance(at, slice):
+            return [self[i] for i in range(*at.indices(len(self)))]
+        at = int(at)
+        if at < 0:
+            at += len(self)
+        if 0 <= at < self._base:
+            return self._bytes(at).decode()
+        return self._tail[at - self._base]
+
+    def _bytes(self, at: int) -> bytes:
+        start = int(self._ends[at - 1]) + 1 if at else 0
+        end = int(self._ends[at]) if at < len(self._ends) else len(self._blob)
+        return bytes(self._blob[start:end])
+
+    def __iter__(self) -> Iterator[str]:
+        if self._base:
+            yield from bytes(self._blob).decode().split("\0")
+        yield from self._tail
+
+    def append(self, lesson_id: str) -> None:
+        self._tail.append(lesson_id)
+
+    def extend(self, lesson_ids: Iterable[str]) -> None:
+        self._tail.extend(lesson_ids)
+
+    def slot(self, lesson_id: str) -> int | None:
+        """The snapshot slot holding ``lesson_id`` (binary search on the sorted slots), or None."""
+        key, order = lesson_id.encode(), self._order
+        low, high = 0, self._base
+        while low < high:
+            middle = (low + high) // 2
+            if self._bytes(int(order[middle])) < key:
+                low = middle + 1
+            else:
+                high = middle
+        if low < self._base and self._bytes(int(order[low])) == key:
+            return int(order[low])
+        return None
+
+
+class SlotMap(MutableMapping[str, int]):
+    """Lesson id → slot over :class:`SnapshotIds`: the snapshot's ids found by binary search, the
+    changes since (new slots, lessons moved or gone) kept in a dict. Iterating it builds the whole
+    map once (what forgetting deleted lessons or reading every vector needs)."""
+
+    def __init__(self, ids: SnapshotIds) -> None:
+        self._ids = ids
+        self._changed: dict[str, int | None] = {}  # None: no longer in the map
+        self._whole: dict[str, int] | None = None
+
+    def _map(self) -> dict[str, int]:
+        if self._whole is None:
+            whole = dict(zip(_base_ids(self._ids), range(self._ids.base()), strict=True))
+            for lesson_id, slot in self._changed.items():
+                if slot is None:
+                    whole.pop(lesson_id, None)
+                else:
+                    whole[lesson_id] = slot
+            self._whole, self._changed = whole, {}
+        return self._whole
+
+    def __getitem__(self, lesson_id: str) -> int:
+        if self._whole is not None:
+            return self._whole[lesson_id]
+        slot = self._changed[lesson_id] if lesson_id in self._changed else self._ids.slot(lesson_id)
+        if slot is None:
+            raise KeyError(lesson_id)
+        return slot
+
+    def __setitem__(self, lesson_id: str, slot: int) -> None:
+        if self._whole is not None:
+            self._whole[lesson_id] = slot
+        else:
+            self._changed[lesson_id] = slot
+
+    def __delitem__(self, lesson_id: str) -> None:
+        if self._whole is not None:
+            del self._whole[lesson_id]
+            return
+        self[lesson_id]  # KeyError when it is not there
+        self._changed[lesson_id] = None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._map())
+
+    def __len__(self) -> int:
+        return len(self._map())
+
+
+def _base_ids(ids: SnapshotIds) -> Iterator[str]:
+    """The ids that came from the snapshot, decoded at once."""
+    for at, lesson_id in enumerate(ids):
+        if at == ids.base():
+            return
+        yield lesson_id
 
 
 def aligned(offset: int, align: int) -> int:

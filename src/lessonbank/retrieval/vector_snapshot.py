@@ -33,11 +33,22 @@ import logging
 import os
 import struct
 import zlib
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from lessonbank.retrieval.snapshot import aligned, bank_identity, snapshot_of, split_ids, write_whole
+from lessonbank.retrieval.snapshot import (
+    SlotMap,
+    SnapshotIds,
+    aligned,
+    bank_identity,
+    id_order,
+    snapshot_of,
+    split_ids,
+    valid_order,
+    write_whole,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -46,14 +57,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("lessonbank.retrieval")
 
-FORMAT = 2  # 2: a checksum per row, checked as rows are read, instead of a CRC32 over the matrix
+FORMAT = 3  # 3: the rows sorted by lesson id, so ids need not be read into a map
 MAGIC = b"LBVECSNP"
 PREFIX = struct.Struct("<8sI")  # magic, header length
 ALIGN = 4096  # the matrix starts on a page: it is mapped
 ANCHORS = 8
 SPARE_MIN = 1_024  # rows of room at least
 ROW_SLICE = 1 << 14  # rows summed or written at a time (words widened to 64 bits: 32 MB at 256 dimensions)
-ITEM = {"ids": 1, "ignored": 1, "centre": 4, "bits": 8, "sums": 8}  # bytes per item of each array
+ITEM = {"ids": 1, "ignored": 1, "centre": 4, "bits": 8, "sums": 8, "order": 4}  # bytes per item of each array
 
 
 @dataclass
@@ -63,12 +74,12 @@ class VectorState:
 
     seq: int
     miscount: int
-    ids: list[str]
+    ids: Sequence[str]
     ignored: set[str]
     matrix: np.ndarray
     bits: np.ndarray | None
     centre: np.ndarray | None
-    row_of: dict[str, int] | None = None  # lesson id → row, when read from a file
+    row_of: MutableMapping[str, int] | None = None  # lesson id → row, when read from a file
     sums: np.ndarray | None = None  # row_sums of the rows, as read from a file (not yet checked)
     capacity: int = 0  # rows the matrix has room for, in the index that wrote it (0: its rows)
 
@@ -118,13 +129,14 @@ class VectorSnapshot:
         """Persist ``state``; False (logged) when it cannot be written."""
         import numpy as np
 
-        rows, dim = len(state.ids), int(state.matrix.shape[1])
-        ids_blob = "\0".join(state.ids).encode()
+        ids = list(state.ids)
+        rows, dim = len(ids), int(state.matrix.shape[1])
+        ids_blob = "\0".join(ids).encode()
         ignored_blob = "\0".join(sorted(state.ignored)).encode()
         if any("\0" in lesson_id for lesson_id in state.ignored) or ids_blob.count(b"\0") != max(0, rows - 1):
             log.info("namespace %s: a lesson id holds a NUL byte; no vector snapshot", self.namespace)
             return False
-        anchors = state.ids[-ANCHORS:]
+        anchors = ids[-ANCHORS:]
         hashes = store.vector_hashes(self.namespace, self.model, anchors)
         small: dict[str, Any] = {
             "ids": np.frombuffer(ids_blob, dtype=np.uint8),
@@ -136,6 +148,7 @@ class VectorSnapshot:
             if state.bits is None
             else np.ascontiguousarray(state.bits, "<u8").ravel(),
             "sums": row_sums(state.matrix[:rows]),
+            "order": id_order(ids_blob, rows),
         }
         layout: dict[str, list[int]] = {}
         offset = 0
@@ -239,11 +252,11 @@ class VectorSnapshot:
                 ("centre", "<f4"),
                 ("bits", "<u8"),
                 ("sums", "<u8"),
+                ("order", "<i4"),
             )
         }
-        ids = split_ids(arrays["ids"])
-        row_of = dict(zip(ids, range(len(ids)), strict=True))  # its size says whether the ids are unique
-        if len(ids) != rows or len(row_of) != rows or len(arrays["sums"]) != rows:
+        ids = SnapshotIds(arrays["ids"], arrays["order"])
+        if ids.base() != rows or not valid_order(arrays["order"], rows) or len(arrays["sums"]) != rows:
             return self._refuse("its ids do not agree with its rows")
         seq = int(header["seq"])
         if seq <= 0:
@@ -274,7 +287,7 @@ class VectorSnapshot:
             bits=bits,
             centre=centre,
             sums=arrays["sums"].copy(),
-            row_of=row_of,
+            row_of=SlotMap(ids),
         )
 
     def refuse(self, reason: str) -> None:
