@@ -8,14 +8,20 @@ embedder) and ``hybrid`` (the static embedder; the bench first runs ``embed_miss
 first process of a mode finds no snapshot: it loads every term vector (and vector) and leaves the
 snapshots (beside a SQLite bank, in ``$LESSONBANK_HOME/cache`` for a server store); the next ones
 start from them. Each process reports, timed inside it: opening the bank (imports included) and the
-first recall, the recall alone, and its peak resident memory (``ru_maxrss``: mapped snapshot pages
-it touched count too). The bench's process holds no bank while they run.
+first recall, the recall alone, the CPU seconds of the process up to the answer (all its threads,
+the interpreter's start included: on a busy machine wall time says more about the machine), and its
+peak resident memory (``ru_maxrss``: mapped snapshot pages it touched count too). The bench's process holds no bank while they run. The processes import
+lessonbank from compiled bytecode, as an installed package does (``compileall`` into a pycache folder
+of the bench's own first: a checkout run with ``PYTHONDONTWRITEBYTECODE`` would otherwise compile
+every module in every process, ~0.3 s). ``--keep DIR`` keeps the banks in ``DIR`` (a SQLite file, a
+PostgreSQL schema, a Redis prefix) and reuses them on the next run: a million lessons take ~40 min
+to import and embed.
 
 Targets (issue 33): first recall in a new process ≤ 0.5 s at 100k lessons and ≤ 3 s at 1M on SQLite
 and PostgreSQL, peak RSS ≤ 1.5 GB at 1M.
 
     .venv/bin/python bench/cold_start.py --sizes 100000 --backends sqlite,postgres
-    .venv/bin/python bench/cold_start.py --sizes 1000000 --runs 3      # building the banks takes a while
+    .venv/bin/python bench/cold_start.py --sizes 1000000 --runs 3 --keep /tmp/lb-cold-banks
     .venv/bin/python bench/cold_start.py --sizes 10000 --runs 3 --modes lexical --out /tmp/cold.json
 
 Prints a table and writes JSON (default ``bench/results/cold_start.json``).
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -38,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _backends
 import _corpus
 import _serve
+import lessonbank
 from core import format_table, load_average, machine_info
 from embed_missing import SEED, imported_bank, timed_run
 from lessonbank.retrieval.embedders import make_embedder
@@ -48,27 +56,47 @@ FIRST_RECALL = (
     "import resource, sys, time; t = time.perf_counter(); from lessonbank import LessonBank; "
     "bank = LessonBank(sys.argv[1], worker=False, embedder=sys.argv[3] or None); "
     "opened = time.perf_counter() - t; bank.recall(sys.argv[2], mode=sys.argv[4]); "
-    "took = time.perf_counter() - t; bank.close(); "
-    "print(opened, took, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)"
+    "took = time.perf_counter() - t; usage = resource.getrusage(resource.RUSAGE_SELF); bank.close(); "
+    "print(opened, took, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024)"
 )
 EMBEDDER = "static"  # hybrid mode's: the fast one, its model distilled once and shared by every process
 
 
-def first_recalls(url: str, home: Path, prompts: list[str], runs: int, mode: str) -> list[dict[str, Any]]:
+def first_recalls(
+    url: str, home: Path, prompts: list[str], runs: int, mode: str, pycache: Path
+) -> list[dict[str, Any]]:
     embedder = EMBEDDER if mode == "hybrid" else ""
     out = []
     for prompt in prompts[:runs]:
         done = subprocess.run(
             [sys.executable, "-c", FIRST_RECALL, url, prompt, embedder, mode],
-            env=_serve.environment(home),
+            env=compiled(_serve.environment(home), pycache),
             capture_output=True,
             timeout=1800,
             check=True,
         )
-        opened, took, peak = (float(part) for part in done.stdout.split()[-3:])
+        opened, took, cpu, peak = (float(part) for part in done.stdout.split()[-4:])
         out.append({"open_s": round(opened, 3), "recall_s": round(took - opened, 3), "first_recall_s": round(took, 3),
-                    "peak_rss_mb": round(peak / 2**20), "snapshots": snapshots(url, home)})  # fmt: skip
+                    "cpu_s": round(cpu, 3), "peak_rss_mb": round(peak / 2**20), "snapshots": snapshots(url, home)})  # fmt: skip
     return out
+
+
+def compiled(env: dict[str, str], pycache: Path) -> dict[str, str]:
+    """``env`` with Python reading and writing bytecode in ``pycache``."""
+    env = {key: value for key, value in env.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    return env
+
+
+def compile_package(pycache: Path) -> None:
+    """lessonbank compiled into ``pycache`` once, before any process is timed."""
+    package = Path(lessonbank.__file__).resolve().parent
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(package)],
+        env=compiled(dict(os.environ), pycache),
+        check=True,
+        capture_output=True,
+    )
 
 
 def snapshots(url: str, home: Path) -> int:
@@ -102,6 +130,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "runs": args.runs,
             "modes": args.modes,
             "embedder": EMBEDDER,
+            "kept_banks": str(args.keep) if args.keep else None,
         },
         "rows": [],
         "skipped": {},
@@ -115,7 +144,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             results["skipped"][backend] = reason
             continue
         for size in args.sizes:
-            with imported_bank(backend, size, source, "lb-cold-") as (url, tmp, import_s):
+            with imported_bank(backend, size, source, "lb-cold-", args.keep) as (url, tmp, import_s):
+                pycache = tmp / "pycache"
+                compile_package(pycache)
                 for mode in args.modes:
                     embed_s, embedded = None, None
                     if mode == "hybrid":
@@ -127,8 +158,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         )
                     print(f"{backend}: {size:,} lessons: {mode} first recalls ...", file=sys.stderr)
                     home = fresh_home(url, tmp / f"home-{mode}")
-                    processes = first_recalls(url, home, prompts, args.runs, mode)
-                    row = {"backend": backend, "lessons": size, "mode": mode, "import_s": round(import_s, 1),
+                    processes = first_recalls(url, home, prompts, args.runs, mode, pycache)
+                    row = {"backend": backend, "lessons": size, "mode": mode,
+                           "import_s": None if import_s is None else round(import_s, 1),
                            "embed_s": embed_s, "embed_missing": embedded, "without_snapshot": processes[0], "from_snapshot": processes[1:],
                            "load_average_after": load_average()}  # fmt: skip
                     print(json.dumps(row), file=sys.stderr)
@@ -141,6 +173,7 @@ def report(results: dict[str, Any]) -> str:
     for row in results["rows"]:
         cold, warm = row["without_snapshot"], row["from_snapshot"]
         best = sorted(p["first_recall_s"] for p in warm)
+        cpu = sorted(p.get("cpu_s", 0.0) for p in warm)
         rows.append(
             [
                 row["backend"],
@@ -148,12 +181,14 @@ def report(results: dict[str, Any]) -> str:
                 row.get("mode", "lexical"),
                 f"{cold['first_recall_s']:.2f} ({cold['recall_s']:.2f}) / {cold['peak_rss_mb']:,}",
                 f"{best[len(best) // 2]:.2f} / {max(best):.2f} ({min(p['recall_s'] for p in warm):.2f})",
+                f"{cpu[len(cpu) // 2]:.2f}",
                 f"{max(p['peak_rss_mb'] for p in warm):,}",
                 " ".join(f"{x:.2f}" for x in row["load_average_after"]),
             ]
         )
     header = ["store", "lessons", "recall", "no snapshot: first recall s (recall alone) / peak MB",
-              "from snapshot: p50 / max s (best recall alone)", "from snapshot: peak MB", "load after"]  # fmt: skip
+              "from snapshot: p50 / max s (best recall alone)", "from snapshot: CPU s p50", "from snapshot: peak MB",
+              "load after"]  # fmt: skip
     lines = [format_table(header, rows)]
     for row in results["rows"]:
         done = row.get("embed_missing")
@@ -179,6 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--modes", default="lexical,hybrid", help="lexical, hybrid (the static embedder)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--keep", type=Path, help="keep the banks in this folder and reuse them")
     args = parser.parse_args(argv)
     args.modes = [part for part in args.modes.split(",") if part]
     if set(args.modes) - {"lexical", "hybrid"}:

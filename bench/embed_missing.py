@@ -46,16 +46,65 @@ REAL_MAX = 100_000  # lessons made of the corpus's own pairs; past that, remixed
 
 @contextlib.contextmanager
 def imported_bank(
-    backend: str, size: int, source: _corpus.Source, prefix: str
-) -> Iterator[tuple[str, float]]:
-    """A fresh bank of ``backend`` holding ``size`` lessons of :func:`bank_lessons`: its URL and the
-    seconds the import took. The bank is dropped afterwards."""
-    with tempfile.TemporaryDirectory(prefix=prefix) as tmp, _backends.fresh_url(backend, Path(tmp)) as url:
-        print(f"{backend}: {size:,} lessons: import ...", file=sys.stderr)
-        started = time.perf_counter()
-        with LessonBank(url, worker=False) as bank:
-            bank.import_lessons(bank_lessons(source, size, SEED))
-        yield url, Path(tmp), time.perf_counter() - started
+    backend: str, size: int, source: _corpus.Source, prefix: str, keep: Path | None = None
+) -> Iterator[tuple[str, Path, float | None]]:
+    """A bank of ``backend`` holding ``size`` lessons of :func:`bank_lessons`: its URL, a scratch
+    folder and the seconds the import took. The bank is dropped afterwards, unless ``keep`` names a
+    folder: then it is kept there (a SQLite file, or a PostgreSQL schema / Redis prefix named by a
+    file there) and the next run with the same ``keep`` reuses it (import seconds None)."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        if keep is not None:
+            url, fresh = kept_url(backend, size, keep)
+            if fresh:
+                print(f"{backend}: {size:,} lessons: import (kept in {keep}) ...", file=sys.stderr)
+                started = time.perf_counter()
+                with LessonBank(url, worker=False) as bank:
+                    bank.import_lessons(bank_lessons(source, size, SEED))
+                (keep / f"{backend}-{size}.done").touch()
+                yield url, Path(tmp), time.perf_counter() - started
+            else:
+                print(f"{backend}: {size:,} lessons: the bank kept in {keep}", file=sys.stderr)
+                yield url, Path(tmp), None
+            return
+        with _backends.fresh_url(backend, Path(tmp)) as url:
+            print(f"{backend}: {size:,} lessons: import ...", file=sys.stderr)
+            started = time.perf_counter()
+            with LessonBank(url, worker=False) as bank:
+                bank.import_lessons(bank_lessons(source, size, SEED))
+            yield url, Path(tmp), time.perf_counter() - started
+
+
+def kept_url(backend: str, size: int, keep: Path) -> tuple[str, bool]:
+    """The URL of the bank of ``backend`` and ``size`` kept in ``keep``, and whether it must be
+    imported afresh (no finished import marked there: what an interrupted one left is removed)."""
+    keep.mkdir(parents=True, exist_ok=True)
+    done = keep / f"{backend}-{size}.done"
+    if backend == "sqlite":
+        path = keep / f"sqlite-{size}.db"
+        url = f"sqlite:///{path}"
+        if not done.exists():
+            for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+                leftover.unlink(missing_ok=True)
+    elif backend == "redis":
+        prefix = f"lbkept{size}:"
+        url = f"{_backends.REDIS_URL}?prefix={prefix}"
+        if not done.exists():
+            import redis
+
+            client = redis.Redis.from_url(_backends.REDIS_URL)
+            keys = list(client.scan_iter(match=f"{prefix}*", count=5000))
+            for start in range(0, len(keys), 1000):
+                client.delete(*keys[start : start + 1000])
+            client.close()
+    else:
+        schema = f"lbkept_{size}"
+        url = f"{_backends.POSTGRES_URL}?schema={schema}"
+        if not done.exists():
+            import psycopg
+
+            with psycopg.connect(_backends.POSTGRES_URL, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    return url, not done.exists()
 
 
 def bank_lessons(source: _corpus.Source, count: int, seed: int) -> Iterator[dict[str, Any]]:
