@@ -1,0 +1,283 @@
+"""A second process that screens part of each import batch, so an import uses two cores.
+
+An import's own Python work per record (validation, the secrets redaction, the injection screen, the
+untrusted-agent rule: :func:`lessonbank.services.writing.imported_lesson`) is independent from record
+to record. With more than one core, a large batch is split: one helper process screens the first part
+while the importing thread screens the rest, then the batch is written as one as before. Records are
+still pulled one batch at a time and each batch is written before the next one is pulled.
+
+Invariants:
+
+- The same function screens a record in either process: the lessons written, the records skipped
+  (with their messages) and the order of both are the same whichever process screened them.
+- The helper's log records (a quarantined lesson's warning) are handed back and logged here, through
+  the same ``lessonbank`` logger.
+- Nothing is lost when the helper cannot help: a batch it cannot take (its records do not pickle) or
+  a helper that died is screened here instead, and a broken helper is not used again.
+- One helper per process, started on the first large batch (that batch is screened here while it
+  starts: a small import never waits for a process to start), ended at interpreter exit or when this
+  process ends. It is a plain ``python -c`` child talking over its stdin and stdout, not a
+  ``multiprocessing`` worker: those re-run the parent's main module, which a script that imports
+  without an ``if __name__ == "__main__"`` guard would not survive. Two imports at once: while one
+  uses the helper, the other screens on its own.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import logging
+import os
+import pickle
+import select
+import signal
+import struct
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from lessonbank.models import Lesson
+from lessonbank.stores.lexical import TermWork, term_work
+
+log = logging.getLogger("lessonbank")
+
+# Below this many records a batch is screened here alone: sending records to the helper and lessons
+# back costs ~20 µs a record, worth it only once the batch's screening outweighs the hand-over.
+MIN_SPLIT = 200
+# The helper's share of a split batch: it also pickles what it made, this side unpickles it.
+HELPER_SHARE = 0.5
+
+# One screened record: its number in the import, then its lesson, or why it was skipped.
+Screened = tuple[int, Lesson | None, str | None]
+# What a split batch also hands back: the term work of each lesson made (see lexical.worked_ahead).
+Work = list[TermWork]
+Screen = Callable[[Any], Lesson]
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on every platform
+        return os.cpu_count() or 1
+
+
+def screen_records(records: Sequence[tuple[int, Any]], screen: Screen) -> list[Screened]:
+    """Each numbered record through ``screen``; a ValueError or TypeError skips the record."""
+    out: list[Screened] = []
+    for number, record in records:
+        try:
+            out.append((number, screen(record), None))
+        except (ValueError, TypeError) as exc:
+            out.append((number, None, " ".join(str(exc).split())[:300]))
+    return out
+
+
+def _worked(screened: list[Screened]) -> tuple[list[Screened], Work]:
+    return screened, [term_work(lesson) for _, lesson, _ in screened if lesson is not None]
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        record.msg, record.args = record.getMessage(), None  # the arguments need not pickle
+        record.exc_info = record.exc_text = None
+        self.records.append(record)
+
+
+_SIZE = struct.Struct("<Q")
+_READY = b"R"
+
+
+def _send(stream: IO[bytes], payload: bytes) -> None:
+    stream.write(_SIZE.pack(len(payload)))
+    stream.write(payload)
+    stream.flush()
+
+
+def _receive(stream: IO[bytes]) -> bytes:
+    """One message; EOFError when the other side has gone."""
+    head = stream.read(_SIZE.size)
+    if len(head) < _SIZE.size:
+        raise EOFError("the other process has gone")
+    payload = stream.read(_SIZE.unpack(head)[0])
+    if len(payload) < _SIZE.unpack(head)[0]:
+        raise EOFError("the other process has gone")
+    return payload
+
+
+def _helper_screen(payload: bytes) -> bytes:
+    """In the helper: screen a pickled ``(screen, log level, records)``."""
+    screen, level, records = pickle.loads(payload)
+    collect = _Collect()
+    log.setLevel(level)
+    log.propagate = False
+    log.addHandler(collect)
+    try:
+        screened, work = _worked(screen_records(records, screen))
+    finally:
+        log.removeHandler(collect)
+    return pickle.dumps((screened, work, collect.records), pickle.HIGHEST_PROTOCOL)
+
+
+def serve() -> None:
+    """The helper's loop: a request on stdin, its answer on stdout, until stdin closes. The modules
+    named in ``sys.argv`` (the screen's) are loaded first, before it says it is ready."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the importing process's; this one ends with it
+    for name in sys.argv[1:]:
+        importlib.import_module(name)
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing printed may land in the answers
+    try:
+        stdout.write(_READY)
+        stdout.flush()
+        _answer(stdin, stdout)
+    except (OSError, EOFError):  # the importing process has gone
+        return
+
+
+def _answer(stdin: IO[bytes], stdout: IO[bytes]) -> None:
+    while True:
+        payload = _receive(stdin)
+        try:
+            answer = pickle.dumps((True, _helper_screen(payload)), pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # handed back, raised in the importing process
+            try:
+                answer = pickle.dumps((False, exc), pickle.HIGHEST_PROTOCOL)
+            except Exception:
+                answer = pickle.dumps((False, RuntimeError(repr(exc))), pickle.HIGHEST_PROTOCOL)
+        _send(stdout, answer)
+
+
+class _Helper:
+    """The process's one helper process, started once and used only once it has said it is ready."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # held by the import using the helper
+        self._process: subprocess.Popen[bytes] | None = None
+        self._ready = False
+        self._pid = 0
+        self.broken = _cores() < 2 or os.name != "posix"  # readiness is polled with select()
+
+    def _start(self, screen: Screen) -> None:
+        root = str(Path(__file__).resolve().parents[2])  # this lessonbank, wherever it was imported from
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+        }
+        self._pid, self._ready = os.getpid(), False
+        self._process = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "from lessonbank.services.import_helper import serve; serve()",
+                getattr(screen, "func", screen).__module__,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,  # a helper that fails is reported here, when it is next used
+            env=env,
+        )
+        atexit.register(self.close)
+
+    def _usable(self, screen: Screen) -> subprocess.Popen[bytes] | None:
+        """The helper when it is up and answering; otherwise None (and it is started, once)."""
+        if self._process is None or self._pid != os.getpid():  # a forked child starts its own
+            try:
+                self._start(screen)
+            except OSError as exc:  # no process can be started here
+                self._fail(exc)
+            return None
+        process = self._process
+        if not self._ready:
+            assert process.stdout is not None
+            if not select.select([process.stdout], [], [], 0)[0]:
+                return None  # still starting
+            if process.stdout.read(1) != _READY:
+                self._fail(EOFError("the helper process ended as it started"))
+                return None
+            self._ready = True
+        return process
+
+    def usable(self, screen: Screen) -> bool:
+        """Whether the next large batch would be split (starting the helper if it is not)."""
+        if self.broken or not self._lock.acquire(blocking=False):
+            return False
+        try:
+            return self._usable(screen) is not None
+        finally:
+            self._lock.release()
+
+    def _fail(self, exc: BaseException) -> None:
+        if not self.broken:
+            log.warning("import: the helper process is not used (%s); screening here", exc)
+        self.broken = True
+        self.close()
+
+    def close(self) -> None:
+        """End the helper (its stdin closed: it returns from its loop)."""
+        process, self._process = self._process, None
+        if process is None or self._pid != os.getpid():
+            return
+        for stream in (process.stdin, process.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def screen(
+        self, records: Sequence[tuple[int, Any]], screen: Screen
+    ) -> tuple[list[Screened], Work | None]:
+        """``screen_records(records, screen)``, the first part of a large batch screened by the helper
+        (``screen`` must pickle: a module's function, or a ``functools.partial`` of one); then (split
+        batches only) the term work of every lesson made, in order."""
+        if self.broken or len(records) < MIN_SPLIT or not self._lock.acquire(blocking=False):
+            return screen_records(records, screen), None
+        try:
+            process = self._usable(screen)
+            if process is None:
+                return screen_records(records, screen), None
+            return self._split(process, records, screen)
+        finally:
+            self._lock.release()
+
+    def _split(
+        self, process: subprocess.Popen[bytes], records: Sequence[tuple[int, Any]], screen: Screen
+    ) -> tuple[list[Screened], Work | None]:
+        assert process.stdin is not None and process.stdout is not None
+        cut = int(len(records) * HELPER_SHARE)
+        try:
+            payload = pickle.dumps((screen, log.getEffectiveLevel(), records[:cut]), pickle.HIGHEST_PROTOCOL)
+        except Exception:  # a record that does not pickle: this batch is screened here
+            return screen_records(records, screen), None
+        try:
+            _send(process.stdin, payload)
+        except OSError as exc:
+            self._fail(exc)
+            return screen_records(records, screen), None
+        # This side tokenises its part too while the helper works: the store's write then only writes.
+        mine, my_work = _worked(screen_records(records[cut:], screen))
+        try:
+            ok, answer = pickle.loads(_receive(process.stdout))
+        except (OSError, EOFError, pickle.UnpicklingError) as exc:
+            self._fail(exc)
+            return [*screen_records(records[:cut], screen), *mine], None
+        if not ok:
+            raise answer
+        theirs, their_work, logged = pickle.loads(answer)
+        for record in logged:
+            log.handle(record)
+        return [*theirs, *mine], [*their_work, *my_work]
+
+
+HELPER = _Helper()
