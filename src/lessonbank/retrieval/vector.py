@@ -297,14 +297,18 @@ class VectorIndex:
                 with one_blas_thread():  # one query's product: waking BLAS's threads costs more under load
                     scores = self._matrix[:size] @ query
                 top = np.argpartition(-scores, wanted - 1)[:wanted] if wanted < size else np.arange(size)
-            else:
-                scores = np.full(size, -2.0, dtype=np.float32)
+            else:  # the shortlist's scores only (an array of every row would cost more than them)
                 with one_blas_thread():
-                    scores[rows] = self._matrix[rows] @ query
-                top = rows[np.argpartition(-scores[rows], wanted - 1)[:wanted]]
-            order = top[np.argsort(-scores[top], kind="stable")]
+                    scores = self._matrix[rows] @ query
+                top = np.argpartition(-scores, wanted - 1)[:wanted]
+            rank = np.argsort(-scores[top], kind="stable")
+            order = top[rank] if rows is None else rows[top[rank]]
             ids = self._ids
-            found = [(ids[i], float(scores[i])) for i in order if ids[i] not in exclude]
+            found = [
+                (ids[i], float(s))
+                for i, s in zip(order, scores[top[rank]], strict=True)
+                if ids[i] not in exclude
+            ]
         return found[:limit]
 
     def _shortlist(self, query: np.ndarray, size: int, wanted: int) -> np.ndarray | None:
