@@ -206,3 +206,21 @@ def test_an_import_with_the_helper_stores_what_one_without_it_stores(
     assert counts["added"] > 1000 and counts["skipped"] > 500 and counts["reinforced"] > 30
     assert counts["added"] + counts["reinforced"] + counts["skipped"] == len(records)
     assert len(vectors) == counts["added"]
+
+
+def test_an_idle_helper_ends_and_the_next_large_batch_starts_another() -> None:
+    helper = import_helper._Helper()
+    helper.broken, helper.idle_s = False, 0.2
+    _ready(helper)
+    first = helper._process
+    assert first is not None
+    first.wait(timeout=60)  # it ends on its own
+    records = list(enumerate(_records(400), 1))
+    screened, work = helper.screen(records, SCREEN)
+    assert work is None and not helper.broken  # screened here while another starts
+    helper.idle_s = 60
+    _ready(helper)
+    assert helper._process is not first
+    screened_again, work = helper.screen(records, SCREEN)
+    assert work is not None and _comparable(screened_again) == _comparable(screened)
+    helper.close()

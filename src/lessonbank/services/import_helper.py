@@ -15,8 +15,8 @@ Invariants:
 - Nothing is lost when the helper cannot help: a batch it cannot take (its records do not pickle) or
   a helper that died is screened here instead, and a broken helper is not used again.
 - One helper per process, started on the first large batch (that batch is screened here while it
-  starts: a small import never waits for a process to start), ended at interpreter exit or when this
-  process ends. It is a plain ``python -c`` child talking over its stdin and stdout, not a
+  starts: a small import never waits for a process to start), ended at interpreter exit, when this
+  process ends, or after ``IDLE_S`` without a batch. It is a plain ``python -c`` child talking over its stdin and stdout, not a
   ``multiprocessing`` worker: those re-run the parent's main module, which a script that imports
   without an ``if __name__ == "__main__"`` guard would not survive. Two imports at once: while one
   uses the helper, the other screens on its own.
@@ -50,6 +50,9 @@ log = logging.getLogger("lessonbank")
 MIN_SPLIT = 200
 # The helper's share of a split batch: it also pickles what it made, this side unpickles it.
 HELPER_SHARE = 0.5
+# A helper left this long without a batch ends (a server that imported once keeps no idle process);
+# the next large batch starts another.
+IDLE_S = 60.0
 
 # One screened record: its number in the import, then its lesson, or why it was skipped.
 Screened = tuple[int, Lesson | None, str | None]
@@ -127,23 +130,28 @@ def _helper_screen(payload: bytes) -> bytes:
 
 
 def serve() -> None:
-    """The helper's loop: a request on stdin, its answer on stdout, until stdin closes. The modules
-    named in ``sys.argv`` (the screen's) are loaded first, before it says it is ready."""
+    """The helper's loop: a request on stdin, its answer on stdout, until stdin closes or none comes
+    for ``sys.argv[1]`` seconds. The modules named after it (the screen's) are loaded first, before
+    it says it is ready."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the importing process's; this one ends with it
-    for name in sys.argv[1:]:
+    idle = float(sys.argv[1])
+    for name in sys.argv[2:]:
         importlib.import_module(name)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing printed may land in the answers
     try:
         stdout.write(_READY)
         stdout.flush()
-        _answer(stdin, stdout)
+        _answer(stdin, stdout, idle)
     except (OSError, EOFError):  # the importing process has gone
         return
 
 
-def _answer(stdin: IO[bytes], stdout: IO[bytes]) -> None:
+def _answer(stdin: IO[bytes], stdout: IO[bytes], idle: float) -> None:
     while True:
+        # One request at a time (the importer waits for each answer): none is left in stdin's buffer.
+        if not select.select([stdin], [], [], idle)[0]:
+            return  # idle: the importer starts another helper when it needs one
         payload = _receive(stdin)
         try:
             answer = pickle.dumps((True, _helper_screen(payload)), pickle.HIGHEST_PROTOCOL)
@@ -163,7 +171,9 @@ class _Helper:
         self._process: subprocess.Popen[bytes] | None = None
         self._ready = False
         self._pid = 0
+        self.idle_s = IDLE_S
         self.broken = _cores() < 2 or os.name != "posix"  # readiness is polled with select()
+        atexit.register(self.close)
 
     def _start(self, screen: Screen) -> None:
         root = str(Path(__file__).resolve().parents[2])  # this lessonbank, wherever it was imported from
@@ -177,6 +187,7 @@ class _Helper:
                 sys.executable,
                 "-c",
                 "from lessonbank.services.import_helper import serve; serve()",
+                str(self.idle_s),
                 getattr(screen, "func", screen).__module__,
             ],
             stdin=subprocess.PIPE,
@@ -184,10 +195,11 @@ class _Helper:
             stderr=subprocess.DEVNULL,  # a helper that fails is reported here, when it is next used
             env=env,
         )
-        atexit.register(self.close)
 
     def _usable(self, screen: Screen) -> subprocess.Popen[bytes] | None:
         """The helper when it is up and answering; otherwise None (and it is started, once)."""
+        if self._process is not None and self._ready and self._process.poll() == 0:
+            self.close()  # it ended, idle: start another
         if self._process is None or self._pid != os.getpid():  # a forked child starts its own
             try:
                 self._start(screen)
