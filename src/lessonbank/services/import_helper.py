@@ -172,7 +172,9 @@ class _Helper:
         self._ready = False
         self._pid = 0
         self.idle_s = IDLE_S
-        self.broken = _cores() < 2 or os.name != "posix"  # readiness is polled with select()
+        # Readiness is polled with select(); an embedding program (not Python) cannot be run as one.
+        python = Path(sys.executable or "").name.lower()
+        self.broken = _cores() < 2 or os.name != "posix" or not python.startswith(("python", "pypy"))
         atexit.register(self.close)
 
     def _start(self, screen: Screen) -> None:
