@@ -157,6 +157,11 @@ def test_close_vectors_do_not_join_one_template_with_a_slot_filled_differently()
             "Do not call getattr with a constant attribute value. It is not any safer than normal access.",
             "Do not call setattr with a constant attribute value. It is not any safer than normal access.",
         ),
+        # one thing against several, in slots of other lengths (ISC001 / ISC002)
+        (
+            "Implicitly concatenated string literals on one line",
+            "Implicitly concatenated string literals over multiple lines",
+        ),
     ],
 )
 def test_siblings_found_by_word_order_negation_scope_qualifiers_and_names(a: str, b: str) -> None:

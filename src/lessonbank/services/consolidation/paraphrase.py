@@ -97,13 +97,17 @@ _OPPOSITES: tuple[tuple[frozenset[str], frozenset[str]], ...] = tuple(
         ("start", "stop"),
         ("true", "false"),
         ("single", "double"),
+        ("one", "multiple several"),
         ("preceded", "followed"),
     )
 )
-# Opposite places ("whitespace *before* / *after* keywords") oppose two texts only when both prescribe
-# ("the summary should start at the *first* / *second* line"); otherwise they are two lessons.
+# Opposite places ("whitespace *before* / *after* keywords") and counts ("string literals on *one* line" /
+# "over *multiple* lines") oppose two texts only when both prescribe ("the summary should start at the
+# *first* / *second* line"); otherwise they are two lessons.
 _POSITIONAL = frozenset(
-    pair for pair in _OPPOSITES if pair[0] & {stem(w) for w in ("before", "first", "above", "preceded")}
+    pair
+    for pair in _OPPOSITES
+    if pair[0] & {stem(w) for w in ("before", "first", "above", "preceded", "one")}
 )
 _MODAL = re.compile(r"\b(should|must|always|never|only|required)\b", re.I)
 _OPPOSITE_STEMS = frozenset(term for pair in _OPPOSITES for side in pair for term in side)
