@@ -5,8 +5,11 @@ index restored on a real store must answer as a full load does, with or without 
 
 from __future__ import annotations
 
+import json
+import logging
 import random
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,13 +17,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lessonbank.ports import LessonQuery, Store
-from lessonbank.retrieval import lexical_index, vector
+from lessonbank.retrieval import lexical_index, snapshot, vector
 from lessonbank.retrieval.lexical_index import LexicalIndex
 from lessonbank.retrieval.snapshot import SlotMap, SnapshotIds, id_order, valid_order
 from lessonbank.retrieval.vector import VectorIndex, as_bytes
 from lessonbank.stores import open_store
+from lessonbank.stores.lexical import query_terms, term_hash
 from tests.contract.conftest import Clock, require, store_url  # noqa: F401
-from tests.test_index_snapshot import answers, churn, fill, without_snapshot
+from tests.test_index_snapshot import answers, churn, fill, full_loads, without_snapshot
 from tests.test_lexical_index import NS
 
 ID = st.text(st.characters(blacklist_characters="\0", blacklist_categories=("Cs",)), min_size=1, max_size=12)
@@ -162,3 +166,55 @@ def test_a_restored_vector_index_finds_rows_by_id_as_a_full_load_does(bank: Stor
     assert [i for i, _ in found] == [i for i, _ in expected]  # a product may differ in its last bit)
     assert [s for _, s in found] == pytest.approx([s for _, s in expected], abs=1e-6)
     assert set(first) == set(wanted[:-1])
+
+
+def flip_posting(path: Path, block: int) -> None:
+    """Flip a byte of the docs of ``block`` in a lexical snapshot file."""
+    data = bytearray(path.read_bytes())
+    _, header_length = snapshot.PREFIX.unpack_from(data)
+    header = json.loads(bytes(data[snapshot.PREFIX.size : snapshot.PREFIX.size + header_length]))
+    start = snapshot.aligned(snapshot.PREFIX.size + header_length, snapshot.ALIGN)
+    data[start + header["arrays"]["docs"][0] + block * snapshot.BLOCK * 4 + 1] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_a_damaged_block_of_postings_is_found_when_a_search_first_reads_it(
+    bank: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(snapshot, "BLOCK", 64)  # many blocks in a small bank
+    _, vocab = fill(bank)  # type: ignore[arg-type]
+    LexicalIndex(bank, NS).sync()  # leaves the snapshot
+    kept = snapshot.snapshot_of(bank, NS)
+    assert kept is not None
+    probe = LexicalIndex(bank, NS)
+    probe.sync()  # restored: where each word's postings lie
+    spans = {}
+    for word in vocab:
+        [term] = [term_hash(w) for w in query_terms([word])] or [0]
+        at = int(np.searchsorted(probe._terms, term))
+        if at < len(probe._terms) and int(probe._terms[at]) == term:
+            spans[word] = set(snapshot.blocks_holding(int(probe._starts[at]), int(probe._starts[at + 1])))
+    damaged_word = max(spans, key=lambda w: min(spans[w]))
+    block = min(spans[damaged_word])
+    sound_word = next(w for w in spans if block not in spans[w])
+    flip_posting(kept.path, block)
+
+    reference = without_snapshot(bank)
+    reference.sync()
+    reads = full_loads(bank, monkeypatch)  # type: ignore[arg-type]
+    index = LexicalIndex(bank, NS)
+
+    def top(idx: LexicalIndex, word: str) -> list[tuple[str, float]]:
+        found = idx.search([word], 20, lambda ids: bank.candidates(LessonQuery(NS), ids))
+        return [(c.lesson_id, c.relevance) for c in found]
+
+    with caplog.at_level(logging.WARNING, logger="lessonbank.retrieval"):
+        assert top(index, sound_word) == top(reference, sound_word)
+        assert 0 not in reads and isinstance(index._ids, SnapshotIds)  # the damage is not read yet
+        assert top(index, damaged_word) == top(reference, damaged_word)
+    assert any(f"block {block} " in r.getMessage() and "ignored" in r.getMessage() for r in caplog.records)
+    assert reads.count(0) == 1  # the damaged index's full load
+    assert answers(index, bank, random.Random(6), vocab) == answers(reference, bank, random.Random(6), vocab)  # type: ignore[arg-type]
+    reads.clear()
+    again = LexicalIndex(bank, NS)  # the full load wrote a good snapshot
+    assert top(again, damaged_word) == top(reference, damaged_word) and 0 not in reads

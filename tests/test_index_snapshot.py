@@ -228,7 +228,7 @@ def test_a_damaged_or_stale_snapshot_is_ignored_with_its_reason(
         reads = full_loads(again, monkeypatch)
         with caplog.at_level(logging.WARNING, logger="lessonbank.retrieval"):
             found = answers(LexicalIndex(again, NS), again, random.Random(4), vocab)
-        assert reads[0] == 0  # a full load
+        assert 0 in reads  # a full load: at once, or when a search first reads a damaged block of postings
         assert any(
             reason in record.getMessage() and "ignored" in record.getMessage() for record in caplog.records
         )

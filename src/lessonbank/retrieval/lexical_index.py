@@ -30,7 +30,11 @@ load or a rebuild) over at least ``SNAPSHOT_MIN`` lessons, the index is written 
 or in the cache folder of a server store's, with the sequence it reflects. A new process's first sync reads that snapshot and
 follows the changes after its sequence as above, instead of reading every row; when those changes
 reach ``SNAPSHOT_REFRESH`` rows or deleted lessons, it compacts and writes a newer snapshot. A
-snapshot that cannot be trusted is ignored (logged) and the index loads in full.
+snapshot that cannot be trusted is ignored (logged) and the index loads in full. Its postings are
+checked a block at a time: a search names its words and scope to the sync, which checks their
+blocks before anything reads them (a rebuild or a new snapshot checks every block first); a block
+that does not match reloads the index in full before the search goes on. Its lesson ids stay as
+the file holds them (:class:`~lessonbank.retrieval.snapshot.SnapshotIds`) until the index is rebuilt.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from lessonbank.ports import Candidate, LessonQuery, Store
 from lessonbank.retrieval.lexical_words import PrunedWords
-from lessonbank.retrieval.snapshot import IndexState, SnapshotIds, snapshot_of
+from lessonbank.retrieval.snapshot import IndexState, SnapshotIds, block_sums, blocks_holding, snapshot_of
 from lessonbank.stores.lexical import (
     BM25_B,
     BM25_K1,
@@ -113,6 +117,10 @@ class LexicalIndex(PrunedWords):
         self._base_dead = 0
         # The delta: postings of slots written since, by term hash.
         self._delta: dict[int, list[tuple[int, float]]] = {}
+        # Blocks of the base's postings taken from a snapshot and not yet checked against their
+        # checksums (None: all trusted), with those checksums: a search checks its words' blocks.
+        self._unchecked: Any = None
+        self._sums: Any = None
         self._norm_cache: tuple[tuple[int, float, int], Any] | None = None
         self._bounds: WordBounds | None = None  # per base word (_term_bounds)
         self._dead: tuple[int, Any] | None = None  # the base's dead slots, sorted, at that count of them
@@ -133,8 +141,12 @@ class LexicalIndex(PrunedWords):
         with self._lock:
             self._sync()
 
-    def _sync(self) -> None:
+    def _sync(self, terms: Sequence[str] = (), scope: LessonQuery | None = None) -> None:
+        """Follow the store; a search names its words and scope, whose postings are then checked
+        against the snapshot they came from (a damaged block: the index reloads in full first)."""
         read = self._read_changes()
+        if self._unchecked is not None and (terms or scope is not None):
+            read += self._check_words(terms, scope) or 0
         if read >= GIVE_BACK_FROM:
             give_back_memory()  # the rows read are gone; the index holds its own arrays
 
@@ -153,20 +165,70 @@ class LexicalIndex(PrunedWords):
         if self._live + len(self._ignored) > expected:
             self._forget_deleted()
         if self._live + len(self._ignored) != expected:
-            full = self.store.vector_changes(self.namespace, LEXICAL_SPACE, 0)
-            self._clear()
-            self._load(full.rows)
-            self._seq = full.seq
-            self._miscount = miscount(
-                self._live + len(self._ignored), full.count, self.namespace, "term vectors"
-            )
-            read += len(full.rows)
+            read += self._reload()
         changed = self._builds != builds or (
             restored and max(len(changes.rows), self._base_dead) >= SNAPSHOT_REFRESH
         )
         if changed and self._snapshot is not None and self._live >= SNAPSHOT_MIN:
             self._save()
         return read
+
+    def _reload(self) -> int:
+        """Load every row afresh; how many that read."""
+        full = self.store.vector_changes(self.namespace, LEXICAL_SPACE, 0)
+        self._clear()
+        self._load(full.rows)
+        self._seq = full.seq
+        self._miscount = miscount(self._live + len(self._ignored), full.count, self.namespace, "term vectors")
+        return len(full.rows)
+
+    def _check_words(self, terms: Sequence[str], scope: LessonQuery | None) -> int | None:
+        """Check the blocks of postings a search of ``terms`` in ``scope`` reads (see
+        :meth:`_check_blocks`)."""
+        np = self._np
+        hashes = [term_hash(word) for word in query_terms(terms)]
+        if scope is not None:
+            hashes += [scope_hash("kind", kind) for kind in scope.kinds or ()]
+            hashes += [scope_hash("tag", tag) for tag in scope.tags]
+            hashes += [
+                scope_hash(name, getattr(scope, name))
+                for name in ("agent", "task_type", "goal_id")
+                if getattr(scope, name) is not None
+            ]
+        wanted = np.unique(np.fromiter(hashes, np.uint64, len(hashes)))
+        at = np.searchsorted(self._terms, wanted)
+        inside = at < len(self._terms)
+        at, wanted = at[inside], wanted[inside]
+        blocks = {
+            block
+            for i in at[self._terms[at] == wanted].tolist()
+            for block in blocks_holding(int(self._starts[i]), int(self._starts[i + 1]))
+        }
+        return self._check_blocks(sorted(blocks))
+
+    def _check_blocks(self, blocks: Sequence[int] | None) -> int | None:
+        """Check ``blocks`` of postings (None: every one) against the snapshot's checksums, each
+        once; None when they match. When one does not, the snapshot is refused (logged) and the
+        index reloads in full (and writes a good snapshot): then the rows that read."""
+        np = self._np
+        if self._unchecked is None:
+            return None
+        todo = (
+            np.flatnonzero(self._unchecked) if blocks is None else [b for b in blocks if self._unchecked[b]]
+        )
+        for block in todo:
+            block = int(block)
+            if int(block_sums(self._docs, self._tf, block, block + 1)[0]) != int(self._sums[block]):
+                assert self._snapshot is not None
+                self._snapshot.refuse(f"block {block} of its postings does not match its checksum")
+                read = self._reload()
+                if self._live >= SNAPSHOT_MIN:
+                    self._save()
+                return read
+            self._unchecked[block] = False
+        if blocks is None or not self._unchecked.any():
+            self._unchecked = self._sums = None
+        return None
 
     def _restore(self) -> bool:
         """Take the index from the bank's snapshot, if there is one to trust; whether it did."""
@@ -189,11 +251,15 @@ class LexicalIndex(PrunedWords):
         self._base_slots = slots
         self._seq = state.seq
         self._miscount = state.miscount
+        if state.blocks is not None and len(state.blocks):
+            self._unchecked, self._sums = np.ones(len(state.blocks), dtype=bool), state.blocks
         return True
 
     def _save(self) -> None:
         """Write the snapshot of the index as it stands (compacted first if it holds a delta)."""
         assert self._snapshot is not None
+        if self._check_blocks(None) is not None:  # a damaged block is never written into a new one
+            return  # the reload wrote one
         if self._delta or self._base_dead or len(self._ids) != self._live:
             self._rebuild()
         slots = len(self._ids)
@@ -282,6 +348,7 @@ class LexicalIndex(PrunedWords):
         self._norm_cache = None
         self._bounds = None
         self._dead = None
+        self._unchecked = self._sums = None  # postings built here need no checking
         self._builds += 1
 
     def _apply(self, rows: Sequence[tuple[str, bytes]]) -> None:
@@ -333,6 +400,8 @@ class LexicalIndex(PrunedWords):
 
     def _rebuild(self) -> None:
         """One base out of the live slots of the base and the delta, slots renumbered densely."""
+        if self._check_blocks(None) is not None:  # a damaged block: reloaded in full instead
+            return
         np = self._np
         slots = len(self._ids)
         alive = self._alive[:slots]
@@ -393,7 +462,7 @@ class LexicalIndex(PrunedWords):
     ) -> Iterator[dict[str, float]]:
         """Every posting scored, then ranked in batches (lesson id → score, best first)."""
         with self._lock:
-            self._sync()
+            self._sync(terms, scope)
             slots, scores = self._score(terms, self._scope_mask(scope))
             ids = self._ids  # a rebuild replaces the list; appends keep every slot in place
         batches = self._pruning.ranked_batches(slots, scores, FIRST_BATCH * limit)  # sorted outside the lock
@@ -409,7 +478,7 @@ class LexicalIndex(PrunedWords):
         want, given = FIRST_BATCH * limit, 0
         yielded: set[str] = set()
         with self._lock:
-            self._sync()
+            self._sync(terms, scope)
         while True:
             with self._lock:  # later batches rank the index as it is then (a rebuild renumbers slots)
                 if want > PRUNED_MAX:  # the whole ranking: this batch is the last

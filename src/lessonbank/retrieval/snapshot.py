@@ -16,7 +16,11 @@ Invariants:
 - The header names the format, the term-vector space and record layout, the namespace, the bank
   (a SQLite file's inode, a server store's URL), the sequence it reflects and the last lessons
   written with their term vectors' hashes (SQLite writes them empty, Redis keeps none: then their
-  ids alone); the payload carries a CRC32.
+  ids alone). A CRC32 covers everything but the postings, checked when the file is read; the postings
+  (most of the file: 330 MB at a million lessons) have a CRC32 per block of ``BLOCK``, kept under that
+  first one, and the index checks a block before a search first reads it, so a recall touches the
+  blocks of its own words only. A block that does not match makes the index reload in full before it
+  answers (:class:`~lessonbank.retrieval.lexical_index.LexicalIndex`).
 - A snapshot whose format, space, namespace or bank differs, none of whose anchors the store still
   holds as they were, whose sequence the bank has not reached, or whose bytes are damaged is
   ignored with a logged reason, and the index loads in full: it can cost time, never an answer.
@@ -49,7 +53,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("lessonbank.retrieval")
 
-FORMAT = 3  # 3: the slots sorted by lesson id, so ids need not be read into a map
+FORMAT = 3  # 3: the slots sorted by lesson id; a checksum per block of postings, checked when used
 MAGIC = b"LBLEXSNP"
 PREFIX = struct.Struct("<8sI")  # magic, header length
 ALIGN = 64
@@ -63,7 +67,10 @@ ARRAYS = {  # name → dtype, in file order
     "ids": "u1",
     "ignored": "u1",
     "order": "<i4",
+    "blocks": "<u4",
 }
+POSTINGS = ("docs", "tf")  # checked a block at a time, when a search first reads it (block_sums)
+BLOCK = 1 << 16  # postings a block holds (512 KB of docs and tf)
 
 
 @dataclass
@@ -80,6 +87,7 @@ class IndexState:
     docs: np.ndarray
     tf: np.ndarray
     slot_of: MutableMapping[str, int] | None = None  # lesson id → slot, when read from a file
+    blocks: np.ndarray | None = None  # block_sums of the postings, as read from a file (not yet checked)
 
 
 def snapshot_of(store: Store, namespace: str) -> Snapshot | None:
@@ -159,6 +167,7 @@ class Snapshot:
             "ids": np.frombuffer(ids_blob, dtype=np.uint8),
             "ignored": np.frombuffer(ignored_blob, dtype=np.uint8),
             "order": id_order(ids_blob, len(ids)),
+            "blocks": block_sums(state.docs, state.tf, 0, blocks_of(len(state.docs))),
         }
         layout: dict[str, list[int]] = {}
         offset = 0
@@ -169,7 +178,8 @@ class Snapshot:
             offset = aligned(offset + array.nbytes, ALIGN)
         crc = 0
         for name in ARRAYS:
-            crc = zlib.crc32(memoryview(arrays[name]).cast("B"), crc)
+            if name not in POSTINGS:
+                crc = zlib.crc32(memoryview(arrays[name]).cast("B"), crc)
         header = json.dumps(
             {
                 "format": FORMAT,
@@ -242,9 +252,10 @@ class Snapshot:
             if offset < 0 or count < 0 or start + offset + count * kind.itemsize > size:
                 return self._refuse("it is truncated")
             arrays[name] = np.frombuffer(buffer, dtype=kind, count=count, offset=start + offset)
-        crc = 0
+        crc = 0  # of everything but the postings, which the index checks a block at a time
         for name in ARRAYS:
-            crc = zlib.crc32(memoryview(arrays[name]).cast("B"), crc)
+            if name not in POSTINGS:
+                crc = zlib.crc32(memoryview(arrays[name]).cast("B"), crc)
         if crc != header["crc32"]:
             return self._refuse("its checksum does not match")
         slots, terms, starts, docs = int(header["slots"]), arrays["terms"], arrays["starts"], arrays["docs"]
@@ -259,7 +270,7 @@ class Snapshot:
             or len(arrays["tf"]) != len(docs)
             or bool(np.any(np.diff(starts) <= 0))
             or bool(np.any(terms[1:] <= terms[:-1]))
-            or (len(docs) and (int(docs.min()) < 0 or int(docs.max()) >= slots))
+            or len(arrays["blocks"]) != blocks_of(len(docs))
         ):
             return self._refuse("its arrays do not agree")
         seq = int(header["seq"])
@@ -289,7 +300,12 @@ class Snapshot:
             docs=docs,
             tf=arrays["tf"],
             slot_of=SlotMap(ids),
+            blocks=arrays["blocks"],
         )
+
+    def refuse(self, reason: str) -> None:
+        """Say why the snapshot is not used (a block of postings found damaged after it was read, too)."""
+        self._refuse(reason)
 
     def _refuse(self, reason: str) -> IndexState | None:
         log.warning(
@@ -339,6 +355,27 @@ def split_ids(blob: Any) -> list[str]:
     """Lesson ids stored as one NUL-separated byte array."""
     text = blob.tobytes().decode()
     return text.split("\0") if text else []
+
+
+def blocks_of(postings: int) -> int:
+    return -(-postings // BLOCK)
+
+
+def blocks_holding(start: int, end: int) -> range:
+    """The blocks holding postings ``start`` to ``end`` (one word's)."""
+    return range(start // BLOCK, (end - 1) // BLOCK + 1)
+
+
+def block_sums(docs: Any, tf: Any, first: int, end: int) -> Any:
+    """The CRC32 of each block of postings from ``first`` to ``end`` (its docs, then its tf)."""
+    import numpy as np
+
+    out = np.empty(end - first, dtype="<u4")
+    for block in range(first, end):
+        part = slice(block * BLOCK, (block + 1) * BLOCK)
+        crc = zlib.crc32(np.ascontiguousarray(docs[part], dtype="<i4").data)
+        out[block - first] = zlib.crc32(np.ascontiguousarray(tf[part], dtype="<f4").data, crc)
+    return out
 
 
 def id_order(blob: bytes, count: int) -> Any:
