@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from lessonbank.ports import LessonQuery, Store
 from lessonbank.retrieval import lexical_index, snapshot, vector
 from lessonbank.retrieval.lexical_index import LexicalIndex
-from lessonbank.retrieval.snapshot import SlotMap, SnapshotIds, id_order, valid_order
+from lessonbank.retrieval.snapshot import SlotMap, SnapshotIds, id_ends, id_order, valid_order
 from lessonbank.retrieval.vector import VectorIndex, as_bytes
 from lessonbank.stores import open_store
 from lessonbank.stores.lexical import query_terms, term_hash
@@ -34,7 +34,7 @@ def snapshot_ids(ids: list[str]) -> SnapshotIds:
     blob = "\0".join(ids).encode()
     order = id_order(blob, len(ids))
     assert valid_order(order, len(ids))
-    return SnapshotIds(np.frombuffer(blob, dtype=np.uint8), order)
+    return SnapshotIds(np.frombuffer(blob, dtype=np.uint8), order, id_ends(blob))
 
 
 @settings(max_examples=200, deadline=None)

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("lessonbank.retrieval")
 
-FORMAT = 3  # 3: the slots sorted by lesson id; a checksum per block of postings, checked when used
+FORMAT = 4  # 4: ids as bytes with their ends and their slots sorted by id; postings checked by block
 MAGIC = b"LBLEXSNP"
 PREFIX = struct.Struct("<8sI")  # magic, header length
 ALIGN = 64
@@ -67,6 +67,7 @@ ARRAYS = {  # name → dtype, in file order
     "ids": "u1",
     "ignored": "u1",
     "order": "<i4",
+    "ends": "<i8",
     "blocks": "<u4",
 }
 POSTINGS = ("docs", "tf")  # checked a block at a time, when a search first reads it (block_sums)
@@ -167,6 +168,7 @@ class Snapshot:
             "ids": np.frombuffer(ids_blob, dtype=np.uint8),
             "ignored": np.frombuffer(ignored_blob, dtype=np.uint8),
             "order": id_order(ids_blob, len(ids)),
+            "ends": id_ends(ids_blob),
             "blocks": block_sums(state.docs, state.tf, 0, blocks_of(len(state.docs))),
         }
         layout: dict[str, list[int]] = {}
@@ -259,7 +261,7 @@ class Snapshot:
         if crc != header["crc32"]:
             return self._refuse("its checksum does not match")
         slots, terms, starts, docs = int(header["slots"]), arrays["terms"], arrays["starts"], arrays["docs"]
-        ids = SnapshotIds(arrays["ids"], arrays["order"])
+        ids = SnapshotIds(arrays["ids"], arrays["order"], arrays["ends"])
         if (
             ids.base() != slots
             or not valid_order(arrays["order"], slots)
@@ -388,6 +390,14 @@ def id_order(blob: bytes, count: int) -> Any:
     return np.argsort(np.array(blob.split(b"\0")), kind="stable").astype("<i4")
 
 
+def id_ends(blob: bytes) -> Any:
+    """Where each of the NUL-separated ids but the last ends (its NUL), kept in the file so that
+    reading it need not scan every id."""
+    import numpy as np
+
+    return np.flatnonzero(np.frombuffer(blob, dtype=np.uint8) == 0).astype("<i8")
+
+
 def valid_order(order: Any, slots: int) -> bool:
     """Whether ``order`` can be the sorted slots of ``slots`` ids (its sort is the CRC's to vouch for)."""
     return len(order) == slots and (not slots or (int(order.min()) >= 0 and int(order.max()) < slots))
@@ -402,12 +412,12 @@ class SnapshotIds(Sequence[str]):
     (:meth:`slot`). Reading every id (:meth:`__iter__`) decodes them all at once.
     """
 
-    def __init__(self, blob: Any, order: Any) -> None:
-        import numpy as np
-
+    def __init__(self, blob: Any, order: Any, ends: Any) -> None:
         self._blob = memoryview(blob).cast("B")
-        self._ends = np.flatnonzero(np.frombuffer(self._blob, dtype=np.uint8) == 0)  # the NULs
+        self._ends = ends  # id_ends: where each id but the last ends
         self._base = len(self._ends) + 1 if len(self._blob) else 0
+        if len(ends) and (int(ends[0]) < 0 or int(ends[-1]) >= len(self._blob)):
+            raise ValueError("the ids' ends lie outside them")
         self._order = order
         self._tail: list[str] = []
 

@@ -43,6 +43,7 @@ from lessonbank.retrieval.snapshot import (
     SnapshotIds,
     aligned,
     bank_identity,
+    id_ends,
     id_order,
     snapshot_of,
     split_ids,
@@ -57,14 +58,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("lessonbank.retrieval")
 
-FORMAT = 3  # 3: the rows sorted by lesson id, so ids need not be read into a map
+FORMAT = 4  # 4: ids as bytes with their ends and their rows sorted by id (no map of every id)
 MAGIC = b"LBVECSNP"
 PREFIX = struct.Struct("<8sI")  # magic, header length
 ALIGN = 4096  # the matrix starts on a page: it is mapped
 ANCHORS = 8
 SPARE_MIN = 1_024  # rows of room at least
 ROW_SLICE = 1 << 14  # rows summed or written at a time (words widened to 64 bits: 32 MB at 256 dimensions)
-ITEM = {"ids": 1, "ignored": 1, "centre": 4, "bits": 8, "sums": 8, "order": 4}  # bytes per item of each array
+ITEM = {"ids": 1, "ignored": 1, "centre": 4, "bits": 8, "sums": 8, "order": 4, "ends": 8}  # bytes per item
 
 
 @dataclass
@@ -149,6 +150,7 @@ class VectorSnapshot:
             else np.ascontiguousarray(state.bits, "<u8").ravel(),
             "sums": row_sums(state.matrix[:rows]),
             "order": id_order(ids_blob, rows),
+            "ends": id_ends(ids_blob),
         }
         layout: dict[str, list[int]] = {}
         offset = 0
@@ -253,9 +255,10 @@ class VectorSnapshot:
                 ("bits", "<u8"),
                 ("sums", "<u8"),
                 ("order", "<i4"),
+                ("ends", "<i8"),
             )
         }
-        ids = SnapshotIds(arrays["ids"], arrays["order"])
+        ids = SnapshotIds(arrays["ids"], arrays["order"], arrays["ends"])
         if ids.base() != rows or not valid_order(arrays["order"], rows) or len(arrays["sums"]) != rows:
             return self._refuse("its ids do not agree with its rows")
         seq = int(header["seq"])
