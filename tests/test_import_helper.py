@@ -29,6 +29,12 @@ AGENTS = frozenset({"shady"})
 SCREEN = partial(imported_lesson, namespace="default", agents=AGENTS)
 
 
+@pytest.fixture(autouse=True)
+def _split_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shared helper measures both ways afresh: its first large batch is split."""
+    monkeypatch.setattr(HELPER, "_cost", [None, None])
+
+
 def _records(count: int) -> list[Any]:
     """Ordinary records, and among them secrets, instructions, an untrusted agent and bad rows."""
     records: list[Any] = []
@@ -224,3 +230,17 @@ def test_an_idle_helper_ends_and_the_next_large_batch_starts_another() -> None:
     screened_again, work = helper.screen(records, SCREEN)
     assert work is not None and _comparable(screened_again) == _comparable(screened)
     helper.close()
+
+
+def test_a_large_batch_is_screened_the_way_that_was_faster_lately() -> None:
+    helper = import_helper._Helper()
+    assert [helper._choose(), helper._choose()] == [True, True]  # nothing measured: split, to time it
+    helper._timed(True, 2e-4)
+    assert helper._choose() is False  # then the other way
+    helper._timed(False, 1e-4)  # faster here (a busy machine)
+    choices = [helper._choose() for _ in range(3 * import_helper.PROBE_EVERY)]
+    assert choices.count(True) == 3  # split only to see whether that has changed
+    for _ in range(20):
+        helper._timed(True, 5e-5)  # it has: splitting is faster now
+    choices = [helper._choose() for _ in range(3 * import_helper.PROBE_EVERY)]
+    assert choices.count(False) == 3

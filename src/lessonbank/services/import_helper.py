@@ -14,6 +14,8 @@ Invariants:
   the same ``lessonbank`` logger.
 - Nothing is lost when the helper cannot help: a batch it cannot take (its records do not pickle) or
   a helper that died is screened here instead, and a broken helper is not used again.
+- Splitting must pay: the importing process times both ways (records screened per second, split or
+  not) and keeps to the faster, trying the other one batch in ``PROBE_EVERY``.
 - One helper per process, started on the first large batch (that batch is screened here while it
   starts: a small import never waits for a process to start), ended at interpreter exit, when this
   process ends, or after ``IDLE_S`` without a batch. It is a plain ``python -c`` child talking over its stdin and stdout, not a
@@ -36,6 +38,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -50,6 +53,8 @@ log = logging.getLogger("lessonbank")
 MIN_SPLIT = 200
 # The helper's share of a split batch: it also pickles what it made, this side unpickles it.
 HELPER_SHARE = 0.5
+# A large batch is screened the way that was faster lately; one in this many the other way, to measure it.
+PROBE_EVERY = 8
 # A helper left this long without a batch ends (a server that imported once keeps no idle process);
 # the next large batch starts another.
 IDLE_S = 60.0
@@ -172,6 +177,9 @@ class _Helper:
         self._ready = False
         self._pid = 0
         self.idle_s = IDLE_S
+        # Seconds a record took to screen and tokenise lately: batches split, batches screened here.
+        self._cost: list[float | None] = [None, None]
+        self._batches = 0
         # Readiness is polled with select(); an embedding program (not Python) cannot be run as one.
         python = Path(sys.executable or "").name.lower()
         self.broken = _cores() < 2 or os.name != "posix" or not python.startswith(("python", "pypy"))
@@ -195,6 +203,7 @@ class _Helper:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,  # a helper that fails is reported here, when it is next used
+            start_new_session=True,  # no terminal's job: Ctrl-C and hang-ups are the importer's to act on
             env=env,
         )
 
@@ -261,9 +270,32 @@ class _Helper:
             process = self._usable(screen)
             if process is None:
                 return screen_records(records, screen), None
-            return self._split(process, records, screen)
+            split = self._choose()
+            start = time.perf_counter()
+            if split:
+                done = self._split(process, records, screen)
+            else:  # timed as a split batch is: screened and tokenised
+                done = _worked(screen_records(records, screen))
+            self._timed(split, (time.perf_counter() - start) / len(records))
+            return done
         finally:
             self._lock.release()
+
+    def _choose(self) -> bool:
+        """Whether to split the next large batch: the way that screened a record faster lately (on a
+        busy machine a second process may get no more CPU than the first had alone, and handing
+        records over costs), the other way now and then to see whether that has changed."""
+        self._batches += 1
+        split, here = self._cost
+        if split is None or here is None:
+            return split is None
+        faster = split <= here
+        return faster != (self._batches % PROBE_EVERY == 0)
+
+    def _timed(self, split: bool, seconds: float) -> None:
+        index = 0 if split else 1
+        before = self._cost[index]
+        self._cost[index] = seconds if before is None else before + 0.3 * (seconds - before)
 
     def _split(
         self, process: subprocess.Popen[bytes], records: Sequence[tuple[int, Any]], screen: Screen
