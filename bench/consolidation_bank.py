@@ -16,7 +16,9 @@ Every text belongs to one **item** (a rule code, a task, a hand-written pair; a 
 item). One cycle runs with a scripted model that follows the pre-pass (its replies propose nothing of
 their own: the proposal is the pre-pass's merges and archives, and the phases' tokens are spent as in
 use), and the proposal is approved whole. Reported: lessons before / after, duplicate pairs merged and
-left, merge precision (pairs of lessons merged into one whose items agree), distinct lessons lost
+left (the documented pairs and the reflection pairs apart: ``bench/consolidation_audit.py`` found most
+sampled reflection pairs to be two diagnoses, not one lesson), merge precision (pairs of lessons merged
+into one whose items agree), distinct lessons lost
 (superseded or archived without being a duplicate or stale: target 0), stale archived, tokens spent.
 
     .venv/bin/python bench/consolidation_bank.py                       # words only and MiniLM
