@@ -151,11 +151,12 @@ def test_a_restored_vector_index_finds_rows_by_id_as_a_full_load_does(bank: Stor
     ids = sorted(lesson.id for lesson in bank.list_lessons(LessonQuery(NS), limit=1000))
     bank.put_vectors(NS, model, [(i, f"h{i}", as_bytes(unit(rng, dim))) for i in ids])
     VectorIndex(bank, NS, model, dim).sync()  # leaves the snapshot
-    restored = VectorIndex(bank, NS, model, dim)
+    restored = VectorIndex(bank, NS, model, dim, mapped_from=64)  # its rows read from the file
     query = unit(rng, dim)
     wanted = [*rng.sample(ids, 20), "les_not_there"]
     first = restored.similarity(query, wanted)
     assert isinstance(restored._row_of, SlotMap) and restored._row_of._whole is None
+    assert restored._row_file is not None  # (the rewritten rows below are read from the matrix)
     bank.put_vectors(NS, model, [(i, f"g{i}", as_bytes(unit(rng, dim))) for i in wanted[:5]])  # rewrites
     assert bank.delete_lesson(NS, wanted[5])
     restored.mark_stale()

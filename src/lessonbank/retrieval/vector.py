@@ -47,7 +47,7 @@ from lessonbank.ports import Store
 from lessonbank.retrieval.blas import one_blas_thread
 from lessonbank.retrieval.lexical_index import GIVE_BACK_FROM, SEARCHED_MAX, give_back_memory, miscount
 from lessonbank.retrieval.snapshot import SnapshotIds
-from lessonbank.retrieval.vector_snapshot import VectorState, row_sums, vector_snapshot_of
+from lessonbank.retrieval.vector_snapshot import RowFile, VectorState, row_sums, vector_snapshot_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -126,6 +126,10 @@ class VectorIndex:
         # is trusted), with those checksums: a row is checked the first time anything reads it.
         self._unchecked: Any = None
         self._sums: Any = None
+        # The snapshot file the matrix maps, read a row at a time for the rows a search reads, with
+        # the rows this process has written since (those are read from the matrix).
+        self._row_file: RowFile | None = None
+        self._written: Any = None
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -177,6 +181,7 @@ class VectorIndex:
             if row != last:
                 moved = self._ids[last]
                 self._matrix[row] = self._matrix[last]
+                self._wrote(row)
                 self._ids[row], self._row_of[moved] = moved, row
                 self._stale_bits.add(row)
                 if self._unchecked is not None and row < len(self._unchecked):
@@ -207,6 +212,8 @@ class VectorIndex:
             self._bits, self._bits_rows = state.bits, rows
             self._centre, self._centred_at = state.centre, rows
         self._unchecked, self._sums = self._np.ones(rows, dtype=bool), state.sums
+        if state.row_file is not None:
+            self._row_file, self._written = state.row_file, self._np.zeros(rows, dtype=bool)
         self._since_snapshot = 0
 
     def _checked(self, rows: np.ndarray | None) -> bool:
@@ -223,7 +230,7 @@ class VectorIndex:
             todo = rows[self._unchecked[rows]]
         for start in range(0, len(todo), SLICE):
             part = np.sort(todo[start : start + SLICE])  # in file order: the pages are read in turn
-            bad = np.flatnonzero(row_sums(self._matrix[part]) != self._sums[part])
+            bad = np.flatnonzero(row_sums(self._gather(part)) != self._sums[part])
             if len(bad):
                 assert self._snapshot is not None
                 self._snapshot.refuse(f"row {int(part[bad[0]])} does not match its checksum")
@@ -299,7 +306,7 @@ class VectorIndex:
                 top = np.argpartition(-scores, wanted - 1)[:wanted] if wanted < size else np.arange(size)
             else:  # the shortlist's scores only (an array of every row would cost more than them)
                 with one_blas_thread():
-                    scores = self._matrix[rows] @ query
+                    scores = self._gather(rows) @ query
                 top = np.argpartition(-scores, wanted - 1)[:wanted]
             rank = np.argsort(-scores[top], kind="stable")
             order = top[rank] if rows is None else rows[top[rank]]
@@ -377,7 +384,7 @@ class VectorIndex:
             rows = [(i, self._row_of[i]) for i in lesson_ids if i in self._row_of]
             if not rows:
                 return {}
-            vectors = self._matrix[[row for _, row in rows]]
+            vectors = self._gather(self._np.array([row for _, row in rows], dtype=self._np.int64))
         scores = vectors @ query.astype(self._np.float32, copy=False)
         return {lesson_id: float(score) for (lesson_id, _), score in zip(rows, scores, strict=True)}
 
@@ -406,6 +413,7 @@ class VectorIndex:
                     fresh.append(lesson_id)
                 else:
                     self._matrix[row] = vectors[at]
+                    self._wrote(row)
                     self._stale_bits.add(row)
                     if self._unchecked is not None and row < len(self._unchecked):
                         self._unchecked[row] = False  # the store's own row now
@@ -417,6 +425,26 @@ class VectorIndex:
                     self._row_of[lesson_id] = size + offset
                 self._ids.extend(fresh)
                 fresh.clear()
+
+    def _gather(self, rows: np.ndarray) -> np.ndarray:
+        """The matrix's ``rows``: those still as the snapshot file holds them read from it (not
+        faulted in through the mapping), the others from the matrix."""
+        if self._row_file is None:
+            gathered: np.ndarray = self._matrix[rows]
+            return gathered
+        from_file = rows < self._row_file.rows
+        from_file[from_file] = ~self._written[rows[from_file]]
+        if from_file.all():
+            return self._row_file.read(rows)
+        out = self._np.empty((len(rows), self.dim), dtype=self._np.float32)
+        out[from_file] = self._row_file.read(rows[from_file])
+        out[~from_file] = self._matrix[rows[~from_file]]
+        return out
+
+    def _wrote(self, row: int) -> None:
+        """Row ``row`` of the matrix now differs from the snapshot file's."""
+        if self._written is not None and row < len(self._written):
+            self._written[row] = True
 
     def _sized(self, lesson_id: str, blob: bytes) -> bool:
         """Whether a stored vector has this index's size; one written by an embedder of another size
@@ -442,6 +470,7 @@ class VectorIndex:
         """Room for ``capacity`` rows, the first ``keep`` kept: in memory, or past ``mapped_from``
         in a memory-mapped temporary file (removed when it is closed or the process ends)."""
         np = self._np
+        self._row_file = self._written = None  # the rows are copied out of the snapshot's mapping
         if capacity < self.mapped_from:
             grown = np.zeros((capacity, self.dim), dtype=np.float32)
             grown[:keep] = self._matrix[:keep]
@@ -466,6 +495,7 @@ class VectorIndex:
     def _reload(self) -> int:
         np = self._np
         self._matrix, self._mapped = np.zeros((0, self.dim), dtype=np.float32), False
+        self._row_file = self._written = None
         self._ids, self._row_of, self._ignored = [], {}, set()
         self._bits, self._bits_rows, self._centred_at = None, 0, 0
         self._stale_bits.clear()
