@@ -31,3 +31,20 @@ def test_hamming_counts_the_bits_that_differ(
         got = vector.hamming(bits, query, rows)
     assert got.dtype == np.uint16
     assert got.tolist() == np.asarray(expected).tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    distances=st.lists(st.integers(0, 40), min_size=1, max_size=400),
+    share=st.floats(0.0, 1.0),
+)
+def test_nearest_rows_are_the_least_distances(distances: list[int], share: float) -> None:
+    """As many rows as asked, each once, and none farther than a row left out (ties by row)."""
+    distance = np.array(distances, dtype=np.uint16)
+    count = max(1, int(share * len(distance)))
+    rows = vector.nearest_rows(distance, count)
+    assert len(rows) == count == len(set(rows.tolist()))
+    left_out = np.setdiff1d(np.arange(len(distance)), rows)
+    if len(left_out):
+        assert distance[rows].max() <= distance[left_out].min()
+    assert sorted(distance[rows].tolist()) == sorted(distances)[:count]
