@@ -320,14 +320,12 @@ class VectorIndex:
 
     def _shortlist(self, query: np.ndarray, size: int, wanted: int) -> np.ndarray | None:
         """Rows closest by Hamming distance of sign bits, or None when an exact scan is the better deal."""
-        numpy = self._np
         rescore = max(wanted * RESCORE_PER_RESULT, MIN_RESCORE, size // RESCORE_SHARE_OF_INDEX)
         if not self.binary or size < BINARY_FROM or rescore * RESCORE_SHARE > size:
             return None
         self._refresh_bits(size)
         distance = hamming(self._bits, self._sign_words(query[None, :])[:, 0], size)
-        closest: np.ndarray = numpy.argpartition(distance, rescore - 1)[:rescore]
-        return closest
+        return nearest_rows(distance, rescore)
 
     def _refresh_bits(self, size: int, *, recentre: bool = False) -> None:
         """Sign bits of the first ``size`` rows up to date (the centre taken afresh when asked, or
@@ -507,6 +505,20 @@ class VectorIndex:
             len(self._ids) + len(self._ignored), changes.count, self.namespace, "vectors"
         )
         return len(changes.rows)
+
+
+def nearest_rows(distance: np.ndarray, count: int) -> np.ndarray:
+    """The ``count`` rows of least ``distance`` (small whole numbers; ties at the cut taken by row):
+    counted by distance, not by a selection, which slows down on the many ties sign bits have
+    (a million rows under load: 17 ms of CPU for numpy's argpartition, 10 for this)."""
+    import numpy
+
+    within = numpy.cumsum(numpy.bincount(distance))  # [d]: rows at distance d or less
+    cut = int(numpy.searchsorted(within, count))  # the least distance that takes `count` rows in
+    closer = numpy.flatnonzero(distance < cut)
+    tied = numpy.flatnonzero(distance == cut)[: count - len(closer)]
+    rows: np.ndarray = numpy.concatenate((closer, tied))
+    return rows
 
 
 HAMMING_SLICE = 1 << 16  # rows of sign bits compared at a time: the work arrays stay in the cache
