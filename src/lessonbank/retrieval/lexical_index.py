@@ -47,7 +47,8 @@ from typing import TYPE_CHECKING, Any
 
 from lessonbank.ports import Candidate, LessonQuery, Store
 from lessonbank.retrieval.lexical_words import PrunedWords
-from lessonbank.retrieval.snapshot import IndexState, SnapshotIds, block_sums, blocks_holding, snapshot_of
+from lessonbank.retrieval.snapshot import IndexState, SnapshotIds, snapshot_of
+from lessonbank.retrieval.snapshot_blocks import CheckedPostings
 from lessonbank.stores.lexical import (
     BM25_B,
     BM25_K1,
@@ -78,7 +79,7 @@ PRUNE_PER_WORD = 1_024  # ... and per word (its cost is per word, what it skips 
 PRUNED_MAX = 4_096  # ranks a pruned search is asked for at most; deeper, one exhaustive ranking is cheaper
 
 
-class LexicalIndex(PrunedWords):
+class LexicalIndex(PrunedWords, CheckedPostings):
     """BM25 over the term vectors of one namespace; thread-safe."""
 
     def __init__(self, store: Store, namespace: str) -> None:
@@ -182,53 +183,15 @@ class LexicalIndex(PrunedWords):
         self._miscount = miscount(self._live + len(self._ignored), full.count, self.namespace, "term vectors")
         return len(full.rows)
 
-    def _check_words(self, terms: Sequence[str], scope: LessonQuery | None) -> int | None:
-        """Check the blocks of postings a search of ``terms`` in ``scope`` reads (see
-        :meth:`_check_blocks`)."""
-        np = self._np
-        hashes = [term_hash(word) for word in query_terms(terms)]
-        if scope is not None:
-            hashes += [scope_hash("kind", kind) for kind in scope.kinds or ()]
-            hashes += [scope_hash("tag", tag) for tag in scope.tags]
-            hashes += [
-                scope_hash(name, getattr(scope, name))
-                for name in ("agent", "task_type", "goal_id")
-                if getattr(scope, name) is not None
-            ]
-        wanted = np.unique(np.fromiter(hashes, np.uint64, len(hashes)))
-        at = np.searchsorted(self._terms, wanted)
-        inside = at < len(self._terms)
-        at, wanted = at[inside], wanted[inside]
-        blocks = {
-            block
-            for i in at[self._terms[at] == wanted].tolist()
-            for block in blocks_holding(int(self._starts[i]), int(self._starts[i + 1]))
-        }
-        return self._check_blocks(sorted(blocks))
-
-    def _check_blocks(self, blocks: Sequence[int] | None) -> int | None:
-        """Check ``blocks`` of postings (None: every one) against the snapshot's checksums, each
-        once; None when they match. When one does not, the snapshot is refused (logged) and the
-        index reloads in full (and writes a good snapshot): then the rows that read."""
-        np = self._np
-        if self._unchecked is None:
-            return None
-        todo = (
-            np.flatnonzero(self._unchecked) if blocks is None else [b for b in blocks if self._unchecked[b]]
-        )
-        for block in todo:
-            block = int(block)
-            if int(block_sums(self._docs, self._tf, block, block + 1)[0]) != int(self._sums[block]):
-                assert self._snapshot is not None
-                self._snapshot.refuse(f"block {block} of its postings does not match its checksum")
-                read = self._reload()
-                if self._live >= SNAPSHOT_MIN:
-                    self._save()
-                return read
-            self._unchecked[block] = False
-        if blocks is None or not self._unchecked.any():
-            self._unchecked = self._sums = None
-        return None
+    def _refuse_snapshot(self, reason: str) -> int:
+        """Refuse the snapshot (logged), reload the index in full and write a good snapshot; the
+        rows that read."""
+        assert self._snapshot is not None
+        self._snapshot.refuse(reason)
+        read = self._reload()
+        if self._live >= SNAPSHOT_MIN:
+            self._save()
+        return read
 
     def _restore(self) -> bool:
         """Take the index from the bank's snapshot, if there is one to trust; whether it did."""
