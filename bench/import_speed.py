@@ -10,9 +10,7 @@
   file as the short ones, so no tool or download is needed).
 
 Each (store, kind) imports into a fresh bank in one ``import_lessons()`` call, no embedder; the rate is
-lessons added per second of that call. CPU seconds are this process's and its children's (the
-import's helper process, when it runs one: ``lessonbank.services.import_helper``), a database
-server's not included. ``--profile`` prints the top functions of a cProfile run instead
+lessons added per second of that call. ``--profile`` prints the top functions of a cProfile run instead
 of timing (profiling slows Python down; its figures are shares, not rates). Prints a table and writes
 JSON (default ``bench/results/import_speed.json``) with the load average beside each row.
 """
@@ -23,7 +21,6 @@ import argparse
 import cProfile
 import io
 import json
-import os
 import pstats
 import random
 import sys
@@ -83,19 +80,6 @@ def lessons_of(kind: str, size: int) -> list[dict[str, Any]]:
     return long_lessons(source, size, SEED)
 
 
-def _children_cpu() -> float:
-    """CPU seconds of this process's live child processes (Linux ``/proc``; 0 elsewhere)."""
-    total, ticks, me = 0.0, os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100, os.getpid()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == me:  # ppid; utime and stime follow at 11 and 12
-            total += (int(fields[11]) + int(fields[12])) / ticks
-    return total
-
-
 def import_once(backend: str, lessons: list[dict[str, Any]], workdir: Path, profile: bool) -> dict[str, Any]:
     with (
         _backends.fresh_url(backend, workdir) as url,
@@ -103,24 +87,22 @@ def import_once(backend: str, lessons: list[dict[str, Any]], workdir: Path, prof
     ):
         profiler = cProfile.Profile() if profile else None
         load = load_average()
-        start, cpu, helper = time.perf_counter(), time.process_time(), _children_cpu()
+        start, cpu = time.perf_counter(), time.process_time()
         if profiler is not None:
             profiler.enable()
         counts = bank.import_lessons(lessons)
         if profiler is not None:
             profiler.disable()
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-        helper = _children_cpu() - helper
         row: dict[str, Any] = {
             "backend": backend,
             **counts,
             "seconds": round(seconds, 2),
             "lessons_per_s": round(counts["added"] / seconds),
-            # This process's CPU and its helper's (a database server's is not in it): steadier than
-            # the wall clock on a shared machine.
-            "cpu_s": round(cpu + helper, 2),
-            "helper_cpu_s": round(helper, 2),
-            "lessons_per_cpu_s": round(counts["added"] / (cpu + helper)),
+            # This process's CPU alone (a database server's is not in it): steadier than the wall
+            # clock on a shared machine.
+            "cpu_s": round(cpu, 2),
+            "lessons_per_cpu_s": round(counts["added"] / cpu),
             "load_before": load,
             "load_after": load_average(),
         }
@@ -160,17 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows.append(row)
             print(json.dumps(row), file=sys.stderr)
     table = format_table(
-        [
-            "store",
-            "lessons",
-            "size",
-            "added",
-            "seconds",
-            "lessons/s",
-            "per client CPU s",
-            "helper CPU",
-            "load (1 min)",
-        ],
+        ["store", "lessons", "size", "added", "seconds", "lessons/s", "per client CPU s", "load (1 min)"],
         [
             [
                 r["backend"],
@@ -180,7 +152,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{r['seconds']:.1f}",
                 f"{r['lessons_per_s']:,}",
                 f"{r['lessons_per_cpu_s']:,}",
-                f"{r.get('helper_cpu_s', 0.0) / max(r['cpu_s'], 1e-9):.0%}",
                 f"{r['load_before'][0]:.2f}" if r["load_before"] else "",
             ]
             for r in rows

@@ -5,8 +5,6 @@
   ``import_lessons`` holds the same lessons, term vectors and postings as one written lesson by lesson.
 - PostgreSQL keeps its vector counts per statement (migration 7): they follow the rows through imports,
   repeats, deletes (cascaded from the lessons) and other models' vectors.
-- Terms made ahead of the write (``worked_ahead``, as an import hands them over) store the same; an entry
-  is used only for a lesson whose fields it was made of.
 - The term vector's ASCII tokeniser, and the cheap tests that let redaction and the injection screen
   skip a pattern, change no result.
 """
@@ -30,13 +28,11 @@ from lessonbank.stores.lexical import (
     LEXICAL_SPACE,
     bm25_factors,
     lesson_term_vector,
-    term_work,
     text_field_terms,
     tokens,
     weighted_frequencies,
     weighted_term_vector,
     weighted_terms,
-    worked_ahead,
 )
 from lessonbank.text import words
 from tests.contract.conftest import POSTGRES_URL, Clock, drop_postgres_schema, require
@@ -104,17 +100,10 @@ def _postings(store: Store) -> list[tuple[object, ...]] | None:
     return [tuple(row) for row in rows]
 
 
-@pytest.mark.parametrize("ahead", [False, True], ids=["tokenised-by-the-store", "worked-ahead"])
-def test_a_bulk_import_stores_what_writing_lesson_by_lesson_stores(
-    two_stores: tuple[Store, Store], ahead: bool
-) -> None:
+def test_a_bulk_import_stores_what_writing_lesson_by_lesson_stores(two_stores: tuple[Store, Store]) -> None:
     imported, written = two_stores
     lessons = _lessons()
-    if ahead:  # as the import service hands it over (import_helper): the terms made before the write
-        with worked_ahead(lessons, [term_work(lesson) for lesson in lessons]):
-            assert imported.import_lessons(lessons) == (len(lessons), 0)
-    else:
-        assert imported.import_lessons(lessons) == (len(lessons), 0)
+    assert imported.import_lessons(lessons) == (len(lessons), 0)
     for lesson in lessons:
         assert written.write_lesson(lesson).action == "added"
 
@@ -245,15 +234,3 @@ def test_redaction_still_finds_what_its_gates_let_through(text: str, expected: s
 def test_the_injection_screen_still_reads_what_its_phrases_let_through(text: str, reason: str | None) -> None:
     finding = screen(text)
     assert (finding.reason if finding else None) == reason
-
-
-def test_terms_made_ahead_answer_only_for_the_fields_they_were_made_of() -> None:
-    lesson = _lessons()[1]
-    made = term_work(lesson)
-    wrong = (made[0], made[1], b"not this lesson's vector")
-    other = lesson.model_copy(update={"tags": ["other"]})
-    with worked_ahead([lesson], [wrong]):
-        assert lesson_term_vector(lesson) == wrong[2]
-        assert lesson_term_vector(other) == term_work(other)[2] != wrong[2]  # its tags differ: made anew
-        assert weighted_terms(lesson, FIELD_WEIGHTS) == made[:2]
-    assert lesson_term_vector(lesson) == made[2]  # the block's entries are gone after it

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from contextlib import nullcontext
 from datetime import datetime
-from functools import partial
 from typing import Any
 
 from lessonbank.errors import ConfigError, InputError
@@ -28,12 +26,10 @@ from lessonbank.provenance import of_task
 from lessonbank.redact import redact_lesson
 from lessonbank.retrieval import Retriever
 from lessonbank.retrieval.dedup import place_by_vector
-from lessonbank.services.import_helper import HELPER
 from lessonbank.services.lifecycle import Lifecycle
 from lessonbank.services.pools import Pools
 from lessonbank.services.scope import Scope, check_text_arg
 from lessonbank.services.transfer import IMPORT_BATCH, STATE_KEY, batched
-from lessonbank.stores.lexical import worked_ahead
 
 log = logging.getLogger("lessonbank")
 
@@ -219,22 +215,15 @@ class LessonIntake:
         ``records`` is read lazily and written :data:`IMPORT_BATCH` at a time, so an import of any size
         holds one batch in memory; should ``records`` raise, the batches before are kept."""
         counts = {"added": 0, "reinforced": 0, "skipped": 0}
-        namespace, agents = self.scope.namespace, self.scope.settings.untrusted
         for batch in batched(enumerate(records, 1), IMPORT_BATCH):
             lessons = []
-            # A large batch is screened on two cores (see import_helper): the same lessons and skips,
-            # and the terms of each lesson, which the store's write takes instead of tokenising again.
-            screened, work = HELPER.screen(
-                batch, partial(imported_lesson, namespace=namespace, agents=agents)
-            )
-            for number, lesson, skipped in screened:
-                if lesson is not None:
-                    lessons.append(lesson)
-                else:
+            for number, record in batch:
+                try:
+                    lessons.append(self._imported(record))
+                except (ValueError, TypeError) as exc:
                     counts["skipped"] += 1
-                    log.warning("import: record %d skipped: %s", number, skipped)
-            with worked_ahead(lessons, work) if work is not None else nullcontext():
-                added, reinforced = self.scope.store.import_lessons(lessons) if lessons else (0, 0)
+                    log.warning("import: record %d skipped: %s", number, " ".join(str(exc).split())[:300])
+            added, reinforced = self.scope.store.import_lessons(lessons) if lessons else (0, 0)
             counts["added"] += added
             counts["reinforced"] += reinforced
         if self.retriever.embedder is not None and counts["added"]:
@@ -273,21 +262,19 @@ class LessonIntake:
                 store.delete_lesson(self.scope.namespace, stored.id)
         return counts
 
+    def _imported(self, record: Lesson | dict[str, Any]) -> Lesson:
+        """A record to import, validated once, moved into this namespace, secrets redacted, and
+        quarantined as any other write would be (instructions to the model, an untrusted agent)."""
+        return untrusted(self._validated(record), self.scope.settings.untrusted)
 
-def imported_lesson(record: Lesson | dict[str, Any], namespace: str, agents: frozenset[str]) -> Lesson:
-    """A record to import, validated once, moved into ``namespace``, secrets redacted, and quarantined
-    as any other write would be (instructions to the model, an agent of ``agents``, the untrusted).
-    A plain function of its arguments: the import's helper process runs it too."""
-    return untrusted(_validated(record, namespace), agents)
-
-
-def _validated(record: Lesson | dict[str, Any], namespace: str) -> Lesson:
-    if isinstance(record, Lesson):
-        return guarded(record.model_copy(update={"namespace": namespace}))
-    if not isinstance(record, dict):
-        raise TypeError(f"a lesson to import is a dict or a Lesson, not {type(record).__name__}")
-    # An export's mark (``state``) is derived from the fields kept, like the content hash.
-    data = {key: value for key, value in record.items() if value is not None and key not in _DERIVED}
-    data["namespace"] = namespace
-    data.setdefault("source", "import")
-    return guarded(data)
+    def _validated(self, record: Lesson | dict[str, Any]) -> Lesson:
+        namespace = self.scope.namespace
+        if isinstance(record, Lesson):
+            return guarded(record.model_copy(update={"namespace": namespace}))
+        if not isinstance(record, dict):
+            raise TypeError(f"a lesson to import is a dict or a Lesson, not {type(record).__name__}")
+        # An export's mark (``state``) is derived from the fields kept, like the content hash.
+        data = {key: value for key, value in record.items() if value is not None and key not in _DERIVED}
+        data["namespace"] = namespace
+        data.setdefault("source", "import")
+        return guarded(data)

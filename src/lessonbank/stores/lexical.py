@@ -19,8 +19,7 @@ import json
 import math
 import re
 import struct
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 from lessonbank.models import Lesson
@@ -92,10 +91,6 @@ def word_frequencies(
 def weighted_terms(lesson: Lesson, weights: Mapping[str, float]) -> tuple[dict[str, float], int]:
     """Each token's term frequency summed over the fields, each field's scaled by its weight
     (missing: 1.0), and the document length in tokens (all fields, unweighted, as FTS5 counts)."""
-    if _AHEAD and weights is FIELD_WEIGHTS:
-        ahead = _AHEAD.get(_ahead_key(lesson))
-        if ahead is not None:
-            return ahead[0], ahead[1]
     by_word, length = word_frequencies(lesson.content, lesson.tags, lesson.learned_from, weights)
     frequencies: dict[str, float] = {}
     for word, tf in by_word.items():
@@ -228,10 +223,6 @@ def term_vector_sql(
 
 def lesson_term_vector(lesson: Lesson) -> bytes:
     """``term_vector`` of a lesson: what a store that keeps term vectors writes with it."""
-    if _AHEAD:
-        ahead = _AHEAD.get(_ahead_key(lesson))
-        if ahead is not None:
-            return ahead[2]
     scope = {name: getattr(lesson, name) for name in SCOPE_FIELDS}
     return term_vector(lesson.content, lesson.tags, lesson.learned_from, scope)
 
@@ -241,46 +232,6 @@ def weighted_term_vector(frequencies: Mapping[str, float], length: int, lesson: 
     terms in the same order): a store that already tokenised the lesson does not tokenise it again."""
     hashed = {term_hash(term): tf for term, tf in frequencies.items()}
     return _packed(hashed, length, {name: getattr(lesson, name) for name in SCOPE_FIELDS}, lesson.tags)
-
-
-# ----------------------------------------------------------------- term work done ahead
-#
-# A bulk import tokenises its lessons before it writes them (perhaps in another process:
-# lessonbank.services.import_helper), and the store's write finds the result here instead of
-# tokenising again. An entry is keyed by every field it is made of, so a lesson whose fields differ
-# from the ones worked on (tags capped, reinforced) is simply worked on again: what is stored is the same.
-
-# Weighted terms (``weighted_terms(lesson, FIELD_WEIGHTS)``), length, and ``lesson_term_vector(lesson)``.
-TermWork = tuple[dict[str, float], int, bytes]
-_AHEAD: dict[tuple[object, ...], TermWork] = {}
-
-
-def _ahead_key(lesson: Lesson) -> tuple[object, ...]:
-    return (
-        lesson.content,
-        tuple(lesson.tags),
-        lesson.learned_from,
-        *(getattr(lesson, f) for f in SCOPE_FIELDS),
-    )
-
-
-def term_work(lesson: Lesson) -> TermWork:
-    """What writing ``lesson`` takes of its terms (one tokenisation): see :func:`worked_ahead`."""
-    frequencies, length = weighted_terms(lesson, FIELD_WEIGHTS)
-    return frequencies, length, weighted_term_vector(frequencies, length, lesson)
-
-
-@contextmanager
-def worked_ahead(lessons: Sequence[Lesson], work: Sequence[TermWork]) -> Iterator[None]:
-    """Within the block, ``weighted_terms`` and ``lesson_term_vector`` of each of ``lessons`` (with
-    FIELD_WEIGHTS) answer from ``work`` (``term_work`` of each, made before, here or elsewhere)."""
-    keys = [_ahead_key(lesson) for lesson in lessons]
-    _AHEAD.update(zip(keys, work, strict=True))
-    try:
-        yield
-    finally:
-        for key in keys:  # a concurrent import of the same text may have taken it out already
-            _AHEAD.pop(key, None)
 
 
 def term_vector_changed(lesson: Lesson, previous: Lesson | None) -> bool:
