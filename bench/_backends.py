@@ -31,6 +31,25 @@ def available(backend: str) -> str | None:
         return f"no server at {url}"
 
 
+def drop_redis_prefix(prefix: str) -> None:
+    """Delete every key of a bank's Redis prefix."""
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    keys = list(client.scan_iter(match=f"{prefix}*", count=5000))
+    for start in range(0, len(keys), 1000):
+        client.delete(*keys[start : start + 1000])
+    client.close()
+
+
+def drop_schema(schema: str) -> None:
+    """Drop a bank's PostgreSQL schema with everything in it."""
+    import psycopg
+
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
 @contextmanager
 def fresh_url(backend: str, workdir: Path) -> Iterator[str]:
     tag = uuid.uuid4().hex[:10]
@@ -41,19 +60,10 @@ def fresh_url(backend: str, workdir: Path) -> Iterator[str]:
         try:
             yield f"{REDIS_URL}?prefix={prefix}"
         finally:
-            import redis
-
-            client = redis.Redis.from_url(REDIS_URL)
-            keys = list(client.scan_iter(match=f"{prefix}*", count=5000))
-            for start in range(0, len(keys), 1000):
-                client.delete(*keys[start : start + 1000])
-            client.close()
+            drop_redis_prefix(prefix)
     else:
         schema = f"lbbench_{tag}"
         try:
             yield f"{POSTGRES_URL}?schema={schema}"
         finally:
-            import psycopg
-
-            with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            drop_schema(schema)

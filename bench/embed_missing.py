@@ -89,21 +89,12 @@ def kept_url(backend: str, size: int, keep: Path) -> tuple[str, bool]:
         prefix = f"lbkept{size}:"
         url = f"{_backends.REDIS_URL}?prefix={prefix}"
         if not done.exists():
-            import redis
-
-            client = redis.Redis.from_url(_backends.REDIS_URL)
-            keys = list(client.scan_iter(match=f"{prefix}*", count=5000))
-            for start in range(0, len(keys), 1000):
-                client.delete(*keys[start : start + 1000])
-            client.close()
+            _backends.drop_redis_prefix(prefix)
     else:
         schema = f"lbkept_{size}"
         url = f"{_backends.POSTGRES_URL}?schema={schema}"
         if not done.exists():
-            import psycopg
-
-            with psycopg.connect(_backends.POSTGRES_URL, autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            _backends.drop_schema(schema)
     return url, not done.exists()
 
 
