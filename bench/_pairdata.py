@@ -7,6 +7,11 @@ Sources (each pair carries its ``source``):
   tool's message (from its wheel on PyPI, read without installing it: ``pip download --no-deps``) against
   the first paragraph of ruff's "Why is this bad?" for the same code (``ruff rule --all``). Label
   ``paraphrase``; pairs whose two texts are the same words are left out (ruff often copies a summary);
+- ``pylint`` / ``pyflakes`` / ``comprehensions`` / ``simplify`` / ``pep8-naming`` / ``flake8-return`` /
+  ``flake8-pie`` / ``bandit``: the same for the other linters ruff implements, read by ``bench/_lintdocs.py``
+  (pylint's message description, pyflakes's and the plugins' messages) against the first paragraph of
+  ruff's "What it does" (these texts say what is flagged, as that paragraph does, where bugbear's explain
+  why). Label ``paraphrase``; the same words, or a message of fewer than three words, are left out;
 - ``reflections``: successive self-reflections GPT-4 wrote on one problem (``../shared/data``: same
   ``task_id``). Label ``paraphrase`` (the same problem diagnosed again; sometimes a new diagnosis, so this
   source is reported apart);
@@ -32,11 +37,12 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import combinations, pairwise
 from pathlib import Path
 from typing import Any
 
+import _lintdocs
 import _ruffdocs
 from lessonbank.text import jaccard, literals, same_lesson, words
 
@@ -106,8 +112,32 @@ def original_messages(directory: Path) -> dict[str, tuple[str, str]]:
     return found
 
 
+def other_messages(directory: Path) -> dict[str, tuple[str, str]]:
+    """ruff code → (source, text) from the other linters' wheels (``bench/_lintdocs.py``)."""
+    found: dict[str, tuple[str, str]] = {}
+    flake8 = _lintdocs.sources(download("flake8", directory))
+    sources = {
+        "pylint": _lintdocs.pylint(_lintdocs.sources(download("pylint", directory))),
+        "pyflakes": _lintdocs.pyflakes(_lintdocs.sources(download("pyflakes", directory)), flake8),
+    }
+    for package, (source, to_ruff) in _lintdocs.PLUGINS.items():
+        sources[source] = _lintdocs.plugin(_lintdocs.sources(download(package, directory)), to_ruff)
+    for source, messages in sources.items():
+        for code, text in messages.items():
+            found.setdefault(code, (source, text))
+    return found
+
+
 def why(rule: dict[str, Any]) -> str:
-    body = _ruffdocs.sections(rule["explanation"]).get("Why is this bad?", "")
+    return first_paragraph(rule, "Why is this bad?")
+
+
+def what(rule: dict[str, Any]) -> str:
+    return first_paragraph(rule, "What it does")
+
+
+def first_paragraph(rule: dict[str, Any], section: str) -> str:
+    body = _ruffdocs.sections(rule["explanation"]).get(section, "")
     paragraphs = _ruffdocs.prose(body).split("\n\n")
     return clip(paragraphs[0]) if paragraphs and paragraphs[0] else ""
 
@@ -117,13 +147,18 @@ def pair(a: str, b: str, label: str, source: str, key: str) -> dict[str, Any]:
 
 
 def documentation_pairs(
-    rules: dict[str, dict[str, Any]], originals: dict[str, tuple[str, str]]
+    rules: dict[str, dict[str, Any]],
+    originals: dict[str, tuple[str, str]],
+    section: Callable[[dict[str, Any]], str] = why,
+    min_words: int = 0,
 ) -> Iterator[dict[str, Any]]:
     for code, (source, message) in sorted(originals.items()):
         rule = rules.get(code)
         if rule is None:
             continue
-        theirs, ours = clip(message), why(rule)
+        theirs, ours = clip(message), section(rule)
+        if len(words(theirs)) < min_words:
+            continue
         if ours and not same_lesson(theirs, ours) and jaccard(words(theirs), words(ours)) < 0.9:
             yield pair(theirs, ours, "paraphrase", source, code)
 
@@ -286,7 +321,9 @@ def build() -> list[dict[str, Any]]:
     rules = {rule["code"]: rule for rule in _ruffdocs.ruff_rules(_ruffdocs.ruff_binary()) if rule.get("code")}
     with tempfile.TemporaryDirectory() as directory:
         originals = original_messages(Path(directory))
+        others = other_messages(Path(directory))
     records = list(documentation_pairs(rules, originals))
+    records += documentation_pairs(rules, others, what, min_words=3)
     alternatives = list(alternative_pairs(rules))
     records += alternatives
     if "W503" in originals and "W504" in originals:  # pycodestyle's two documented alternatives
