@@ -13,8 +13,11 @@ Sources (each pair carries its ``source``):
   ruff's "What it does" (these texts say what is flagged, as that paragraph does, where bugbear's explain
   why). Label ``paraphrase``; the same words, or a message of fewer than three words, are left out;
 - ``reflections``: successive self-reflections GPT-4 wrote on one problem (``../shared/data``: same
-  ``task_id``). Label ``paraphrase`` (the same problem diagnosed again; sometimes a new diagnosis, so this
-  source is reported apart);
+  ``task_id``). Label ``same-problem``: the same problem diagnosed again, most often a different diagnosis
+  ("it wrongly excludes 100" / "it wrongly includes 100"), so not a duplicate and not a distinct pair
+  either. The pairs a person read in the label audit (``bench/consolidation_audit.py``, the held half)
+  carry its verdict (``audit``); the reflection pairs it found to be one lesson are labelled
+  ``paraphrase``, the two documentation pairs it found to state different things ``mismatch``;
 - ``ruff-alternative``: rules ruff documents as alternatives of each other ("For an alternative, see
   [D211]": D203/D211, D212/D213, ...), the first sentence of each one's advice. Label ``contradiction``;
 - ``ruff-siblings``: the summaries of two different ruff rules that share most words (token Jaccard ≥
@@ -32,6 +35,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import random
 import re
 import subprocess
 import sys
@@ -334,7 +338,47 @@ def build() -> list[dict[str, Any]]:
     records += sibling_pairs(rules, skip)
     records += reflection_pairs()
     records += [pair(a, b, label, "hand", key) for label, a, b, key in HAND]
+    relabel(records)
     return records
+
+
+# The sources of the held half's label audit, and the labels its population had ("paraphrase" then): the
+# audit's sample is drawn from them in file order, so a relabelled pair stays in it.
+AUDITED_SOURCES = ("bugbear", "pycodestyle", "pydocstyle", "reflections", "hand")
+DUPLICATE_LABELS = ("paraphrase", "same-problem", "mismatch")
+
+
+def audit_sample(
+    records: list[dict[str, Any]], rng: random.Random, size: int, half: str = "held"
+) -> list[dict[str, Any]]:
+    """The label audit's sample of duplicate pairs (``bench/consolidation_audit.py``)."""
+    population = [
+        record
+        for record in records
+        if record["half"] == half
+        and record["source"] in AUDITED_SOURCES
+        and record["label"] in DUPLICATE_LABELS
+    ]
+    return rng.sample(population, min(size, len(population)))
+
+
+def relabel(records: list[dict[str, Any]]) -> None:
+    """Successive reflections are one problem, not one lesson, unless the audit read them as one lesson;
+    a documentation pair the audit found to state something else is a ``mismatch``."""
+    from consolidation_audit import FINGERPRINT, SEED, VERDICTS, fingerprint
+
+    for record in records:
+        if record["source"] == "reflections":
+            record["label"] = "same-problem"
+    sample = audit_sample(records, random.Random(SEED), len(VERDICTS))
+    if fingerprint(sample) != FINGERPRINT:
+        raise SystemExit(f"the audit's verdicts were read for sample {FINGERPRINT}: read it again")
+    for record, verdict in zip(sample, VERDICTS, strict=True):
+        record["audit"] = verdict
+        if verdict == "right":
+            record["label"] = "paraphrase"
+        elif verdict == "wrong" and record["source"] != "reflections":
+            record["label"] = "mismatch"
 
 
 def load(path: Path = OUT) -> list[dict[str, Any]]:

@@ -42,6 +42,7 @@ from lessonbank.services.consolidation.prepass import find_candidates
 # D01-D40: 19 wrong (17 of 27 reflection pairs, 2 of 13 documentation pairs), 2 borderline, 19 right.
 # Both distinct samples (L01-L20 labelled, N01-N20 nearest of another item): 0 wrong.
 FINGERPRINT = "c50b5447c522a0d0"
+SEED = 20261127
 VERDICTS = (
     "right",
     "right",
@@ -88,7 +89,7 @@ VERDICTS = (
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seed", type=int, default=20261127)
+    parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--half", default="held", choices=("tune", "held"))
     parser.add_argument("--duplicates", type=int, default=40)
     parser.add_argument("--distinct", type=int, default=20)
@@ -96,10 +97,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--embedder", default="none", help="with --score: none, minilm, static")
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
-    records = [record for record in _pairdata.load() if record["half"] == args.half]
-    duplicates = [record for record in records if record["label"] == "paraphrase"]
+    everything = _pairdata.load()
+    records = [record for record in everything if record["half"] == args.half]
     labelled = [record for record in records if record["label"] == "distinct"]
-    sample = rng.sample(duplicates, min(args.duplicates, len(duplicates)))
+    sample = _pairdata.audit_sample(everything, rng, args.duplicates, args.half)
+    duplicates = [
+        r
+        for r in records
+        if r["label"] in _pairdata.DUPLICATE_LABELS and r["source"] in _pairdata.AUDITED_SOURCES
+    ]
     if args.score:
         return score(records, sample, args.embedder)
     print(f"# {args.half} half, seed {args.seed}, fingerprint {fingerprint(sample)}\n")

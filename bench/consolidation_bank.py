@@ -5,7 +5,10 @@ The bank, one per half of ``tests/data/lesson_pairs.jsonl`` (``tune``: the pre-p
 chosen on it; ``held``: never looked at while tuning):
 
 - **duplicates**: every text of the half's labelled pairs; a labelled paraphrase pair (two documentations
-  of one check, two reflections GPT-4 wrote on one problem, a hand-written pair) is a known duplicate pair;
+  of one check, a hand-written pair, two reflections the label audit read as one lesson) is a known
+  duplicate pair. Two successive reflections on one problem (``same-problem``) are reported apart:
+  most are two diagnoses, not one lesson, so merging them is neither counted right nor wrong, and
+  neither text is counted as a distinct lesson;
 - **stale**: :data:`STALE` ruff rule summaries written 400 days ago and never used (decay proposes them for
   archive);
 - **distinct**: the other ruff rule summaries (``ruff rule --all``), one lesson per rule, leaving out the
@@ -16,9 +19,9 @@ Every text belongs to one **item** (a rule code, a task, a hand-written pair; a 
 item). One cycle runs with a scripted model that follows the pre-pass (its replies propose nothing of
 their own: the proposal is the pre-pass's merges and archives, and the phases' tokens are spent as in
 use), and the proposal is approved whole. Reported: lessons before / after, duplicate pairs merged and
-left (the documented pairs and the reflection pairs apart: ``bench/consolidation_audit.py`` found most
-sampled reflection pairs to be two diagnoses, not one lesson), merge precision (pairs of lessons merged
-into one whose items agree), distinct lessons lost
+left (the documented pairs and the audited reflection pairs apart; the same-problem pairs merged),
+merge precision (pairs of lessons merged into one whose items agree, same-problem pairs left out and
+counted), distinct lessons lost
 (superseded or archived without being a duplicate or stale: target 0), stale archived, tokens spent.
 
     .venv/bin/python bench/consolidation_bank.py                       # words only and MiniLM
@@ -40,7 +43,7 @@ from typing import Any
 
 import _pairdata
 import _ruffdocs
-from consolidation_pairs import item_of
+from consolidation_pairs import _join, item_of, unknown
 from lessonbank import LessonBank
 from lessonbank.errors import NotFoundError
 from lessonbank.llm.base import Message
@@ -133,19 +136,23 @@ def build(half: str, rules: Sequence[Mapping[str, Any]], now: datetime) -> dict[
     texts: dict[str, str] = {}  # text → id
     items: dict[str, str] = {}
     duplicates: set[tuple[str, str]] = set()
-    reflections: set[tuple[str, str]] = set()  # of them, two reflections on one problem (see the audit)
+    reflections: set[tuple[str, str]] = set()  # of them, two reflections the audit read as one lesson
+    same_problem: set[tuple[str, str]] = set()  # two reflections on one problem, not known to be one lesson
     for record in records:
         for side in ("a", "b"):
             text = record[side]
             if text not in texts:
                 texts[text] = f"les_p{len(texts):04d}"
                 items[texts[text]] = item_of(record, side)
+        a, b = sorted((texts[record["a"]], texts[record["b"]]))
         if record["label"] == "paraphrase":
-            a, b = sorted((texts[record["a"]], texts[record["b"]]))
             duplicates.add((a, b))
+            _join(items, items[b], items[a])
             if record["source"] == "reflections":
                 reflections.add((a, b))
-    documented = {code for item in items.values() for code in item.split(":")[0].split("/")}
+        elif record["label"] == "same-problem":
+            same_problem.add((a, b))
+    documented = {code for item in items.values() for code in re.split(r"[:~]", item)[0].split("/")}
     rows: list[dict[str, Any]] = []
     for text, lesson_id in texts.items():
         rows.append({"id": lesson_id, "content": text, "created_at": now - timedelta(days=1)})
@@ -169,6 +176,7 @@ def build(half: str, rules: Sequence[Mapping[str, Any]], now: datetime) -> dict[
         "items": items,
         "duplicates": sorted(duplicates),
         "reflections": reflections,
+        "same_problem": sorted(same_problem),
         "stale": stale,
     }
 
@@ -289,7 +297,8 @@ def run(
     documented = [pair for pair in duplicates if pair not in bank_spec["reflections"]]
     documented_left = [pair for pair in left if pair not in bank_spec["reflections"]]
     in_duplicates = {i for pair in duplicates for i in pair}
-    same_item = {i for i in ids if sum(items[j] == items[i] for j in ids) > 1}
+    same_item = {i for i in ids if sum(items[j] == items[i] for j in ids) > 1 or "~" in items[i]}
+    same_problem = [(a, b) for a, b in bank_spec["same_problem"] if a in state and b in state]
     stale: set[str] = bank_spec["stale"] & set(state)
     distinct = [i for i in ids if i not in in_duplicates and i not in same_item and i not in stale]
     lost = sorted(i for i in distinct if i in merged_into or i in archived)
@@ -299,7 +308,8 @@ def run(
             [r for r in bank_spec["rows"] if r["id"] in state], items, duplicates, embedder
         )
     reachable = _CEILINGS[key]
-    wrong = [(a, b) for a, b in merged_pairs if items[a] != items[b]]
+    unsure = [(a, b) for a, b in merged_pairs if unknown(items[a], items[b])]
+    wrong = [(a, b) for a, b in merged_pairs if items[a] != items[b] and not unknown(items[a], items[b])]
     return {
         "half": half,
         "embedder": embedder or "none",
@@ -318,12 +328,19 @@ def run(
         "reflection_pairs_merged_share": _share_merged(
             len(duplicates) - len(documented), len(left) - len(documented_left)
         ),
+        "same_problem_pairs": len(same_problem),
+        "same_problem_merged_share": _share_merged(
+            len(same_problem), sum(root(a) != root(b) for a, b in same_problem)
+        ),
         "ceiling_dice": reachable["dice"],
         "ceiling_cosine": reachable["cosine"],
         "ceiling_either": reachable["either"],
         "merges": len(merges),
         "merged_pairs": len(merged_pairs),
-        "merge_precision": round(1 - len(wrong) / len(merged_pairs), 3) if merged_pairs else None,
+        "merge_precision": round(1 - len(wrong) / (len(merged_pairs) - len(unsure)), 3)
+        if len(merged_pairs) > len(unsure)
+        else None,
+        "merged_pairs_unknown": len(unsure),
         "distinct_lessons": len(distinct),
         "distinct_lost": len(lost),
         "stale": len(stale),
@@ -350,10 +367,13 @@ ROWS = (
     "documented_pairs",
     "documented_merged_share",
     "reflection_pairs_merged_share",
+    "same_problem_pairs",
+    "same_problem_merged_share",
     "ceiling_dice",
     "ceiling_cosine",
     "ceiling_either",
     "merge_precision",
+    "merged_pairs_unknown",
     "merges_worded_by_model",
     "distinct_lessons",
     "distinct_lost",

@@ -4,7 +4,8 @@ of ``tests/data/lesson_pairs.jsonl`` and prints the constants to commit.
 The half's distinct texts are one bank (one scope, IDF among them, as the pre-pass computes it). Every pair
 of two texts that the guards of ``paraphrase.relation`` let through (not opposed, not siblings, not naming
 different things) and that share a term or sit at cosine ≥ 0.3 is one example, labelled 1 when the two texts
-document one item (one rule code, one task, one hand-written pair; ``consolidation_pairs.bank_of``). Two
+document one item (one rule code, one hand-written pair; ``consolidation_pairs.bank_of``); two reflections
+on one problem are left out (``same-problem``: not known to be one lesson or two). Two
 models: the lexical features alone, and with the MiniLM cosine. Logistic regression by Newton's method with
 an L2 penalty (:data:`PENALTY`, the intercept not penalized). ``join`` is the lowest probability from which
 the tuning half's pairs are at least :data:`JOIN_PRECISION` right; ``member`` (what every pair of a cluster
@@ -22,7 +23,7 @@ from itertools import combinations
 import numpy as np
 
 import _pairdata
-from consolidation_pairs import bank_of, vectors_for
+from consolidation_pairs import bank_of, unknown, vectors_for
 from lessonbank.services.consolidation import scorer
 from lessonbank.services.consolidation.paraphrase import Weights, named_apart, opposed, siblings, terms
 
@@ -48,6 +49,8 @@ def examples(half: str = "tune") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if not (terms(a) & terms(b)) and cosines[i, j] < MIN_COSINE:
             continue
         if opposed(a, b) or siblings(a, b) or named_apart(a, b):
+            continue
+        if unknown(items[lessons[i].id], items[lessons[j].id]):  # two reflections on one problem
             continue
         rows.append((*scorer.features(a, b, weights), float(cosines[i, j])))
         labels.append(items[lessons[i].id] == items[lessons[j].id])

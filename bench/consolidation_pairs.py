@@ -7,10 +7,14 @@ For each half (``tune``: the thresholds of ``services/consolidation/paraphrase.p
 scope), and the pre-pass runs once on that bank. Reported:
 
 - **paraphrase recall**: labelled paraphrase pairs that end in one cluster (also per source);
-- **paraphrase precision**: of the labelled pairs that end in one cluster, the share labelled paraphrase;
+- **paraphrase precision**: of the labelled pairs that end in one cluster, the share labelled paraphrase
+  (``same-problem`` and ``mismatch`` pairs left out: not known to be one lesson or two);
   and **bank precision**: of all pairs joined in a cluster, the share whose two texts belong to one item
-  (one rule code, one task, one hand-written pair; a text and its retype are one item; texts of
-  different items joined count as wrong, also two rules that give the same advice, e.g. D206 / W191);
+  (one rule code, one hand-written pair, one audited reflection pair; a text and its retype are one item;
+  texts of different items joined count as wrong, also two rules that give the same advice, e.g. D206 /
+  W191); pairs of two reflections on one problem are left out and counted (``joined_unknown``);
+- **same problem merged**: the share of ``same-problem`` pairs (successive reflections) in one cluster,
+  apart: most are two diagnoses (the label audit), so neither recall nor a loss;
 - **contradiction precision / recall**: of every pair the pre-pass proposes as a contradiction, the share
   labelled contradiction; of the labelled contradictions, the share proposed;
 - **distinct merged**: labelled distinct pairs that end in one cluster (target 0).
@@ -24,6 +28,7 @@ scope), and the pre-pass runs once on that bank. Reported:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from collections import defaultdict
@@ -55,6 +60,9 @@ def bank_of(records: Sequence[Mapping[str, Any]]) -> tuple[list[Lesson], dict[st
             if text not in ids:
                 ids[text] = f"l{len(ids):04d}"
                 items[ids[text]] = item_of(record, side)
+    for record in records:  # a text in two paraphrase pairs (an audited reflection) joins their items
+        if record["label"] == "paraphrase":
+            _join(items, items[ids[record["b"]]], items[ids[record["a"]]])
     # A text retyped (the same lesson: one rule's summary as pycodestyle and ruff print it) is one item.
     heads: list[str] = []
     for text, lesson_id in ids.items():
@@ -62,23 +70,39 @@ def bank_of(records: Sequence[Mapping[str, Any]]) -> tuple[list[Lesson], dict[st
         if head is None:
             heads.append(text)
         else:
-            joined = items[ids[head]]
-            old = items[lesson_id]
-            for key, value in items.items():
-                if value == old:
-                    items[key] = joined
+            _join(items, items[lesson_id], items[ids[head]])
     lessons = [Lesson(id=i, content=text, created_at=NOW - timedelta(days=1)) for text, i in ids.items()]
     return lessons, ids, items
 
 
+def _join(items: dict[str, str], old: str, new: str) -> None:
+    if old != new:
+        for key, value in items.items():
+            if value == old:
+                items[key] = new
+
+
 def item_of(record: Mapping[str, Any], side: str) -> str:
     """What the text documents: the rule code or task of a paraphrase pair, each sibling's own rule
-    code (``E701/E702`` → ``E701`` for ``a``), each side of anything else apart."""
+    code (``E701/E702`` → ``E701`` for ``a``), each side of anything else apart. A text of a
+    ``same-problem`` or ``mismatch`` pair is its own item of its pair's problem (``task~text hash``):
+    whether two of them are one lesson is not known, so joining them is counted apart (:func:`unknown`)."""
     if record["label"] == "paraphrase":
         return str(record["key"])
     if record["source"] == "ruff-siblings":
         return str(record["key"]).split("/")[0 if side == "a" else 1]
+    if record["label"] in UNKNOWN_LABELS:
+        return f"{record['key']}~{hashlib.sha256(record[side].encode()).hexdigest()[:10]}"
     return f"{record['key']}:{side}"
+
+
+UNKNOWN_LABELS = ("same-problem", "mismatch")
+
+
+def unknown(first: str, second: str) -> bool:
+    """Two items of one problem, at least one of a pair not known to be one lesson: joining them is
+    neither right nor wrong."""
+    return first != second and "~" in first + second and first.split("~")[0] == second.split("~")[0]
 
 
 def measure(
@@ -112,16 +136,21 @@ def measure(
         per_source[record["source"]][0] += together(record)
         per_source[record["source"]][1] += 1
     contradictions = {pair_of(record) for record in by_label["contradiction"]}
+    known = [(a, b) for a, b in joined if not unknown(items[a], items[b])]
+    same_problem = by_label["same-problem"]
     return {
         "lessons": len(lessons),
         "pairs": {label: len(found_records) for label, found_records in sorted(by_label.items())},
         "paraphrase_recall": _share(sum(together(r) for r in paraphrases), len(paraphrases)),
         "paraphrase_recall_by_source": {s: _share(*counts) for s, counts in sorted(per_source.items())},
         "paraphrase_precision": _share(
-            sum(r["label"] == "paraphrase" for r in merged_labelled), len(merged_labelled)
+            sum(r["label"] == "paraphrase" for r in merged_labelled),
+            sum(r["label"] not in UNKNOWN_LABELS for r in merged_labelled),
         ),
-        "bank_precision": _share(sum(items[a] == items[b] for a, b in joined), len(joined)),
+        "bank_precision": _share(sum(items[a] == items[b] for a, b in known), len(known)),
         "joined_pairs": len(joined),
+        "joined_unknown": len(joined) - len(known),
+        "same_problem_merged": _share(sum(together(r) for r in same_problem), len(same_problem)),
         "contradiction_precision": _share(len(flagged & contradictions), len(flagged)),
         "contradiction_recall": _share(len(flagged & contradictions), len(contradictions)),
         "contradictions_proposed": len(flagged),
@@ -156,6 +185,8 @@ ROWS = (
     "paraphrase_precision",
     "bank_precision",
     "joined_pairs",
+    "joined_unknown",
+    "same_problem_merged",
     "contradiction_precision",
     "contradiction_recall",
     "contradictions_proposed",
