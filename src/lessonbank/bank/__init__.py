@@ -13,8 +13,34 @@ The services are synchronous and thread-safe through the store; LessonBank calls
 and AsyncLessonBank from a thread, so the two can never drift apart in behaviour.
 """
 
-from lessonbank.bank.aio import AsyncLessonBank
-from lessonbank.bank.base import BankBase
-from lessonbank.bank.sync import LessonBank
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lessonbank.bank.aio import AsyncLessonBank
+    from lessonbank.bank.base import BankBase
+    from lessonbank.bank.sync import LessonBank
+
+# Each facade loads on first use: a process that opens a LessonBank does not build AsyncLessonBank.
+_LAZY = {
+    "AsyncLessonBank": "lessonbank.bank.aio",
+    "BankBase": "lessonbank.bank.base",
+    "LessonBank": "lessonbank.bank.sync",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'lessonbank.bank' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = ["AsyncLessonBank", "BankBase", "LessonBank"]

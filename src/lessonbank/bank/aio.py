@@ -12,19 +12,20 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lessonbank import requests as rq
-from lessonbank.bank.base import GoalState
 from lessonbank.bank.flavours import AsyncBankBase
-from lessonbank.jobs import Worker
-from lessonbank.models import AuditEntry, ContextBlock, Decision, Episode, Hit, Job, Lesson, LessonKind
-from lessonbank.ports import LessonSort
-from lessonbank.proposals import DreamRun, Proposal
-from lessonbank.services.consolidation.cycle_queue import check_wait
-from lessonbank.services.expansion import ExpansionReport
-from lessonbank.services.recording import flush_answer
-from lessonbank.services.transfer import ExportFormat, ExportTarget
+
+if TYPE_CHECKING:
+    # Named in signatures only. What a method runs it imports there: a process that opens a bank to
+    # recall loads neither the request models nor the consolidation, expansion and export services.
+    from lessonbank.bank.base import GoalState
+    from lessonbank.jobs import Worker
+    from lessonbank.models import AuditEntry, ContextBlock, Decision, Episode, Hit, Job, Lesson, LessonKind
+    from lessonbank.ports import LessonSort
+    from lessonbank.proposals import DreamRun, Proposal
+    from lessonbank.services.expansion import ExpansionReport
+    from lessonbank.services.transfer import ExportFormat, ExportTarget
 
 FLUSH_POLL_S = 0.02  # how often flush() looks at the queue
 
@@ -63,6 +64,8 @@ class AsyncLessonBank(AsyncBankBase):
         # Copied here, on the caller's side, before the service reads them (in a thread, when async).
         outputs = list(outputs) if not isinstance(outputs, str) else outputs
         errors = list(errors) if not isinstance(errors, str) else errors
+        from lessonbank import requests as rq
+
         request = rq.FinishGoalRequest.of(locals())
         return self._queued(await self._call(self.services.recorder.finish_goal, request))
 
@@ -111,6 +114,8 @@ class AsyncLessonBank(AsyncBankBase):
         """One look of :meth:`flush` (after a kick): its answer, or None while jobs are still to run
         before ``deadline`` (monotonic). The server waits between looks on its event loop, so a
         waiting client holds no thread."""
+        from lessonbank.services.recording import flush_answer
+
         done = flush_answer(await self.pending(), self._running_worker(), deadline)
         if done is None:
             self._wake()
@@ -270,6 +275,8 @@ class AsyncLessonBank(AsyncBankBase):
         actor: str = "api",
     ) -> Lesson:
         """Pin or unpin a lesson, set its tags or importance; audited (its text is not edited in place)."""
+        from lessonbank import requests as rq
+
         return await self._call(self.services.lifecycle.edit, rq.EditLessonRequest.of(locals()))
 
     async def restore(self, lesson_id: str, *, actor: str = "api") -> Lesson:
@@ -338,6 +345,8 @@ class AsyncLessonBank(AsyncBankBase):
         failed for good: CycleFailedError."""
         if dry_run is not False:
             return (await self._call(self.services.consolidation.run, dry_run=dry_run))[1]
+        from lessonbank.services.consolidation.cycle_queue import check_wait
+
         check_wait(wait)
         job = await self._call(self.services.cycles.manual)
         self._kick()
@@ -374,6 +383,8 @@ class AsyncLessonBank(AsyncBankBase):
         """Apply a pending proposal (or ``only`` some of its operations, ``"core"`` naming its core
         memory rewrite), all or nothing, audited. ``edits``: operation id (or ``"core"``) → the text
         to write instead of the cycle's (approve with changes)."""
+        from lessonbank import requests as rq
+
         return await self._call(self.services.consolidation.approve, rq.ApproveRequest.of(locals()))
 
     async def reject(self, proposal_id: str, *, reason: str | None = None, actor: str = "api") -> Proposal:

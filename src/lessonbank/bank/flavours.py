@@ -83,7 +83,8 @@ class SyncBankBase(BankBase):
         self._thread = None
         self._thread_lock = threading.Lock()
         self._gate = ThreadGate()  # a worker that outlives stop()'s wait still holds the store
-        pending = self.services.recorder.pending()
+        # What recorder.pending() reads, without building the recorder for a bank that only recalls.
+        pending = self.store.count_jobs([self.namespace])
         if pending.get("queued") or (pending.get("waiting") and self.reflection_llm is not None):
             self._kick()
 

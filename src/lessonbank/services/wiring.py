@@ -2,43 +2,67 @@
 
 Both facades call :func:`build_services` with their constructor's arguments, so there is one
 place that turns ``LessonBank(db, llm=..., namespace=..., ...)`` into a working bank.
+
+Opening a bank builds what every call needs and what can be wrong with the arguments (settings,
+store, LLMs, reflectors, retriever); each service is built, and its module imported, on first use
+(once, under a lock): a process that opens a bank to recall loads no consolidation, expansion,
+import or export code.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
 
 from lessonbank.errors import ConfigError
-from lessonbank.jobs import Worker
 from lessonbank.llm import LLM, get_llm
 from lessonbank.policy import OFF
 from lessonbank.reflectors.base import Reflector
 from lessonbank.reflectors.registry import build_reflectors
 from lessonbank.retrieval import HyDE, Retriever
-from lessonbank.services.attribution import LastContexts
-from lessonbank.services.catalog import Catalog
-from lessonbank.services.consolidation.cycle import Consolidator
-from lessonbank.services.consolidation.cycle_queue import CycleQueue
-from lessonbank.services.context import ContextBuilder
-from lessonbank.services.expansion import Expander
-from lessonbank.services.feedback import FeedbackHandler
-from lessonbank.services.lifecycle import Lifecycle
-from lessonbank.services.pools import Pools
-from lessonbank.services.recording import Recorder
-from lessonbank.services.reflecting import ReflectionHandler
-from lessonbank.services.retention import Retention
 from lessonbank.services.scope import Scope
-from lessonbank.services.writing import LessonIntake
 from lessonbank.settings import Settings
 from lessonbank.stores import open_store
 from lessonbank.text import TokenCounter, estimate_tokens
 
 if TYPE_CHECKING:
+    from lessonbank.jobs import Worker
     from lessonbank.models import Lesson
     from lessonbank.retrieval.embedders import Embedder
+    from lessonbank.services.attribution import LastContexts
+    from lessonbank.services.catalog import Catalog
+    from lessonbank.services.consolidation.cycle import Consolidator
+    from lessonbank.services.consolidation.cycle_queue import CycleQueue
+    from lessonbank.services.context import ContextBuilder
+    from lessonbank.services.expansion import Expander
+    from lessonbank.services.feedback import FeedbackHandler
+    from lessonbank.services.lifecycle import Lifecycle
+    from lessonbank.services.pools import Pools
+    from lessonbank.services.recording import Recorder
+    from lessonbank.services.reflecting import ReflectionHandler
+    from lessonbank.services.retention import Retention
+    from lessonbank.services.writing import LessonIntake
+
+T = TypeVar("T")
+
+
+class _built_once(cached_property[T]):
+    """A service built on first use. The build holds the services' lock, so two threads asking at
+    once get one object; once built, the instance attribute answers without the lock."""
+
+    @overload
+    def __get__(self, instance: None, owner: type[Any] | None = None) -> Self: ...
+    @overload
+    def __get__(self, instance: object, owner: type[Any] | None = None) -> T: ...
+    def __get__(self, instance: object, owner: type[Any] | None = None) -> T | Self:
+        if instance is None:
+            return self
+        with instance._building:  # type: ignore[attr-defined]
+            return super().__get__(instance, owner)
 
 
 @dataclass
@@ -51,22 +75,116 @@ class Services:
     reflectors: dict[str, Reflector]
     retriever: Retriever
     count_tokens: TokenCounter
-    recorder: Recorder
-    reflections: ReflectionHandler
-    intake: LessonIntake
-    context: ContextBuilder
-    pools: Pools
-    catalog: Catalog
-    retention: Retention
-    lifecycle: Lifecycle
-    consolidation: Consolidator
-    cycles: CycleQueue
-    feedback: FeedbackHandler
-    expansion: Expander
+    _building: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+
+    @_built_once
+    def recorder(self) -> Recorder:
+        from lessonbank.services.recording import Recorder
+
+        return Recorder(
+            self.scope,
+            reflection_llm=self.reflection_llm,
+            reflectors=self.reflectors,
+            last_contexts=self.last_contexts,
+        )
+
+    @_built_once
+    def reflections(self) -> ReflectionHandler:
+        from lessonbank.services.reflecting import ReflectionHandler
+
+        return ReflectionHandler(
+            self.scope,
+            reflection_llm=self.reflection_llm,
+            reflectors=self.reflectors,
+            retriever=self.retriever,
+            pools=self.pools,
+        )
+
+    @_built_once
+    def intake(self) -> LessonIntake:
+        from lessonbank.services.writing import LessonIntake
+
+        return LessonIntake(self.scope, retriever=self.retriever, pools=self.pools)
+
+    @_built_once
+    def context(self) -> ContextBuilder:
+        from lessonbank.services.context import ContextBuilder
+
+        return ContextBuilder(
+            self.scope,
+            retriever=self.retriever,
+            count_tokens=self.count_tokens,
+            last_contexts=self.last_contexts,
+        )
+
+    @_built_once
+    def pools(self) -> Pools:
+        from lessonbank.services.pools import Pools
+
+        return Pools(self.scope)
+
+    @_built_once
+    def catalog(self) -> Catalog:
+        from lessonbank.services.catalog import Catalog
+
+        return Catalog(self.scope, reflection_llm=self.reflection_llm)
+
+    @_built_once
+    def retention(self) -> Retention:
+        from lessonbank.services.retention import Retention
+
+        return Retention(self.scope)
+
+    @_built_once
+    def lifecycle(self) -> Lifecycle:
+        from lessonbank.services.lifecycle import Lifecycle
+
+        return Lifecycle(self.scope)
+
+    @_built_once
+    def consolidation(self) -> Consolidator:
+        from lessonbank.services.consolidation.cycle import Consolidator
+
+        return Consolidator(
+            self.scope, retriever=self.retriever, llm=self.reflection_llm, count_tokens=self.count_tokens
+        )
+
+    @_built_once
+    def cycles(self) -> CycleQueue:
+        from lessonbank.services.consolidation.cycle_queue import CycleQueue
+
+        return CycleQueue(self.scope, self.consolidation)
+
+    @_built_once
+    def feedback(self) -> FeedbackHandler:
+        from lessonbank.services.feedback import FeedbackHandler
+
+        return FeedbackHandler(self.scope, reembed=_reembed(self.retriever))
+
+    @_built_once
+    def expansion(self) -> Expander:
+        from lessonbank.services.expansion import Expander
+
+        return Expander(
+            self.scope,
+            llm=self.reflection_llm,
+            count_tokens=self.count_tokens,
+            reembed=_reembed(self.retriever),
+        )
+
+    @_built_once
+    def last_contexts(self) -> LastContexts:
+        """The last contexts served, shared by the context builder (which writes them) and the
+        recorder (which attributes an episode's outcome to them)."""
+        from lessonbank.services.attribution import LastContexts
+
+        return LastContexts()
 
     def new_worker(self, namespaces: Sequence[str] | None, *, only: str | None = None) -> Worker:
         """A worker running this bank's jobs (reflections and consolidation cycles), with the
         settings the bank has now; ``only`` a job id: that job alone."""
+        from lessonbank.jobs import Worker
+
         return Worker(
             self.scope.store,
             {
@@ -130,35 +248,13 @@ def build_services(
     except BaseException:
         scope.store.close()
         raise
-    count_tokens = token_counter or estimate_tokens
-    last_contexts = LastContexts()
-    pools = Pools(scope)
-    consolidation = Consolidator(scope, retriever=retriever, llm=reflecting_llm, count_tokens=count_tokens)
     return Services(
         scope=scope,
         llm=main_llm,
         reflection_llm=reflecting_llm,
         reflectors=reflectors,
         retriever=retriever,
-        count_tokens=count_tokens,
-        recorder=Recorder(
-            scope, reflection_llm=reflecting_llm, reflectors=reflectors, last_contexts=last_contexts
-        ),
-        reflections=ReflectionHandler(
-            scope, reflection_llm=reflecting_llm, reflectors=reflectors, retriever=retriever, pools=pools
-        ),
-        intake=LessonIntake(scope, retriever=retriever, pools=pools),
-        context=ContextBuilder(
-            scope, retriever=retriever, count_tokens=count_tokens, last_contexts=last_contexts
-        ),
-        pools=pools,
-        catalog=Catalog(scope, reflection_llm=reflecting_llm),
-        retention=Retention(scope),
-        lifecycle=Lifecycle(scope),
-        consolidation=consolidation,
-        cycles=CycleQueue(scope, consolidation),
-        feedback=FeedbackHandler(scope, reembed=_reembed(retriever)),
-        expansion=Expander(scope, llm=reflecting_llm, count_tokens=count_tokens, reembed=_reembed(retriever)),
+        count_tokens=token_counter or estimate_tokens,
     )
 
 
