@@ -315,3 +315,44 @@ def test_two_sentence_lessons_sharing_one_sentence_and_differing_in_the_other_ar
     assert not paraphrase.sentences_apart(f"{one} {INDENT}", f"{other} {SQUARE}", weights)
     monkeypatch.setattr(paraphrase, "sentences_apart", lambda a, b, weights: False)
     assert clusters_of(one, other) == [["a", "b"]]  # this guard, not another, tells them apart
+
+
+# ruff's S312 / S321 and AIR301 / AIR311: distinct lessons the bank benchmark lost to a merge.
+TELNET = "Telnet is considered insecure. Use SSH or some other encrypted protocol."
+FTP = (
+    "FTP-related functions are being called. FTP is considered insecure. Use SSH/SFTP/SCP or some other"
+    " encrypted protocol."
+)
+REMOVED = "`{deprecated}` is removed in Airflow 3.0"
+STILL_WORKS = (
+    "`{deprecated}` is removed in Airflow 3.0; It still works in Airflow 3.0 but is expected to be removed"
+    " in a future version."
+)
+
+
+def close_clusters(a: str, b: str) -> list[list[str]]:
+    """The pre-pass's clusters of ``a`` and ``b`` among a few unrelated lessons, the two's vectors as
+    close as vectors get (an embedder would join them if nothing told them apart)."""
+    bank = [lesson(a, "a"), lesson(b, "b"), *(lesson(text, f"f{n}") for n, text in enumerate(FILLER))]
+    close = {"a": np.ones(4, dtype=np.float32), "b": np.ones(4, dtype=np.float32)}
+    return find_candidates(bank, NOW, vectors=close).clusters
+
+
+def test_one_statement_about_two_subjects_is_two_lessons(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert paraphrase.subjects_apart(TELNET, FTP)
+    assert siblings(TELNET, FTP)
+    assert close_clusters(TELNET, FTP) == []
+    # The subject named in both (one text naming more) is one lesson's wording, not two subjects.
+    reworded = "Telnet is considered insecure. Prefer SSH, an encrypted protocol."
+    assert not paraphrase.subjects_apart(TELNET, reworded)
+    monkeypatch.setattr(paraphrase, "subjects_apart", lambda a, b: False)
+    assert close_clusters(TELNET, FTP) == [["a", "b"]]  # this guard, not another, tells them apart
+
+
+def test_a_rule_and_the_rule_with_an_exception_are_two_lessons(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert paraphrase.excepted(REMOVED, STILL_WORKS)
+    assert close_clusters(REMOVED, STILL_WORKS) == []
+    # A clause added that explains, not excepts, is left to the scorer.
+    assert not paraphrase.excepted(REMOVED, f"{REMOVED}; code using it fails to import.")
+    monkeypatch.setattr(paraphrase, "excepted", lambda a, b: False)
+    assert close_clusters(REMOVED, STILL_WORKS) == [["a", "b"]]

@@ -25,7 +25,11 @@ Pure and deterministic; no LLM, no store. Used by the consolidation pre-pass (:m
   differ in their terms (:func:`headed_apart`: "Checks for *third-party* imports ..." / "Checks for
   *standard library* imports ...", one rationale after). They are two lessons, however close their vectors.
   So are two lessons of two sentences that share one and differ in the other (:func:`sentences_apart`,
-  asked by :func:`relation` with the bank's term weights): one situation, two corrections.
+  asked by :func:`relation` with the bank's term weights): one situation, two corrections; one short
+  statement of one template about two subjects, neither named in the other text (:func:`subjects_apart`:
+  "*Telnet* is considered insecure ..." / "*FTP* is considered insecure ..."); and a rule against the
+  same rule with a clause that makes an exception (:func:`excepted`: "removed in 3.0" / "removed in
+  3.0; it still works ... but").
 
 :func:`relation` applies these guards: opposed (and about one subject, :data:`CONTRADICTION`) is a
 contradiction candidate; siblings or naming different things is two lessons; otherwise a paraphrase
@@ -287,7 +291,7 @@ def siblings(a: str, b: str) -> bool:
     or they fill one template's slot differently (:data:`SLOT`, :data:`TEMPLATE`). In an explanation
     of several sentences the first two hold, and the others are asked of the first sentences (what
     an explanation is about): a word more or less further on is wording, not the lesson."""
-    if named_apart(a, b) or headed_apart(a, b):
+    if named_apart(a, b) or headed_apart(a, b) or subjects_apart(a, b) or excepted(a, b):
         return True
     terms_a, terms_b = terms(a), terms(b)
     only_a, only_b = len(terms_a - terms_b), len(terms_b - terms_a)
@@ -307,6 +311,49 @@ def siblings(a: str, b: str) -> bool:
     terms_a, terms_b = terms(first_a), terms(first_b)
     only = sorted((len(terms_a - terms_b), len(terms_b - terms_a)))
     return (len(terms_a & terms_b) >= 2 and only == [1, 1]) or swapped(first_a, first_b)
+
+
+def subjects_apart(a: str, b: str) -> bool:
+    """Two texts, one of several sentences, holding one short sentence each of one template whose
+    subject differs, and neither subject found anywhere in the other text: "*Telnet* is considered
+    insecure. Use SSH ..." / "*FTP*-related functions are being called. *FTP* is considered insecure.
+    Use SSH/SFTP/SCP ...". One statement about two things is two lessons, however much the advice
+    around it is shared; two tellings of one lesson name its subject in both."""
+    if _one_sentence(a) and _one_sentence(b):
+        return False  # asked by the one-sentence rules of :func:`siblings`
+    terms_a, terms_b = terms(a), terms(b)
+    for x in _sentences(a):
+        for y in _sentences(b):
+            own_x, own_y = terms(x) - terms(y), terms(y) - terms(x)
+            if len(own_x) != 1 or len(own_y) != 1 or len(terms(x) & terms(y)) < 2:
+                continue
+            if len(lower_words(x)) > FIRST_WORDS or len(lower_words(y)) > FIRST_WORDS:
+                continue
+            if own_x & terms_b or own_y & terms_a:
+                continue
+            if template_likeness(x, y) >= TEMPLATE:
+                return True
+    return False
+
+
+_CLAUSE_SPLIT = re.compile(r"(?<=[.!?;])\s+")
+_EXCEPTION = re.compile(r"\b(but|however|still|unless|except)\b", re.I)
+
+
+def excepted(a: str, b: str) -> bool:
+    """One text is every clause of the other plus a clause that makes an exception ("`X` is removed in
+    Airflow 3.0" / "`X` is removed in Airflow 3.0; *it still works* in Airflow 3.0 *but* is expected to
+    be removed in a future version"): a rule and the rule with its exception are two lessons, and
+    merging them loses the exception."""
+    short, long = sorted((a, b), key=len)
+    parts_short = [part for part in _CLAUSE_SPLIT.split(short.strip()) if terms(part)]
+    parts_long = [part for part in _CLAUSE_SPLIT.split(long.strip()) if terms(part)]
+    if not parts_short or len(parts_long) <= len(parts_short):
+        return False
+    kept = {terms(part) for part in parts_short}
+    if not kept <= {terms(part) for part in parts_long}:
+        return False
+    return any(_EXCEPTION.search(part) for part in parts_long if terms(part) not in kept)
 
 
 def headed_apart(a: str, b: str) -> bool:
