@@ -300,9 +300,46 @@ def _may_match(reason: str, lowered: str) -> bool:
     return needs is None or any(fragment in lowered for fragment in needs)
 
 
+# No fragment holds whitespace, so a fragment is in a text exactly when it is in one of the text's
+# whitespace-separated words. Words repeat from text to text: what each one may match is worked out
+# once (by _may_match on the word alone) and kept, so a text costs one split and a lookup per
+# distinct word instead of a substring search of the whole text per fragment. Bounded: a flood of
+# unique words costs time, never memory.
+assert not any(char.isspace() for needs in _NEEDS.values() for fragment in needs for char in fragment)
+_WORD_REASONS: dict[str, frozenset[str]] = {}
+_WORD_REASONS_MAX = 1 << 17
+
+
+def _word_reasons(word: str) -> frozenset[str]:
+    reasons = frozenset(reason for reason in _NEEDS if _may_match(reason, word))
+    if len(_WORD_REASONS) < _WORD_REASONS_MAX:
+        _WORD_REASONS[word] = reasons
+    return reasons
+
+
+def _possible(lowered: str) -> frozenset[str]:
+    """The reasons :func:`_may_match` lets through for ``lowered`` (those without _NEEDS included)."""
+    words = lowered.split()
+    found: set[frozenset[str] | None] = set(map(_WORD_REASONS.get, words))
+    if None in found:
+        found.discard(None)
+        found.update(_word_reasons(word) for word in set(words) if word not in _WORD_REASONS)
+    return _UNGATED.union(*found)  # type: ignore[arg-type]
+
+
+_UNGATED = frozenset(reason for reason, _pattern, _addressed in _PATTERNS if reason not in _NEEDS)
+
+
 def normalized(text: str) -> str:
     """``text`` as read for screening: NFKC, invisible characters removed, line breaks kept."""
-    text = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
+    if text.isascii():
+        # NFKC leaves ASCII as it is and every invisible character is not ASCII; printable ASCII holds
+        # no line break and no whitespace but " ", so without a run of spaces or one at either end
+        # there is nothing to fold (most text).
+        if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+            return text
+    else:
+        text = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
     return "\n".join(" ".join(line.split()) for line in text.splitlines())
 
 
@@ -328,12 +365,15 @@ def screen(text: str) -> Finding | None:
     text = normalized(text)
     lowered = text.lower()
     folded: str | None = None  # ``lowered`` with every run of whitespace one space, made when needed
+    possible = _possible(lowered)
     for reason, pattern, addressed in _PATTERNS:
-        if not _may_match(reason, lowered):
+        if reason not in possible:
             continue
         phrases = _PHRASES.get(reason)
         if phrases is not None:
-            folded = _folded(lowered) if folded is None else folded
+            if folded is None:
+                # One line of ASCII from normalized() is folded already.
+                folded = lowered if lowered.isascii() and "\n" not in lowered else _folded(lowered)
             if not any(phrase in folded for phrase in phrases):
                 continue
         if not addressed:

@@ -211,19 +211,37 @@ def _replace(kind: str, pattern: re.Pattern[str], text: str) -> str:
     return pattern.sub(one, text)
 
 
-# Every fragment some pattern needs: a text is searched once for each, then only the patterns whose
-# fragments it holds run.
-_FRAGMENTS = tuple(sorted({fragment for _kind, _pattern, fragments in _PATTERNS for fragment in fragments}))
 # A pattern whose fragment is in most text (a discord token's "."): it runs only where this shorter
 # pattern, which every text it matches holds, is found first (a scan from the literal "." instead of a
 # match tried at every word start).
 _GATES: dict[str, re.Pattern[str]] = {"discord-token": re.compile(r"\.[A-Za-z\d_-]{6}\.")}
-_PATTERNS_OF: dict[str, tuple[int, ...]] = {
-    fragment: tuple(
-        index for index, (_kind, _pattern, fragments) in enumerate(_PATTERNS) if fragment in fragments
-    )
-    for fragment in _FRAGMENTS
-}
+
+# A fragment without whitespace is in a text exactly when it is in one of the text's words (split at
+# whitespace). Words repeat from text to text: the patterns a word's fragments call for are worked out
+# once and kept, with two marks (an AWS key id's prefix, an assignment's fragment), so a text costs a
+# split and a lookup per word, not a search of the whole text per fragment. Fragments with whitespace
+# are searched for in the text. Bounded: a flood of unique words costs time, never memory.
+_AWS_MARK, _ASSIGNMENT_MARK = -1, -2
+_NEEDS = [(_AWS_MARK, ("akia", "asia")), (_ASSIGNMENT_MARK, _ASSIGNMENT_FRAGMENTS)]
+_NEEDS += [(index, fragments) for index, (_kind, _pattern, fragments) in enumerate(_PATTERNS)]
+_SPACED = [(f, index) for index, fragments in _NEEDS for f in fragments if any(c.isspace() for c in f)]
+_WORD_HITS: dict[str, frozenset[int]] = {}
+_WORD_HITS_MAX = 1 << 17
+
+
+def _hits(lowered: str) -> set[int]:
+    """The indexes of the patterns whose fragments ``lowered`` holds, and the marks it holds."""
+    words = lowered.split()
+    found: set[frozenset[int] | None] = set(map(_WORD_HITS.get, words))
+    if None in found:
+        found.discard(None)
+        for word in set(words).difference(_WORD_HITS):
+            hits = frozenset(index for index, needs in _NEEDS if any(f in word for f in needs))
+            found.add(hits)
+            if len(_WORD_HITS) < _WORD_HITS_MAX:
+                _WORD_HITS[word] = hits
+    spaced = {index for fragment, index in _SPACED if fragment in lowered}
+    return spaced.union(*found)  # type: ignore[arg-type]
 
 
 # Texts this short (tags, task types, agent names) repeat across records: each is redacted once per
@@ -247,13 +265,12 @@ def _redact_short(text: str) -> str:
 
 def _redact(text: str) -> str:
     lowered = text.lower()
-    if ("akia" in lowered or "asia" in lowered) and _AWS_KEY_ID.search(text):
+    hits = _hits(lowered)
+    if _AWS_MARK in hits and _AWS_KEY_ID.search(text):
         text = _AWS_SECRET.sub("[REDACTED:aws-secret]", text)
-    wanted: set[int] = set()
-    for fragment in _FRAGMENTS:
-        if fragment in lowered:
-            wanted.update(_PATTERNS_OF[fragment])
-    for index in sorted(wanted):  # in the table's order: an earlier pattern's marker shields its text
+    for index in sorted(hits):  # in the table's order: an earlier pattern's marker shields its text
+        if index < 0:
+            continue
         kind, pattern, _fragments = _PATTERNS[index]
         gate = _GATES.get(kind)
         if gate is None or gate.search(text):
@@ -261,7 +278,7 @@ def _redact(text: str) -> str:
     if "--" in text:
         text = _FLAG.sub(_assigned, text)
     # An assignment needs its ":" or "=" (looked for in the text as it is now: a marker holds a ":").
-    if ("=" in text or ":" in text) and any(fragment in lowered for fragment in _ASSIGNMENT_FRAGMENTS):
+    if ("=" in text or ":" in text) and _ASSIGNMENT_MARK in hits:
         text = _ASSIGNMENT.sub(_assigned, text)
     return text
 

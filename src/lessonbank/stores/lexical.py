@@ -59,13 +59,15 @@ def text_field_terms(content: str, tags: Sequence[str], learned_from: str | None
 
 
 def tokens(text: str) -> list[str]:
-    """``words(text)``, faster on ASCII text (most text): one lowercasing and one regex pass. Only
+    """``words(text)``, faster on ASCII text (most text): one lowercasing, translation and split. Only
     ASCII: lowercasing some other letters changes where a word ends ("İ" lowercases to "i" and a
     combining dot, which is no word character)."""
-    return _ASCII_WORD.findall(text.lower()) if text.isascii() else words(text)
+    return text.lower().translate(_ASCII_SPACES).split() if text.isascii() else words(text)
 
 
-_ASCII_WORD = re.compile(r"[a-z0-9]+")  # ``words``' pattern on lowercased ASCII
+# ``words``' pattern on lowercased ASCII is ``[a-z0-9]+``: every other ASCII character made a space
+# and the text split there gives the same words (twice as fast as the regex on long text).
+_ASCII_SPACES = str.maketrans({code: " " for code in range(128) if not re.fullmatch("[a-z0-9]", chr(code))})
 
 
 def word_frequencies(
