@@ -15,15 +15,18 @@ import contextlib
 import errno
 import os
 from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AliasChoices, BeforeValidator, Field, ValidationError, model_validator
-from pydantic_settings import (
-    BaseSettings,
-    EnvSettingsSource,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
 )
 
 from lessonbank.errors import ConfigError
@@ -81,11 +84,16 @@ COUNT_FIELDS = (
 RETENTION_FIELDS = ("episode_retention_days", "reflection_retention_days", "done_job_retention_days")
 
 
-class Settings(BaseSettings):
-    """Everything configurable, with its environment variable in the comment."""
+class Settings(BaseModel):
+    """Everything configurable, with its environment variable in the comment.
 
-    model_config = SettingsConfigDict(
-        env_prefix=_PREFIX, frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True
+    A plain pydantic model read from the environment by :meth:`from_env` (pydantic-settings' own
+    sources are not needed for one flat set of ``LESSONBANK_*`` variables, and importing them cost
+    every new process ~35 ms of CPU): names are matched without regard to case, an alias first, and defaults are
+    validated, as ``BaseSettings`` did."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True, validate_default=True
     )
 
     home: HomeDir = Field(default_factory=lambda: Path("~/.lessonbank").expanduser())  # LESSONBANK_HOME
@@ -177,7 +185,7 @@ class Settings(BaseSettings):
 
     def __init__(self, **values: Any) -> None:
         try:
-            super().__init__(**values)
+            super().__init__(**_by_field(values))
         except ValidationError as error:
             raise _config_error(error, values) from None
 
@@ -238,17 +246,6 @@ class Settings(BaseSettings):
             )
         return self
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings,)  # the environment is read by from_env only
-
     def routes(self) -> dict[str, str]:
         """The policy table: situation → reflector name (or ``off``)."""
         return {
@@ -276,7 +273,7 @@ class Settings(BaseSettings):
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Defaults, then ``LESSONBANK_*`` variables, then ``overrides`` (``None`` values ignored)."""
-        values = _Environment(cls, os.environ if environ is None else environ)()
+        values = _environment(os.environ if environ is None else environ)
         return cls(**values).with_overrides(**overrides)
 
     def with_overrides(self, **overrides: Any) -> Settings:
@@ -287,19 +284,53 @@ class Settings(BaseSettings):
         return type(self)(**{**self.model_dump(), **updates})
 
 
-class _Environment(EnvSettingsSource):
-    """The ``LESSONBANK_*`` variables of one mapping (``os.environ`` by default), spelled in capitals."""
+@cache
+def _input_names() -> list[tuple[str, tuple[str, ...]]]:
+    """Per field: the key its value is validated under (its first alias, else its name) and the
+    names, lower-cased, that set it (its aliases, then its name)."""
+    names = []
+    for name, info in Settings.model_fields.items():
+        alias = info.validation_alias
+        aliases = [alias] if isinstance(alias, str) else []
+        if isinstance(alias, AliasChoices):
+            aliases = [choice for choice in alias.choices if isinstance(choice, str)]
+        matched = [alias.lower() for alias in aliases]
+        names.append((aliases[0] if aliases else name, tuple(dict.fromkeys([*matched, name.lower()]))))
+    return names
 
-    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
-        self._environ = environ
-        super().__init__(settings_cls, case_sensitive=False)
 
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        return {
-            name.lower(): value.strip()
-            for name, value in self._environ.items()
-            if name.startswith(_PREFIX) and name == name.upper()
-        }
+def _by_field(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Constructor arguments keyed for validation: a name matches a field's alias or its name in any
+    case (the first match wins, the others go); a name that matches no field stays, and is refused."""
+    given: dict[str, list[str]] = {}
+    for key in values:
+        given.setdefault(key.lower(), []).append(key)
+    left, keyed = set(values), {}
+    for key, names in _input_names():
+        matched = [original for name in names for original in given.get(name, ()) if original in left]
+        if matched:
+            left.difference_update(matched)
+            keyed[key] = values[matched[0]]
+    keyed.update((key, value) for key, value in values.items() if key in left)
+    return keyed
+
+
+def _environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The settings ``environ`` sets, each value stripped, keyed as :func:`_by_field` keys them: a
+    field is set by its own variable (its alias, e.g. ``LESSONBANK_REFLEXION_ON_ERROR``) or else by
+    ``LESSONBANK_<FIELD>``, spelled in capitals."""
+    variables = {
+        name.lower(): value.strip()
+        for name, value in environ.items()
+        if name.startswith(_PREFIX) and name == name.upper()
+    }
+    values = {}
+    for key, names in _input_names():
+        field = names[-1]
+        found = next((name for name in (*names[:-1], f"{_PREFIX}{field}".lower()) if name in variables), None)
+        if found is not None:
+            values[key] = variables[found]
+    return values
 
 
 def make_private_folder(path: Path) -> Path:
