@@ -9,7 +9,6 @@ the last transient error is raised unchanged, so callers translate it as they al
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -110,10 +109,15 @@ async def retry_async(
     attempts: int | None = None,
     budget_s: float | None = None,
     on_retry: OnRetry | None = None,
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    sleep: Callable[[float], Awaitable[None]] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> T:
-    """:func:`retry_call` for a coroutine function; waits with ``asyncio.sleep``."""
+    """:func:`retry_call` for a coroutine function; waits with ``sleep`` (default ``asyncio.sleep``,
+    imported here: a process that never awaits does not load asyncio)."""
+    if sleep is None:
+        import asyncio
+
+        sleep = asyncio.sleep
     schedule = _Schedule(transient, backoff, attempts, budget_s, on_retry, clock)
     while True:
         try:

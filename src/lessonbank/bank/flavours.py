@@ -9,15 +9,20 @@ with ``self._run_coroutine(coro)``; each base below gives those their flavour's 
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from lessonbank.bank.base import BankBase
-from lessonbank.jobs import ThreadGate, Worker, WorkerThread, current_gate
 from lessonbank.llm.base import run_sync
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from lessonbank.jobs import ThreadGate, Worker, WorkerThread
+
+# asyncio and the worker (lessonbank.jobs) are imported where they are used: a process that opens a
+# LessonBank to recall, and starts no worker, loads neither.
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -31,12 +36,16 @@ class AsyncBankBase(BankBase):
     _task: asyncio.Task[None] | None
 
     def _start(self) -> None:
+        from lessonbank.jobs import ThreadGate
+
         self._worker = None
         self._task = None
         # Threads cannot be cancelled: close() waits for the store calls still running in them.
         self._gate = ThreadGate()
 
     async def _call(self, call: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+        import asyncio
+
         return await asyncio.to_thread(self._gate.call, call, *args, **kwargs)
 
     async def _run_coroutine(self, coro: Coroutine[Any, Any, R]) -> R:
@@ -45,6 +54,11 @@ class AsyncBankBase(BankBase):
     def _kick(self) -> None:
         if not self._runs_worker:
             return
+        import asyncio
+        import contextvars
+
+        from lessonbank.jobs import current_gate
+
         if self._task is None or self._task.done():
             if self.reflection_llm is not None:
                 self.store.release_waiting([self.namespace])
@@ -65,6 +79,8 @@ class AsyncBankBase(BankBase):
     async def close(self) -> None:
         """Stop the worker (jobs in flight go back to the queue), wait for the store calls still
         running in threads, and close the store."""
+        import asyncio
+
         if self._worker is not None and self._task is not None:
             self._worker.stop()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -82,7 +98,10 @@ class SyncBankBase(BankBase):
     def _start(self) -> None:
         self._thread = None
         self._thread_lock = threading.Lock()
-        self._gate = ThreadGate()  # a worker that outlives stop()'s wait still holds the store
+        # A worker that outlives stop()'s wait still holds the store: its calls pass this gate, made
+        # with the first worker (a bank that never runs one never loads the worker's code).
+        self._gate: ThreadGate | None = None
+        self._closed = False
         # What recorder.pending() reads, without building the recorder for a bank that only recalls.
         pending = self.store.count_jobs([self.namespace])
         if pending.get("queued") or (pending.get("waiting") and self.reflection_llm is not None):
@@ -102,6 +121,12 @@ class SyncBankBase(BankBase):
                 # Jobs recorded while no LLM was configured become runnable now, before flush() looks.
                 if self.reflection_llm is not None:
                     self.store.release_waiting([self.namespace])
+                from lessonbank.jobs import ThreadGate, WorkerThread
+
+                if self._gate is None:
+                    self._gate = ThreadGate()
+                    if self._closed:
+                        self._gate.shut()  # kicked after close(): the worker's store calls are refused
                 self._thread = WorkerThread(self.services.new_worker([self.namespace]), self._gate)
         self._thread.wake()
 
@@ -119,7 +144,9 @@ class SyncBankBase(BankBase):
         still run in threads, and close the store."""
         with self._thread_lock:
             thread, self._thread = self._thread, None
+            gate, self._closed = self._gate, True
         if thread is not None:
             thread.stop()
-        self._gate.shut()
+        if gate is not None:
+            gate.shut()
         self.store.close()

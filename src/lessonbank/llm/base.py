@@ -14,8 +14,6 @@ protocol: :class:`lessonbank.llm.retry.RetryingLLM` retries transient provider e
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Coroutine, Sequence
@@ -117,6 +115,9 @@ def resolve_api_key(given: str | None, env_var: str, *, provider: str, model: st
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` to completion from sync code, also when the caller is inside an event loop."""
+    import asyncio  # here: a process that only recalls never loads asyncio
+    import concurrent.futures
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:

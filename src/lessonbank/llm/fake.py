@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -79,6 +78,8 @@ class FakeLLM(ChatModel):
             )
             reply: Reply | None = self._replies.pop(0) if self._replies else self.default
         if self.delay_s:
+            import asyncio  # here: importing the package does not load asyncio
+
             await asyncio.sleep(self.delay_s)
         if reply is None:
             raise LLMError(
