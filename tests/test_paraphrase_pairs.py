@@ -345,8 +345,15 @@ def test_one_statement_about_two_subjects_is_two_lessons(monkeypatch: pytest.Mon
     # The subject named in both (one text naming more) is one lesson's wording, not two subjects.
     reworded = "Telnet is considered insecure. Prefer SSH, an encrypted protocol."
     assert not paraphrase.subjects_apart(TELNET, reworded)
+    # A comma clause is a statement too: bugbear's B010 message against ruff's B043 (the name unquoted
+    # in one, so the names do not tell them apart).
+    setattr_ = "Do not call setattr with a constant attribute value, it is not any safer than normal property access."
+    delattr_ = "Do not call `delattr` with a constant attribute value. It is not any safer than normal property deletion."
+    assert not named_apart(setattr_, delattr_)
+    assert paraphrase.subjects_apart(setattr_, delattr_)
     monkeypatch.setattr(paraphrase, "subjects_apart", lambda a, b: False)
     assert close_clusters(TELNET, FTP) == [["a", "b"]]  # this guard, not another, tells them apart
+    assert close_clusters(setattr_, delattr_) == [["a", "b"]]
 
 
 def test_a_rule_and_the_rule_with_an_exception_are_two_lessons(monkeypatch: pytest.MonkeyPatch) -> None:

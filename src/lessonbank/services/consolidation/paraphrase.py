@@ -322,8 +322,8 @@ def subjects_apart(a: str, b: str) -> bool:
     if _one_sentence(a) and _one_sentence(b):
         return False  # asked by the one-sentence rules of :func:`siblings`
     terms_a, terms_b = terms(a), terms(b)
-    for x in _sentences(a):
-        for y in _sentences(b):
+    for x in _clauses(a):
+        for y in _clauses(b):
             own_x, own_y = terms(x) - terms(y), terms(y) - terms(x)
             if len(own_x) != 1 or len(own_y) != 1 or len(terms(x) & terms(y)) < 2:
                 continue
@@ -337,6 +337,17 @@ def subjects_apart(a: str, b: str) -> bool:
 
 
 _CLAUSE_SPLIT = re.compile(r"(?<=[.!?;])\s+")
+_CLAUSE_COMMA_SPLIT = re.compile(r"(?<=[.!?;,])\s+")
+
+
+@lru_cache(maxsize=65536)
+def _clauses(text: str) -> tuple[str, ...]:
+    """The text's sentences and comma clauses that hold a content term ("Do not call setattr with a
+    constant attribute value, it is not any safer ..." opens with a statement of its own)."""
+    parts = [part.strip(" ,;") for part in _CLAUSE_COMMA_SPLIT.split(text.strip())]
+    return tuple(part for part in parts if terms(part))
+
+
 _EXCEPTION = re.compile(r"\b(but|however|still|unless|except)\b", re.I)
 
 
