@@ -21,6 +21,7 @@ import re
 import struct
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from typing import Any
 
 from lessonbank.models import Lesson
 from lessonbank.text import stem, words
@@ -94,11 +95,39 @@ def weighted_terms(lesson: Lesson, weights: Mapping[str, float]) -> tuple[dict[s
     """Each token's term frequency summed over the fields, each field's scaled by its weight
     (missing: 1.0), and the document length in tokens (all fields, unweighted, as FTS5 counts)."""
     by_word, length = word_frequencies(lesson.content, lesson.tags, lesson.learned_from, weights)
+    stems: list[Any] = list(map(_STEMS.get, by_word))  # None for a word not kept yet
+    if None in stems:
+        stems = [_stem_kept(word) for word in by_word]
     frequencies: dict[str, float] = {}
-    for word, tf in by_word.items():
-        term = stem(word)
-        frequencies[term] = frequencies.get(term, 0.0) + tf
+    get = frequencies.get
+    for term, tf in zip(stems, by_word.values(), strict=True):
+        frequencies[term] = get(term, 0.0) + tf
     return frequencies, length
+
+
+# Word → stem and term → hash, as plain dicts read in one ``map`` per lesson (a cached function is a
+# call per word). Bounded: a flood of unique words costs time, never memory.
+_STEMS: dict[str, str] = {}
+_TERM_HASHES: dict[str, int] = {}
+_CACHE_MAX = 1 << 18
+
+
+def _stem_kept(word: str) -> str:
+    term = _STEMS.get(word)
+    if term is None:
+        term = stem(word)
+        if len(_STEMS) < _CACHE_MAX:
+            _STEMS[word] = term
+    return term
+
+
+def _hash_kept(term: str) -> int:
+    hashed = _TERM_HASHES.get(term)
+    if hashed is None:
+        hashed = term_hash(term)
+        if len(_TERM_HASHES) < _CACHE_MAX:
+            _TERM_HASHES[term] = hashed
+    return hashed
 
 
 def weighted_frequencies(
@@ -232,7 +261,10 @@ def lesson_term_vector(lesson: Lesson) -> bytes:
 def weighted_term_vector(frequencies: Mapping[str, float], length: int, lesson: Lesson) -> bytes:
     """``lesson_term_vector(lesson)`` from what ``weighted_terms(lesson, FIELD_WEIGHTS)`` gave (the same
     terms in the same order): a store that already tokenised the lesson does not tokenise it again."""
-    hashed = {term_hash(term): tf for term, tf in frequencies.items()}
+    hashes: list[Any] = list(map(_TERM_HASHES.get, frequencies))  # None for a term not kept yet
+    if None in hashes:
+        hashes = [_hash_kept(term) for term in frequencies]
+    hashed = dict(zip(hashes, frequencies.values(), strict=True))
     return _packed(hashed, length, {name: getattr(lesson, name) for name in SCOPE_FIELDS}, lesson.tags)
 
 

@@ -370,9 +370,20 @@ def _row(lesson: Lesson) -> dict[str, str]:
 def factors_field(frequencies: dict[str, float], length: int, avg_len: float) -> str:
     """A lesson's tokens (as key parts) and BM25 factors, as the ``INDEX`` batch command takes them
     (``repr``: the double round-trips exactly)."""
-    return "".join(
-        f"{key_part(t)}{_SEP}{w!r}{_SEP}" for t, w in bm25_factors(frequencies, length, avg_len).items()
-    )
+    factors = bm25_factors(frequencies, length, avg_len)
+    words = "".join(factors)
+    if not (words.isascii() and words.isalnum()):
+        return "".join(f"{key_part(t)}{_SEP}{w!r}{_SEP}" for t, w in factors.items())
+    # Plain words are their own key parts, and a lesson's factors take few distinct values (one per
+    # term frequency): each written once.
+    written: dict[float, str] = {}
+    parts = []
+    for term, factor in factors.items():
+        text = written.get(factor)
+        if text is None:
+            text = written[factor] = f"{_SEP}{factor!r}{_SEP}"
+        parts.append(term + text)
+    return "".join(parts)
 
 
 def _flat(mapping: dict[str, str]) -> list[str]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -202,9 +202,9 @@ def _row_and_terms(lesson: Lesson, avg_len: float, *, as_text: bool) -> tuple[tu
     tags: Any
     terms: Any
     if as_text:
-        tags = "{" + ",".join(_quoted(tag, '"', '\\"') for tag in lesson.tags) + "}"
-        terms = " ".join(_quoted(term, "'", "''") for term in frequencies)
-        factors_value: Any = json.dumps(factors)
+        tags = "{" + _joined_quoted(lesson.tags, ",", '"', '\\"') + "}"
+        terms = _joined_quoted(frequencies, " ", "'", "''")
+        factors_value: Any = factors_json(factors)
         data: Any = lesson.model_dump_json()
     else:
         tags, terms = list(lesson.tags), list(frequencies)
@@ -241,6 +241,33 @@ def _row_and_terms(lesson: Lesson, avg_len: float, *, as_text: bool) -> tuple[tu
 def _quoted(text: str, quote: str, escaped: str) -> str:
     """``text`` as one quoted element of an array (``"``) or a tsvector (``'``) literal."""
     return quote + text.replace("\\", "\\\\").replace(quote, escaped) + quote
+
+
+def _joined_quoted(texts: Iterable[str], separator: str, quote: str, escaped: str) -> str:
+    """``texts`` each :func:`_quoted`, joined by ``separator``: in one join when none holds a character
+    to escape (most lessons' words and tags)."""
+    texts = list(texts)
+    every = "".join(texts)
+    if quote in every or "\\" in every:
+        return separator.join(_quoted(text, quote, escaped) for text in texts)
+    return quote + f"{quote}{separator}{quote}".join(texts) + quote if texts else ""
+
+
+def factors_json(factors: dict[str, float]) -> str:
+    """``json.dumps(factors)``, faster: a lesson's factors take few distinct values (one per term
+    frequency), each written once, and its words are plain letters and digits, which JSON writes as
+    they are. Other words go through ``json.dumps``."""
+    words = "".join(factors)
+    if not (words.isascii() and words.isalnum()):
+        return json.dumps(factors)
+    written: dict[float, str] = {}
+    parts = []
+    for term, factor in factors.items():
+        text = written.get(factor)
+        if text is None:
+            text = written[factor] = repr(factor)
+        parts.append(f'"{term}": {text}')
+    return "{" + ", ".join(parts) + "}"
 
 
 def candidate(row: Sequence[Any], relevance: float) -> Candidate:

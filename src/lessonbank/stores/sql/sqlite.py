@@ -552,7 +552,7 @@ def _params(lesson: Lesson) -> tuple[Any, ...]:
         lesson.kind,
         lesson.content,
         lesson.content_hash,
-        json.dumps(lesson.tags),
+        _json_tags(lesson.tags),
         lesson.task_type,
         lesson.agent,
         lesson.goal_id,
@@ -573,6 +573,14 @@ def _params(lesson: Lesson) -> tuple[Any, ...]:
         lesson.reflection_id,
         lesson.created_at.timestamp(),
         lesson.updated_at.timestamp(),
-        json.dumps(extra),
+        json.dumps(extra) if extra else "{}",
         lesson.learned_from,
     )
+
+
+def _json_tags(tags: list[str]) -> str:
+    """``json.dumps(tags)``: in one join when no tag holds a character JSON escapes (most tags)."""
+    every = "".join(tags)
+    if every.isascii() and every.isprintable() and '"' not in every and "\\" not in every:
+        return '["' + '", "'.join(tags) + '"]' if tags else "[]"
+    return json.dumps(tags)
