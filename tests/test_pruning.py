@@ -108,17 +108,17 @@ def test_top_slots_is_the_head_of_the_exhaustive_ranking(
 
 def test_a_low_bound_would_be_caught() -> None:
     """The check above can fail: a word whose bound is below what it gives loses lessons."""
-    norm = np.full(50, 1.0)
+    norm = np.full(51, 1.0)
     empty_docs, empty_tf = np.zeros(0, np.int32), np.zeros(0, np.float32)
-    rare = pruning.Word(
-        np.arange(5, dtype=np.int32), np.full(5, 4.0, np.float32), empty_docs, empty_tf, 3.0, 3.0
+    rare = pruning.Word(  # enough postings alone for the first threshold (SEED_SHARE × want)
+        np.arange(6, dtype=np.int32), np.full(6, 4.0, np.float32), empty_docs, empty_tf, 3.0, 3.0
     )
     common_tf = np.ones(45, np.float32)
-    common_tf[40:] = 40.0  # the bound says at most 0.01; slots 45-49 get ~4.9
-    common = pruning.Word(np.arange(5, 50, dtype=np.int32), common_tf, empty_docs, empty_tf, 5.0, 0.01)
+    common_tf[40:] = 40.0  # the bound says at most 0.01; slots 46-50 get ~4.9
+    common = pruning.Word(np.arange(6, 51, dtype=np.int32), common_tf, empty_docs, empty_tf, 5.0, 0.01)
     slots, _ = pruning.top_slots([rare, common], norm, None, 3, seed=1)
     assert slots.tolist() == [0, 1, 2]
-    assert exhaustive([rare, common], norm, None, 3)[0].tolist() == [45, 46, 47]
+    assert exhaustive([rare, common], norm, None, 3)[0].tolist() == [46, 47, 48]
 
 
 @settings(max_examples=300, deadline=None)

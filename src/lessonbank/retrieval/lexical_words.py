@@ -51,9 +51,11 @@ class PrunedWords:
         out = []
         for term, at in zip(wanted.tolist(), where, strict=True):
             base_docs, base_tf, highest, codes, unit = self._docs[:0], self._tf[:0], 0.0, None, 0.0
+            within = member = None
             if self._holds(at, term):  # not `at in held`: a missing word's position may be another's
                 start, end = int(self._starts[at]), int(self._starts[at + 1])
                 base_docs, base_tf = self._docs[start:end], self._tf[start:end]
+                within, member = (self._docs, self._tf, start), bounds.members.get(at)
                 highest, codes, unit = (
                     bounds.bound(at, per_token),
                     bounds.codes[at],
@@ -76,6 +78,7 @@ class PrunedWords:
             word = pruning.Word(
                 base_docs, base_tf, extra_docs, extra_tf, weight, weight * highest, codes, unit
             )
+            word.within, word.member = within, member
             out.append(word)
         return out
 

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from lessonbank.retrieval.membership import Membership
 from lessonbank.stores.lexical import BM25_B, BM25_K1
 
 MARGIN = 1e-9  # relative slack on comparisons of float64 sums: rounding is ~1e-16 per addition
@@ -50,6 +51,7 @@ LOOKUP_COST = 16  # a binary search for a candidate costs about this many postin
 SEED_POSTINGS = 4_096  # postings of the rarest words read to find the first exact threshold
 SEED_SHARE = 2  # lessons scored exactly for a threshold, per lesson wanted
 LEVELS = 255  # codes of a posting's ratio: 1..LEVELS of the word's highest ratio
+MEMBER_SHARE = 32  # a base word held by this share of the slots or more is kept as bits too
 
 
 @dataclass
@@ -57,7 +59,9 @@ class Word:
     """One query word's postings: a base slice (slot order; it may hold dead slots, which are never
     candidates) and the delta's (live, slot order, every slot past the base's), its weight and an
     upper bound of its contribution to any lesson. ``codes`` (one byte per base posting, or None)
-    bound each base posting's contribution by ``code × unit``."""
+    bound each base posting's contribution by ``code × unit``. ``within`` (or None): the arrays the
+    base slice is cut from and where it starts in them, so exact scores gather every word at once;
+    ``member`` (or None) finds slots in the base slice without a binary search."""
 
     docs: Any
     tf: Any
@@ -67,6 +71,8 @@ class Word:
     bound: float
     codes: Any = None
     unit: float = 0.0
+    within: tuple[Any, Any, int] | None = None
+    member: Membership | None = None  # the base slice as bits (long lists only)
 
 
 def impact_bound(max_tf: float, min_length: float, impact: float, at: float, per_token: float) -> float:
@@ -108,6 +114,7 @@ class WordBounds:
         self.min_length = np.zeros(words)
         self.impact = np.zeros(words)
         self.codes: dict[int, Any] = {}
+        self.members: dict[int, Membership] = {}  # the long lists' bits (``membership``)
         self.at_token = at_token
 
     def fill(self, starts: Any, docs: Any, tf: Any, length: Any, words: Sequence[int]) -> None:
@@ -120,6 +127,8 @@ class WordBounds:
             self.min_length[word] = lengths.min()
             self.impact[word] = ratio.max()
             self.codes[word] = quantize(ratio, float(self.impact[word]))
+            if (hi - lo) * MEMBER_SHARE >= len(length):
+                self.members[word] = Membership(docs[lo:hi], len(length))
             self.max_tf[word] = held.max()  # last: a word is done once this is set
 
     def bound(self, word: int, per_token: float) -> float:
@@ -137,7 +146,8 @@ class WordBounds:
         return float(self.impact[word]) * drift(self.at_token, per_token) / LEVELS
 
     def nbytes(self) -> int:
-        return sum(int(codes.nbytes) for codes in self.codes.values()) + 3 * 8 * len(self.max_tf)
+        codes = sum(int(codes.nbytes) for codes in self.codes.values())
+        return codes + sum(m.nbytes for m in self.members.values()) + 3 * 8 * len(self.max_tf)
 
 
 def posting_count(terms: Any, starts: Any, hashes: Sequence[int]) -> int:
@@ -214,7 +224,11 @@ class _Search:
         sizes = np.array([len(w.docs) + len(w.extra_docs) for w in words])
         order = np.argsort(-bounds, kind="stable").tolist()
         left = np.concatenate((np.cumsum(bounds[order][::-1])[::-1], [0.0]))  # bounds of words i.. in order
-        seed = max(1, int(np.searchsorted(np.cumsum(sizes[order]), self.seed, side="right")))
+        held = np.cumsum(sizes[order])
+        # The rarest words up to `seed` postings, and enough of them to hold the lessons scored for a
+        # threshold (with fewer there is none: every word would be read whole).
+        enough = int(np.searchsorted(held, SEED_SHARE * self.want)) + 1
+        seed = min(len(order), max(1, int(np.searchsorted(held, self.seed, side="right")), enough))
         for index in order[:seed]:
             self._read(words[index])
         self._raise(self._kept(_distinct(self.touched)))
@@ -340,36 +354,70 @@ def _contribution(weight: float, tf: Any, norm: Any) -> Any:
 def _looked_up(word: Word, candidates: Any, norm: Any) -> Any:
     """``word``'s contribution to each candidate (0 where it does not hold the word)."""
     out = None
-    for docs, tf in ((word.docs, word.tf), (word.extra_docs, word.extra_tf)):
+    for docs, tf, member in ((word.docs, word.tf, word.member), (word.extra_docs, word.extra_tf, None)):
         if not len(docs):
             continue
-        # Searched as the postings' own type: another would convert every posting on each call.
-        at = np.searchsorted(docs, candidates.astype(docs.dtype, copy=False))
+        at = _positions(docs, member, candidates)
         np.minimum(at, len(docs) - 1, out=at)
         found = np.where(docs[at] == candidates, _contribution(word.weight, tf[at], norm[candidates]), 0.0)
         out = found if out is None else out + found  # a slot is in one of the two parts at most
     return out if out is not None else np.zeros(len(candidates))
 
 
+def _positions(docs: Any, member: Membership | None, slots: Any) -> Any:
+    """How many of ``docs`` (ascending) are below each slot: by the bits when there are some, else
+    by binary search in the postings' own type (another would convert every posting on each call)."""
+    if member is not None:
+        return member.searchsorted(slots)
+    return np.searchsorted(docs, slots.astype(docs.dtype, copy=False))
+
+
 def exact_scores(words: Sequence[Word], slots: Any, norm: Any) -> Any:
     """The BM25 scores of ``slots``: a binary search per word and part, then the arithmetic of every
     word at once, each word's contributions added in ``words``' order (``_contribution``'s operations,
     as the exhaustive scorer's per-slot sum does: the same to the last bit)."""
-    exact = np.zeros(len(slots))
     if not len(slots) or not words:
-        return exact
+        return np.zeros(len(slots))
     tf = np.zeros((len(words), len(slots)))  # each slot's frequency of each word (0: not held)
+    _base_tf(words, slots, tf)
     for row, word in zip(tf, words, strict=True):
-        if len(word.docs):
-            row[:] = _tf_at(word.docs, word.tf, slots)
         if len(word.extra_docs):  # a slot is in the base or in the delta, never both
             row += _tf_at(word.extra_docs, word.extra_tf, slots)
     contribution = norm[slots][None, :] + tf
     np.divide(tf, contribution, out=contribution)
     np.multiply(contribution, np.array([word.weight for word in words])[:, None], out=contribution)
-    for row in contribution:  # word by word, in order
-        exact += row
-    return exact
+    # Word by word, in order: a running sum down the rows adds each to the sum of those before.
+    return np.cumsum(contribution, axis=0)[-1]
+
+
+def _base_tf(words: Sequence[Word], slots: Any, tf: Any) -> None:
+    """Each word's base frequency of each slot, into its row of ``tf``. The words cut from one pair
+    of arrays (``Word.within``) take one binary search each and are gathered from the pair at once:
+    with a few slots, numpy's calls per word cost more than the searches themselves."""
+    rows: list[int] = []
+    found: list[Any] = []
+    bounds: list[tuple[int, int]] = []
+    pool: tuple[Any, Any, int] | None = None
+    needle = slots
+    for row, word in enumerate(words):
+        if not len(word.docs):
+            continue
+        within = word.within
+        if within is None or (pool is not None and (within[0] is not pool[0] or within[1] is not pool[1])):
+            tf[row] = _tf_at(word.docs, word.tf, slots)
+            continue
+        if pool is None:
+            pool, needle = within, slots.astype(word.docs.dtype, copy=False)
+        rows.append(row)
+        found.append(
+            word.member.searchsorted(slots) if word.member is not None else word.docs.searchsorted(needle)
+        )
+        bounds.append((within[2], within[2] + len(word.docs) - 1))
+    if pool is not None:
+        at, (start, last) = np.stack(found), np.array(bounds).T[:, :, None]
+        at += start  # where each word's slice starts in the pool
+        np.minimum(at, last, out=at)
+        tf[rows] = np.where(pool[0][at] == slots, pool[1][at], 0.0)
 
 
 def _tf_at(docs: Any, tf: Any, slots: Any) -> Any:

@@ -1,0 +1,50 @@
+"""Where a slot falls in a long posting list, without a binary search: a bit per slot (held or not)
+and, per 64 slots, how many postings come before them.
+
+A pruned search looks up many candidates in the longest lists of its words (a binary search there
+misses the cache at nearly every step); with these bits a lookup is a few vectorised operations per
+word whatever the list's length. The bits of a base word are built from its postings the first time
+a query holds it and live as long as that base (``pruning.WordBounds``): a rebuild, a reload or a
+restored snapshot starts a new base and so new bits. They never change the results:
+``Membership.searchsorted`` is ``numpy.searchsorted(docs, needles)``, to the element.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+_ONE = np.uint64(1)
+
+
+class Membership:
+    """The slots ``docs`` (ascending, each once, every one below ``slots``) as bits, with a running
+    count per 64-bit word."""
+
+    def __init__(self, docs: Any, slots: int) -> None:
+        words = (slots + 63) // 64
+        flags = np.zeros(words * 64, dtype=bool)
+        flags[docs] = True
+        self.bits = np.packbits(flags, bitorder="little").view("<u8")
+        counts = np.bitwise_count(self.bits)
+        self.before = np.zeros(words + 1, dtype=np.int64)  # postings below each word (and in all)
+        np.cumsum(counts, out=self.before[1:])
+        self.size = len(docs)
+
+    def searchsorted(self, needles: Any) -> Any:
+        """For each needle, how many postings are below it (``numpy.searchsorted``, side left)."""
+        needles = np.asarray(needles, dtype=np.int64)
+        word = needles >> 6
+        beyond = word >= len(self.bits)  # past every slot the list was built over
+        np.minimum(word, len(self.bits) - 1, out=word)
+        below = (_ONE << (needles & 63).astype(np.uint64)) - _ONE  # the bits of lower slots
+        np.bitwise_and(below, self.bits[word], out=below)
+        at = self.before[word] + np.bitwise_count(below)
+        if beyond.any():
+            at[beyond] = self.size
+        return at
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.bits.nbytes + self.before.nbytes)
