@@ -138,3 +138,20 @@ def test_bits_follow_the_base_through_changes_and_a_restored_snapshot(seed: int)
             assert restored[-1]
         finally:
             store.close()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    count=st.integers(1, 20_000),
+    size=st.integers(1, 40),
+    levels=st.sampled_from([3, 50, 10**6]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_best_few_bounds_are_the_highest(count: int, size: int, levels: int, seed: int) -> None:
+    """The slots picked for a threshold are ``size`` of the highest partial bounds (ties many), taken
+    through a sample or not."""
+    values = np.random.default_rng(seed).integers(0, levels, count).astype(np.float32)
+    size = min(size, count)
+    picked = pruning._best(values, size)
+    assert len(set(picked.tolist())) == size
+    assert sorted(values[picked].tolist()) == sorted(values.tolist())[count - size :]

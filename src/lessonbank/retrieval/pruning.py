@@ -51,6 +51,7 @@ LOOKUP_COST = 16  # a binary search for a candidate costs about this many postin
 SEED_POSTINGS = 4_096  # postings of the rarest words read to find the first exact threshold
 SEED_SHARE = 2  # lessons scored exactly for a threshold, per lesson wanted
 LEVELS = 255  # codes of a posting's ratio: 1..LEVELS of the word's highest ratio
+SAMPLE = 64  # every this many partial bounds are a sample that bounds the best few from below
 MEMBER_SHARE = 32  # a base word held by this share of the slots or more is kept as bits too
 
 
@@ -242,8 +243,10 @@ class _Search:
             candidates = self._seen(float(left[done]))
         else:
             candidates = self._seen(float(left[done]))
-            self._raise(candidates)
-            candidates = self._reaching(candidates, float(left[done]))
+            values = self.partial[candidates]  # many: taken once for the raise and the narrowing
+            self._raise(candidates, values)
+            floor = self._floor(float(left[done]))
+            candidates = candidates if floor is None else candidates[values >= floor]
         stale = False  # whether words were read since the candidates were narrowed (they only shrink)
         for position in range(done, len(order)):
             word = words[order[position]]
@@ -312,16 +315,19 @@ class _Search:
         cut = self.threshold * (1 - UPPER_MARGIN) / (1 + UPPER_MARGIN) - rest
         return np.nextafter(np.float32(cut), np.float32(-np.inf)) if cut > 0 else None
 
-    def _raise(self, slots: Any) -> None:
-        """Raise the threshold to the ``want``-th exact score of the best few ``slots`` by bound."""
+    def _raise(self, slots: Any, values: Any = None) -> None:
+        """Raise the threshold to the ``want``-th exact score of the best few ``slots`` by bound
+        (``values``: their partial bounds, if taken already)."""
         size = SEED_SHARE * self.want
         if len(slots) < self.want:
             return
         if len(slots) > size:
-            top = slots[self.partial[slots] >= np.float32(self.threshold)]  # bound alone reaches: few
-            slots = top if len(top) >= self.want else slots
+            values = self.partial[slots] if values is None else values
+            top = values >= np.float32(self.threshold)  # bound alone reaches: few
+            if np.count_nonzero(top) >= self.want:
+                slots, values = slots[top], values[top]
         if len(slots) > size:
-            slots = slots[np.argpartition(self.partial[slots], len(slots) - size)[len(slots) - size :]]
+            slots = slots[_best(values, size)]
         self.threshold = max(self.threshold, _kth(self._exact(slots), self.want))
 
     def _exact(self, slots: Any) -> Any:
@@ -335,6 +341,16 @@ def _distinct(parts: list[Any]) -> Any:
         return parts[0]
     slots = np.sort(np.concatenate(parts))
     return slots[np.concatenate(([True], slots[1:] != slots[:-1]))] if len(slots) else slots
+
+
+def _best(values: Any, size: int) -> Any:
+    """Where ``size`` of the highest ``values`` are: those below the ``size``-th highest of every
+    ``SAMPLE``-th value cannot be among them, so a partition runs over the rest only."""
+    if len(values) >= 4 * SAMPLE * size:
+        sample = values[::SAMPLE]
+        kept = np.flatnonzero(values >= np.partition(sample, len(sample) - size)[len(sample) - size])
+        return kept[np.argpartition(values[kept], len(kept) - size)[len(kept) - size :]]
+    return np.argpartition(values, len(values) - size)[len(values) - size :]
 
 
 def _below(rest: float, threshold: float) -> bool:
