@@ -13,6 +13,7 @@ An embedding failure never loses a lesson: it is logged, and ``embed_missing()``
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -215,17 +216,21 @@ class LessonIntake:
         ``records`` is read lazily and written :data:`IMPORT_BATCH` at a time, so an import of any size
         holds one batch in memory; should ``records`` raise, the batches before are kept."""
         counts = {"added": 0, "reinforced": 0, "skipped": 0}
-        for batch in batched(enumerate(records, 1), IMPORT_BATCH):
-            lessons = []
-            for number, record in batch:
-                try:
-                    lessons.append(self._imported(record))
-                except (ValueError, TypeError) as exc:
-                    counts["skipped"] += 1
-                    log.warning("import: record %d skipped: %s", number, " ".join(str(exc).split())[:300])
-            added, reinforced = self.scope.store.import_lessons(lessons) if lessons else (0, 0)
-            counts["added"] += added
-            counts["reinforced"] += reinforced
+        store = self.scope.store
+        # A store may prepare for the whole import (SQLite builds some indexes once, at the end).
+        bulk = getattr(store, "bulk_import", None)
+        with bulk() if bulk is not None else contextlib.nullcontext():
+            for batch in batched(enumerate(records, 1), IMPORT_BATCH):
+                lessons = []
+                for number, record in batch:
+                    try:
+                        lessons.append(self._imported(record))
+                    except (ValueError, TypeError) as exc:
+                        counts["skipped"] += 1
+                        log.warning("import: record %d skipped: %s", number, " ".join(str(exc).split())[:300])
+                added, reinforced = store.import_lessons(lessons) if lessons else (0, 0)
+                counts["added"] += added
+                counts["reinforced"] += reinforced
         if self.retriever.embedder is not None and counts["added"]:
             counts["embedded"] = self.embed_missing()
         return counts

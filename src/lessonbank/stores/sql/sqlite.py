@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -42,6 +42,7 @@ from lessonbank.lessons import CONFIDENCE_STEP
 from lessonbank.models import MAX_TAGS, Decision, Episode, Lesson, VerificationResult, from_timestamp
 from lessonbank.ports import VectorChanges
 from lessonbank.stores.lexical import LEXICAL_SPACE, lesson_term_vector
+from lessonbank.stores.sql import sqlite_bulk
 from lessonbank.stores.sql.dialect import VECTORS_COMPLETE, Connection, question_marks
 from lessonbank.stores.sql.migrations.sqlite import MIGRATIONS
 from lessonbank.stores.sql.sqlite_files import open_target
@@ -202,7 +203,11 @@ class SQLiteDialect:
 
     def _migrate(self) -> None:
         # An up-to-date file is only read here: opening a bank never waits behind another writer.
-        if self.connection().execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS):
+        conn = self.connection()
+        if conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS):
+            if not self.read_only and sqlite_bulk.missing(conn):  # an import died with them dropped
+                with self.tx() as conn:
+                    sqlite_bulk.restore(conn)
             return
         with self.tx() as conn:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -215,6 +220,7 @@ class SQLiteDialect:
                 for statement in split_sql(MIGRATIONS[number]):
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {number + 1}")
+            sqlite_bulk.restore(conn)
 
     def _checkpoint_loop(self) -> None:
         wal = Path(self.path + "-wal")
@@ -320,6 +326,11 @@ class SQLiteDialect:
     @staticmethod
     def lock_pool(conn: Connection, namespace: str, pool: str) -> None:
         """Nothing to do: ``BEGIN IMMEDIATE`` already holds the database's write lock."""
+
+    def bulk_import(self) -> AbstractContextManager[bool]:
+        """Around the batches of one import: lessons' read-only indexes stand aside while it fills an
+        empty bank (:mod:`~lessonbank.stores.sql.sqlite_bulk`)."""
+        return sqlite_bulk.deferred_indexes(self.tx)
 
     def import_lessons(
         self, lessons: Sequence[Lesson], reinforced: Callable[[Lesson, Sequence[str]], Lesson]

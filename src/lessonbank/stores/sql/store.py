@@ -23,7 +23,9 @@ holds what is the same. Invariants:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from lessonbank.errors import NotFoundError
@@ -239,6 +241,12 @@ class SQLStore(ForwardsJobs, FinishesJobs, ForwardsVectors, ForwardsConsolidatio
     def _keep_cap(self, conn: Connection, written: Lesson) -> None:
         """Delete what writing ``written`` pushes out of its pool (``lessons.Cap``); the pool is locked."""
         self.writer.keep_cap(SQLTx(self.dialect, conn), written)
+
+    def bulk_import(self) -> AbstractContextManager[object]:
+        """Held around the batches of one import (:meth:`import_lessons`): what the dialect does to
+        speed a large one up (SQLite: ``sqlite_bulk``), nothing elsewhere."""
+        bulk = getattr(self.dialect, "bulk_import", None)
+        return bulk() if bulk is not None else contextlib.nullcontext()
 
     def import_lessons(self, lessons: Sequence[Lesson]) -> tuple[int, int]:
         """Bulk write; the same content reinforces the stored lesson (near duplicates are not looked
