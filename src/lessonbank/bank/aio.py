@@ -14,16 +14,16 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from lessonbank.bank.base import GoalState
 from lessonbank.bank.flavours import AsyncBankBase
+from lessonbank.models import AuditEntry, ContextBlock, Decision, Episode, Hit, Job, Lesson, LessonKind
+from lessonbank.ports import LessonSort
+from lessonbank.proposals import DreamRun, Proposal
 
 if TYPE_CHECKING:
     # Named in signatures only. What a method runs it imports there: a process that opens a bank to
-    # recall loads neither the request models nor the consolidation, expansion and export services.
-    from lessonbank.bank.base import GoalState
+    # recall loads neither the request models nor the worker, consolidation, expansion and export code.
     from lessonbank.jobs import Worker
-    from lessonbank.models import AuditEntry, ContextBlock, Decision, Episode, Hit, Job, Lesson, LessonKind
-    from lessonbank.ports import LessonSort
-    from lessonbank.proposals import DreamRun, Proposal
     from lessonbank.services.expansion import ExpansionReport
     from lessonbank.services.transfer import ExportFormat, ExportTarget
 
