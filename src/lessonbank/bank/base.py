@@ -7,18 +7,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal, TypeVar
 
+from lessonbank.llm import LLM
+from lessonbank.models import Job
+from lessonbank.ports import Store
+from lessonbank.reflectors.base import Reflector
+from lessonbank.retrieval import Retriever
 from lessonbank.services.wiring import Services, build_services
+from lessonbank.settings import Settings
+from lessonbank.text import TokenCounter
 
 if TYPE_CHECKING:
-    from lessonbank.jobs import Worker
-    from lessonbank.llm import LLM
-    from lessonbank.models import Job
-    from lessonbank.ports import Store
-    from lessonbank.reflectors.base import Reflector
-    from lessonbank.retrieval import Retriever
+    from lessonbank.jobs import Worker  # asyncio and the worker load with the first worker
     from lessonbank.retrieval.embedders import Embedder
-    from lessonbank.settings import Settings
-    from lessonbank.text import TokenCounter
 
 GoalState = Literal["completed", "failed"]
 R = TypeVar("R")
