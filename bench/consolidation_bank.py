@@ -12,7 +12,8 @@ chosen on it; ``held``: never looked at while tuning):
 - **stale**: :data:`STALE` ruff rule summaries written 400 days ago and never used (decay proposes them for
   archive);
 - **distinct**: the other ruff rule summaries (``ruff rule --all``), one lesson per rule, leaving out the
-  rules the half's pairs already document: many share most of their words ("Missing return type
+  rules the half's pairs already document and the rules ruff documents as another's ("This rule is
+  identical to [S307]", "remapped to [B035]"): many share most of their words ("Missing return type
   annotation for *special method*" / "*classmethod*").
 
 Every text belongs to one **item** (a rule code, a task, a hand-written pair; a text and its retype are one
@@ -159,6 +160,8 @@ def build(half: str, rules: Sequence[Mapping[str, Any]], now: datetime) -> dict[
     stale: set[str] = set()
     filler = [rule for rule in rules if rule["code"] not in documented]
     for n, rule in enumerate(filler):
+        if _ALIAS.search(rule["explanation"]):  # documented by ruff as another rule: not a distinct lesson
+            continue
         text = rule["summary"]
         if text in texts or any(same_lesson(text, other) for other in texts):
             continue
@@ -180,6 +183,8 @@ def build(half: str, rules: Sequence[Mapping[str, Any]], now: datetime) -> dict[
         "stale": stale,
     }
 
+
+_ALIAS = re.compile(r"\b(?:is identical to|has been remapped to) \[\w+\]")
 
 _CEILINGS: dict[tuple[str, str | None], dict[str, float | None]] = {}
 
