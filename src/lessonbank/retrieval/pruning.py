@@ -18,12 +18,14 @@ short to read and weigh most).
    threshold (every other one is out for good). The threshold is raised first, by scoring exactly
    the best few of the slots whose partial bound alone reaches it (few: a pass over those read, not a
    look at every candidate), so that the candidates are taken with the higher one. Each word left
-   is then looked up for the candidates (a binary search in its slot-ordered postings) or, when
-   they are many beside its postings, read whole, and each narrows the candidates again.
+   is then looked up for the candidates (a binary search in its slot-ordered postings, or its bits
+   for a long list: ``Word.member``) or, when they are many beside its postings, read whole, and
+   each narrows the candidates again.
 
-Exact scores (``exact_scores``) take one binary search per word and the arithmetic of every word at
-once: at a million lessons the searches' cache misses, not numpy's calls, are most of their cost, so
-few lessons are scored (``SEED_SHARE``).
+Exact scores (``exact_scores``) take one search per word, one gather of every word's frequencies from
+the base arrays (``Word.within``) and the arithmetic of every word at once; with a few lessons numpy's
+calls per word are most of their cost, with many the searches, so few lessons are scored
+(``SEED_SHARE``).
 
 Exactness: a lesson is dropped only when an upper bound of its score is below a score that
 ``want`` lessons reach exactly, with a relative margin (``UPPER_MARGIN``) far above the rounding of
