@@ -6,7 +6,9 @@ misses the cache at nearly every step); with these bits a lookup is a few vector
 word whatever the list's length. The bits of a base word are built from its postings the first time
 a query holds it and live as long as that base (``pruning.WordBounds``): a rebuild, a reload or a
 restored snapshot starts a new base and so new bits. They never change the results:
-``Membership.searchsorted`` is ``numpy.searchsorted(docs, needles)``, to the element.
+``Membership.searchsorted`` is ``numpy.searchsorted(docs, needles)``, to the element. At a million
+lessons one word's bits and counts take 190 KB; only lists of 1/32 of the lessons or more get them
+(``pruning.MEMBER_SHARE``), whose postings alone take more.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ class Membership:
         flags[docs] = True
         self.bits = np.packbits(flags, bitorder="little").view("<u8")
         counts = np.bitwise_count(self.bits)
-        self.before = np.zeros(words + 1, dtype=np.int64)  # postings below each word (and in all)
+        self.before = np.zeros(words + 1, dtype=np.int32)  # postings below each word (and in all)
         np.cumsum(counts, out=self.before[1:])
         self.size = len(docs)
 
