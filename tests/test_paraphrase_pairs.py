@@ -5,6 +5,7 @@ thresholds (the full set and its figures: ``bench/consolidation_pairs.py``)."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -363,3 +364,21 @@ def test_a_rule_and_the_rule_with_an_exception_are_two_lessons(monkeypatch: pyte
     assert not paraphrase.excepted(REMOVED, f"{REMOVED}; code using it fails to import.")
     monkeypatch.setattr(paraphrase, "excepted", lambda a, b: False)
     assert close_clusters(REMOVED, STILL_WORKS) == [["a", "b"]]
+
+
+def test_punctuation_abbreviations_and_links_name_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # pyflakes's F509 message (its placeholder dropped: "'...'") against ruff's description naming
+    # `printf`: an ellipsis, an "e.g." or a link in one text is not a thing the other fails to name.
+    message = "'...' %%... has unsupported format character"
+    description = "Checks for `printf`-style format strings with unsupported format characters."
+    assert not named_apart(message, description)
+    assert not named_apart(
+        "Use `min(1, 2, 3)`, e.g. for three values.", "Use `min(1, 2, 3)` for three values."
+    )
+    linked = "See https://docs.python.org/3/library/os.html before calling `os.getenv` with a default."
+    assert not named_apart(linked, "Call `os.getenv` with a default.")
+    assert named_apart("Annotate `*args` with one type.", "Annotate `**kwargs` with one type.")
+    monkeypatch.setattr(paraphrase, "_NOT_A_NAME", re.compile(r"(?!)"))
+    paraphrase._named_words.cache_clear()
+    assert named_apart(message, description)  # the ellipsis counted as a name kept them apart
+    paraphrase._named_words.cache_clear()

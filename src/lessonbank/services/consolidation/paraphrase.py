@@ -268,9 +268,20 @@ def _word_set(text: str) -> frozenset[str]:
 _Name = tuple[frozenset[str], str]  # a name's words, and how it is written when more than a word
 
 
+# What a text's literals hold that names nothing: an ellipsis or a lone "#" or ",", abbreviations ("e.g."),
+# links. Operators (`==`, `!=`, `*`) are names.
+_NOT_A_NAME = re.compile(
+    r"^(?:\.{2,}|…|#|,)$|^(?:e\.?g|i\.?e|etc)\.?$|://|\.(?:org|com|net|io|html?)\b", re.I
+)
+
+
 @lru_cache(maxsize=65536)
 def _named_words(text: str, numbers: bool) -> tuple[_Name, ...]:
-    named = [name for name in sorted(literals(text)) if numbers or not _BARE_NUMBER.fullmatch(name)]
+    named = [
+        name
+        for name in sorted(literals(text))
+        if (numbers or not _BARE_NUMBER.fullmatch(name)) and not _NOT_A_NAME.search(name)
+    ]
     named += _ACRONYM.findall(text)
     found = []
     for name in named:
