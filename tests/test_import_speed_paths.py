@@ -150,6 +150,38 @@ def test_a_repeat_in_one_import_reinforces_and_keeps_one_term_vector(two_stores:
     assert store.vector_changes("default", LEXICAL_SPACE, 0).count == 2
 
 
+def test_a_postgres_import_takes_the_namespace_mean_length_without_a_search_first() -> None:
+    """An import runs no search, so the factors of lessons it adds to a namespace that holds lessons
+    must still take that namespace's mean length (they once took 0 in every new process)."""
+    require("postgres")
+    schema = f"lbtest_{uuid.uuid4().hex[:12]}"
+    url = f"{POSTGRES_URL}?schema={schema}"
+    lessons = _lessons()
+    try:
+        first = open_store(url, clock=Clock())
+        first.import_lessons(lessons[:4])
+        first.close()
+        later = open_store(url, clock=Clock())  # a new process: nothing cached
+        try:
+            later.import_lessons(lessons[4:])
+            with later.dialect.read() as conn:  # type: ignore[attr-defined]
+                mean = float(
+                    conn.execute(
+                        "SELECT avg(doc_len) FROM lessons WHERE id = ANY(?)", ([x.id for x in lessons[:4]],)
+                    ).fetchone()[0]
+                )
+                stored = dict(conn.execute("SELECT id, weights FROM lessons").fetchall())
+        finally:
+            later.close()
+        assert mean > 0
+        for lesson in lessons[4:]:
+            frequencies, length = weighted_terms(lesson, FIELD_WEIGHTS)
+            assert stored[lesson.id] == bm25_factors(frequencies, length, mean)
+            assert stored[lesson.id] != bm25_factors(frequencies, length, 0.0)
+    finally:
+        drop_postgres_schema(schema)
+
+
 def test_postgres_vector_counts_follow_the_rows(tmp_path: Path) -> None:
     require("postgres")
     schema = f"lbtest_{uuid.uuid4().hex[:12]}"

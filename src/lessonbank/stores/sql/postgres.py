@@ -435,7 +435,8 @@ class PostgresDialect:
             new.append(lesson)
         new_ids = {lesson.id for lesson in new}
         final_new = [stored[(lesson.namespace, lesson.content_hash)] for lesson in new]
-        rows = [copy_row_and_terms(lesson, self.lexical.avg_len(lesson.namespace)) for lesson in final_new]
+        avg_len = {namespace: self.lexical.current_avg_len(conn, namespace) for namespace in namespaces}
+        rows = [copy_row_and_terms(lesson, avg_len[lesson.namespace]) for lesson in final_new]
         self._copy_new(conn, final_new, rows)
         for lesson_id, lesson in changed.items():
             if lesson_id not in new_ids:
