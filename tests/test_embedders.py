@@ -334,6 +334,15 @@ def test_onnx_backend_without_onnxruntime_says_what_to_install(monkeypatch: pyte
 TINY_VOCAB = 1_200
 
 
+def _file_mapped(array: object) -> bool:
+    """Whether ``array``'s memory is a mapping of a file (an ``np.memmap`` somewhere down its bases)."""
+    while array is not None:
+        if isinstance(array, np.memmap):
+            return True
+        array = getattr(array, "base", None)
+    return False
+
+
 @needs_minilm
 def test_static_cache_is_built_reused_and_rebuilt_when_stale(tmp_path: Path) -> None:
     # 32 dims keep the cached file small (the matrix has a row for every vocabulary token).
@@ -347,6 +356,15 @@ def test_static_cache_is_built_reused_and_rebuilt_when_stale(tmp_path: Path) -> 
     reused = StaticEmbedder(cache_dir=tmp_path, vocab_limit=TINY_VOCAB, dim=32)
     assert np.array_equal(reused.embed_query("a b c ! ?"), vector)
     assert reused.distill_seconds is None  # loaded, not distilled
+    assert _file_mapped(reused._matrix)  # mapped, not read
+
+    # A compressed cache (not what the embedder writes) cannot be mapped: it is read, not rebuilt.
+    with np.load(first.cache_path) as data:
+        arrays = {name: data[name] for name in data.files}
+    np.savez_compressed(first.cache_path, **arrays)
+    compressed = StaticEmbedder(cache_dir=tmp_path, vocab_limit=TINY_VOCAB, dim=32)
+    assert np.array_equal(compressed.embed_query("a b c ! ?"), vector)
+    assert compressed.distill_seconds is None and not _file_mapped(compressed._matrix)
 
     # A cache written by another recipe version is stale: rebuilt, same vectors as a fresh build.
     with np.load(first.cache_path) as data:

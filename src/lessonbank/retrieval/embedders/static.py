@@ -17,9 +17,11 @@ import hashlib
 import json
 import logging
 import os
+import struct
 import tempfile
 import threading
 import time
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -177,7 +179,11 @@ class StaticEmbedder(BundledModel):
         try:
             with np.load(path, allow_pickle=False) as data:
                 header = json.loads(bytes(data["header"]).decode())
-                matrix = np.ascontiguousarray(data["vectors"], dtype=np.float32)
+                # Mapped, not read: a query touches a few hundred of its ~30k rows, and reading all
+                # 31 MB was most of a new process's first hybrid recall's embedding cost.
+                mapped = _mapped_member(path, "vectors.npy")
+                matrix = mapped if mapped is not None else data["vectors"]
+                matrix = np.ascontiguousarray(matrix, dtype=np.float32)
         except (OSError, ValueError, KeyError) as exc:
             log.warning("static model cache %s is unreadable (%s); rebuilding it", path, exc)
             return None
@@ -210,6 +216,38 @@ class StaticEmbedder(BundledModel):
                 os.unlink(tmp)
             raise
         self._matrix = matrix
+
+
+def _mapped_member(path: Path, member: str) -> Vectors | None:
+    """The array ``member`` of the ``.npz`` at ``path`` mapped read-only where it lies (``np.savez``
+    stores members uncompressed), or None when it is compressed or not a plain array."""
+    import numpy as np
+
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo(member)
+    if info.compress_type != zipfile.ZIP_STORED:
+        return None
+    with open(path, "rb") as handle:
+        handle.seek(info.header_offset)
+        local = handle.read(30)  # the member's local header: its name and extra field follow
+        if len(local) != 30 or local[:4] != b"PK\x03\x04":
+            raise ValueError(f"{member} has no local header")
+        name_length, extra_length = struct.unpack("<HH", local[26:30])
+        handle.seek(info.header_offset + 30 + name_length + extra_length)
+        version = np.lib.format.read_magic(handle)
+        if version == (1, 0):
+            shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(handle)
+        elif version == (2, 0):
+            shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(handle)
+        else:
+            return None
+        offset = handle.tell()
+    if fortran_order or dtype.hasobject or len(shape) != 2:
+        return None
+    if offset + dtype.itemsize * shape[0] * shape[1] > path.stat().st_size:
+        raise ValueError(f"{member} is cut short")
+    mapped: Vectors = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
+    return mapped
 
 
 def distill(directory: Path, *, dim: int = 256, vocab_limit: int | None = None) -> Vectors:
