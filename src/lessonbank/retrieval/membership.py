@@ -22,20 +22,26 @@ _ONE = np.uint64(1)
 
 class Membership:
     """The slots ``docs`` (ascending, each once, every one below ``slots``) as bits, with a running
-    count per 64-bit word."""
+    count per 64-bit word: built on the first search that asks (a query's first use of a long word
+    already pays for its codes; most of its look-ups are few and take a binary search instead)."""
 
     def __init__(self, docs: Any, slots: int) -> None:
-        words = (slots + 63) // 64
+        self.docs, self.slots, self.size = docs, slots, len(docs)
+        self.bits: Any = None
+        self.before: Any = None  # postings below each word (and in all)
+
+    def _build(self) -> None:
+        words = (self.slots + 63) // 64
         flags = np.zeros(words * 64, dtype=bool)
-        flags[docs] = True
+        flags[self.docs] = True
         self.bits = np.packbits(flags, bitorder="little").view("<u8")
-        counts = np.bitwise_count(self.bits)
-        self.before = np.zeros(words + 1, dtype=np.int32)  # postings below each word (and in all)
-        np.cumsum(counts, out=self.before[1:])
-        self.size = len(docs)
+        self.before = np.zeros(words + 1, dtype=np.int32)
+        np.cumsum(np.bitwise_count(self.bits), out=self.before[1:])
 
     def searchsorted(self, needles: Any) -> Any:
         """For each needle, how many postings are below it (``numpy.searchsorted``, side left)."""
+        if self.bits is None:
+            self._build()
         needles = np.asarray(needles, dtype=np.int64)
         word = needles >> 6
         beyond = word >= len(self.bits)  # past every slot the list was built over
@@ -49,4 +55,4 @@ class Membership:
 
     @property
     def nbytes(self) -> int:
-        return int(self.bits.nbytes + self.before.nbytes)
+        return 0 if self.bits is None else int(self.bits.nbytes + self.before.nbytes)

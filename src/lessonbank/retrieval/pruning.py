@@ -54,7 +54,8 @@ SEED_POSTINGS = 4_096  # postings of the rarest words read to find the first exa
 SEED_SHARE = 2  # lessons scored exactly for a threshold, per lesson wanted
 LEVELS = 255  # codes of a posting's ratio: 1..LEVELS of the word's highest ratio
 SAMPLE = 64  # every this many partial bounds are a sample that bounds the best few from below
-MEMBER_SHARE = 32  # a base word held by this share of the slots or more is kept as bits too
+MEMBER_SHARE = 32  # a base word held by this share of the slots or more is kept as bits too ...
+BITS_FROM = 256  # ... searched by them for this many slots or more (fewer: a binary search is cheaper)
 
 
 @dataclass
@@ -383,9 +384,10 @@ def _looked_up(word: Word, candidates: Any, norm: Any) -> Any:
 
 
 def _positions(docs: Any, member: Membership | None, slots: Any) -> Any:
-    """How many of ``docs`` (ascending) are below each slot: by the bits when there are some, else
-    by binary search in the postings' own type (another would convert every posting on each call)."""
-    if member is not None:
+    """How many of ``docs`` (ascending) are below each slot: by the bits for many slots when there
+    are some, else by binary search in the postings' own type (another would convert every posting
+    on each call)."""
+    if member is not None and len(slots) >= BITS_FROM:
         return member.searchsorted(slots)
     return np.searchsorted(docs, slots.astype(docs.dtype, copy=False))
 
@@ -428,7 +430,9 @@ def _base_tf(words: Sequence[Word], slots: Any, tf: Any) -> None:
             pool, needle = within, slots.astype(word.docs.dtype, copy=False)
         rows.append(row)
         found.append(
-            word.member.searchsorted(slots) if word.member is not None else word.docs.searchsorted(needle)
+            word.docs.searchsorted(needle)
+            if word.member is None or len(slots) < BITS_FROM
+            else word.member.searchsorted(slots)
         )
         bounds.append((within[2], within[2] + len(word.docs) - 1))
     if pool is not None:
