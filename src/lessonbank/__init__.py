@@ -8,8 +8,7 @@ block = bank.context("the next similar task", budget_tokens=800)
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lessonbank.errors import (
     BudgetExceededError,
@@ -27,6 +26,7 @@ from lessonbank.errors import (
     ParseError,
     StoreError,
 )
+from lessonbank.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from lessonbank.bank import AsyncLessonBank, LessonBank
@@ -65,16 +65,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'lessonbank' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 
 __all__ = [

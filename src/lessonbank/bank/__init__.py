@@ -15,8 +15,9 @@ and AsyncLessonBank from a thread, so the two can never drift apart in behaviour
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from lessonbank.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from lessonbank.bank.aio import AsyncLessonBank
@@ -31,16 +32,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'lessonbank.bank' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 
 __all__ = ["AsyncLessonBank", "BankBase", "LessonBank"]
