@@ -18,8 +18,8 @@ The processes import lessonbank from compiled bytecode, as an installed package 
 ``--keep DIR`` keeps the banks in ``DIR`` (a SQLite file, a PostgreSQL schema, a Redis prefix) and
 reuses them on the next run: a million lessons take ~40 min to import and embed.
 
-A PostgreSQL bank is vacuumed and analysed before its first recalls (``--no-vacuum`` skips it), as
-a server's autovacuum does after an import: this machine's server runs with autovacuum off, and an
+A PostgreSQL bank is vacuumed and analysed before its first recalls, and again after
+``embed_missing`` (``--no-vacuum`` skips it), as a server's autovacuum does after an import: this machine's server runs with autovacuum off, and an
 unvacuumed table is read row by row where a vacuumed one answers from its index (the check that no
 lesson lacks a term vector counts the namespace's lessons: ~110 ms at 100k unvacuumed, ~20 ms
 vacuumed).
@@ -177,6 +177,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         print(f"{backend}: {size:,} lessons: embed_missing ...", file=sys.stderr)
                         embedded = timed_run(url, embedder)
                         embed_s = embedded["seconds"]
+                        if backend == "postgres" and args.vacuum:  # as autovacuum would after it
+                            vacuum(url)
                         print(
                             json.dumps({k: v for k, v in embedded.items() if k != "page_s"}), file=sys.stderr
                         )
