@@ -173,7 +173,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for size in args.sizes:
             with imported_bank(backend, size, source, "lb-embed-") as (url, _, import_s):
                 print(f"{backend}: {size:,} lessons: embed_missing ...", file=sys.stderr)
-                row = {"backend": backend, "lessons": size, "import_s": round(import_s, 1),
+                row = {"backend": backend, "lessons": size, "import_s": None if import_s is None else round(import_s, 1),
                        **timed_run(url, embedder), "load_average_after": load_average()}  # fmt: skip
                 print(json.dumps({k: v for k, v in row.items() if k != "page_s"}), file=sys.stderr)
                 results["rows"].append(row)
