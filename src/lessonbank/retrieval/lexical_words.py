@@ -19,15 +19,22 @@ if TYPE_CHECKING:
     from lessonbank.retrieval.pruning import Word, WordBounds
 
 
-class PrunedWords:
-    """The word-side half of a pruned search over an index's base and delta."""
+class IndexArrays:
+    """The index's base arrays, as its parts read them (declared for the type checker only; see
+    LexicalIndex._clear)."""
 
-    if TYPE_CHECKING:  # the index's state (see LexicalIndex._clear)
+    if TYPE_CHECKING:
         _np: Any
         _terms: Any
         _starts: Any
         _docs: Any
         _tf: Any
+
+
+class PrunedWords(IndexArrays):
+    """The word-side half of a pruned search over an index's base and delta."""
+
+    if TYPE_CHECKING:  # the rest of the index's state it reads (see LexicalIndex._clear)
         _length: Any
         _alive: Any
         _live: int

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from lessonbank.retrieval.lexical_words import IndexArrays
 from lessonbank.retrieval.snapshot import block_sums, blocks_holding
 from lessonbank.stores.lexical import query_terms, scope_hash, term_hash
 
@@ -19,15 +20,10 @@ if TYPE_CHECKING:
     from lessonbank.ports import LessonQuery
 
 
-class CheckedPostings:
+class CheckedPostings(IndexArrays):
     """Block checks over the index's arrays; ``_unchecked`` is None once every block is checked."""
 
-    if TYPE_CHECKING:  # the index's state (see LexicalIndex._clear)
-        _np: Any
-        _terms: Any
-        _starts: Any
-        _docs: Any
-        _tf: Any
+    if TYPE_CHECKING:  # the rest of the index's state it reads (see LexicalIndex._clear)
         _unchecked: Any
         _sums: Any
 
