@@ -22,6 +22,7 @@ from typing import Any
 from lessonbank.errors import ConfigError, InputError
 from lessonbank.injection import lesson_injection_reason
 from lessonbank.models import AuditAction, Episode, Lesson, LessonKind
+from lessonbank.plain_lessons import plain_lesson
 from lessonbank.ports import LessonStore, Placement, VectorStore, WriteResult
 from lessonbank.provenance import of_task
 from lessonbank.redact import redact_lesson
@@ -42,9 +43,11 @@ def guarded(record: Lesson | dict[str, Any]) -> Lesson:
     """The one gate of every lesson written: secrets redacted (a dict before it becomes a lesson,
     see :func:`~lessonbank.redact.redact_lesson`), and ``status="quarantined"`` with the reason in
     ``metadata["quarantine_reason"]`` when its text reads as instructions to the model."""
-    lesson = (
-        redact_lesson(record) if isinstance(record, Lesson) else Lesson.model_validate(redact_lesson(record))
-    )
+    if isinstance(record, Lesson):
+        lesson = redact_lesson(record)
+    else:
+        data = redact_lesson(record)
+        lesson = plain_lesson(data) or Lesson.model_validate(data)
     reason = lesson_injection_reason(lesson)
     if reason is None:
         return lesson
