@@ -83,10 +83,12 @@ def test_words_past_the_cache_limit_are_still_stemmed(monkeypatch: pytest.Monkey
 def test_redis_factors_are_each_key_part_and_factor(frequencies: dict[str, float], length: int) -> None:
     from lessonbank.stores.lexical import bm25_factors
     from lessonbank.stores.redis.db import key_part
-    from lessonbank.stores.redis.index import _SEP, factors_field
+    from lessonbank.stores.redis.index import factors_field
 
-    factors = bm25_factors(frequencies, length, 37.5)
-    expected = "".join(f"{key_part(t)}{_SEP}{w!r}{_SEP}" for t, w in factors.items())
+    groups: dict[float, list[str]] = {}
+    for term, factor in bm25_factors(frequencies, length, 37.5).items():
+        groups.setdefault(factor, []).append(key_part(term))
+    expected = "".join(f"{w!r}={' '.join(terms)};" for w, terms in groups.items())
     assert factors_field(frequencies, length, 37.5) == expected
 
 

@@ -220,29 +220,33 @@ class RedisDatabase:
 
 # Runs a list of single-key commands in one call. ARGV[1] is a JSON array of commands, each an
 # array of strings: name, key, arguments. The batch travels as one argument (the client's cost of
-# encoding a command is per argument, and a lesson's writes are ~100 of them). Two commands of its
-# own keep a lesson's token postings (see postings.py), both keyed by the lesson hash, then the
-# namespace's key prefix ``B{ns}:``: INDEX (then the lesson id, "suffix\x1ffactor\x1f..." and "1"
-# when the lesson's old document number is to be left alone, as a rebuild does) retires the
-# lesson's document number and gives it a new one holding these tokens; UNINDEX retires it. Their
-# records and counts are gathered over the batch and written once per token at the end (a chunk
-# of 500 lessons repeats most words: per lesson, that was most of the script's time). Keys are
-# named inside the script, as one Redis server allows (a cluster would need every key declared).
+# encoding a command is per argument, and a lesson's writes are ~100 of them); ``Batch`` has already
+# folded a command into the one before it on the same key where that changes nothing (one ZADD of a
+# chunk's lessons, one SADD per tag). Two commands of its own keep a lesson's token postings (see
+# postings.py), both keyed by the lesson hash, then the namespace's key prefix ``B{ns}:``: INDEX
+# (then the lesson id, the factors as ``factors_field`` writes them and "1" when the lesson's old
+# document number is to be left alone, as a rebuild does) retires the lesson's document number and
+# gives it a new one holding these tokens; UNINDEX retires it. Their records, counts and document
+# numbers are gathered over the batch and written once per key at the end (a chunk of 500 lessons
+# repeats most words: per lesson, that was most of the script's time). Keys are named inside the
+# script, as one Redis server allows (a cluster would need every key declared).
 BATCH_SCRIPT = """
-local post, counts = {}, {}  -- records to append per posting key, count changes per (df key, token)
-local function count(base, suffix, n)
-  local key = base .. 'df'
-  counts[key] = counts[key] or {}
-  counts[key][suffix] = (counts[key][suffix] or 0) + n
+local post, counts, docs = {}, {}, {}  -- per key: records to append, df changes, new document ids
+local function of(map, key)
+  local t = map[key]
+  if not t then t = {}; map[key] = t end
+  return t
 end
 local function unindex(lesson, base)
   local doc = redis.call('HGET', lesson, 'docno')
   if not doc then return end
   redis.call('SETBIT', base .. 'dead', doc, 1)
+  of(docs, base .. 'docs')[tonumber(doc)] = nil
   redis.call('HDEL', base .. 'docs', doc)
   local terms = redis.call('HGET', lesson, 'terms')
   if terms then
-    for suffix in string.gmatch(terms .. '\\031', '([^\\031]+)\\031') do count(base, suffix, -1) end
+    local changes = of(counts, base .. 'df')
+    for suffix in string.gmatch(terms, '[^\\031]+') do changes[suffix] = (changes[suffix] or 0) - 1 end
   end
 end
 local written = 0
@@ -252,23 +256,30 @@ for _, op in ipairs(cjson.decode(ARGV[1])) do
     local lesson, base = op[2], op[3]
     if op[6] ~= '1' then unindex(lesson, base) end
     local doc = redis.call('INCR', base .. 'docctr')
+    local number, prefix, changes = struct.pack('<I', doc), base .. 'post:', of(counts, base .. 'df')
     local names = {}
-    for suffix, factor in string.gmatch(op[5], '([^\\031]+)\\031([^\\031]+)\\031') do
-      local key = base .. 'post:' .. suffix
-      local records = post[key]
-      if not records then records = {}; post[key] = records end
-      records[#records + 1] = struct.pack('<Id', doc, tonumber(factor))
-      count(base, suffix, 1)
-      names[#names + 1] = suffix
+    for factor, words in string.gmatch(op[5], '([^=;]+)=([^;]*);') do
+      local record = number .. struct.pack('<d', tonumber(factor))
+      for suffix in string.gmatch(words, '[^ ]+') do
+        local records = of(post, prefix .. suffix)
+        records[#records + 1] = record
+        changes[suffix] = (changes[suffix] or 0) + 1
+        names[#names + 1] = suffix
+      end
     end
     redis.call('HSET', lesson, 'docno', doc, 'terms', table.concat(names, '\\031'))
-    redis.call('HSET', base .. 'docs', doc, op[4])
+    of(docs, base .. 'docs')[doc] = op[4]
   elseif command == 'UNINDEX' then
     unindex(op[2], op[3])
   else
     redis.call(unpack(op))
   end
   written = written + 1
+end
+for key, ids in pairs(docs) do
+  local flat = {}
+  for doc, id in pairs(ids) do flat[#flat + 1] = doc; flat[#flat + 1] = id end
+  for i = 1, #flat, 1000 do redis.call('HSET', key, unpack(flat, i, math.min(i + 999, #flat))) end
 end
 -- Counts first: a posting whose last live lesson went is deleted before this batch's records land.
 for key, changes in pairs(counts) do
@@ -325,21 +336,30 @@ return credited
 # Stores vectors of one model. KEYS: the model's counter, seq zset, vector hash, text-hash hash,
 # the namespace's model set, then one lesson hash per row; ARGV: the model, then per row its
 # lesson id, text hash and vector. A row whose lesson hash is gone is skipped; every other gets
-# the next sequence number. Returns how many were written.
+# the next sequence number, in row order (the counter moves once, the three others are written
+# once per 500 rows). Returns how many were written.
 PUT_VECTORS_SCRIPT = """
-local written = 0
+local rows = {}
 for i = 6, #KEYS do
-  local a = (i - 6) * 3 + 2
-  if redis.call('EXISTS', KEYS[i]) == 1 then
-    local seq = redis.call('INCR', KEYS[1])
-    redis.call('ZADD', KEYS[2], seq, ARGV[a])
-    redis.call('HSET', KEYS[3], ARGV[a], ARGV[a + 2])
-    redis.call('HSET', KEYS[4], ARGV[a], ARGV[a + 1])
-    written = written + 1
-  end
+  if redis.call('EXISTS', KEYS[i]) == 1 then rows[#rows + 1] = (i - 6) * 3 + 2 end
 end
-if written > 0 then redis.call('SADD', KEYS[5], ARGV[1]) end
-return written
+local n = #rows
+if n == 0 then return 0 end
+local first = redis.call('INCRBY', KEYS[1], n) - n
+for i = 1, n, 500 do
+  local seqs, vectors, hashes = {}, {}, {}
+  for j = i, math.min(i + 499, n) do
+    local a = rows[j]
+    seqs[#seqs + 1] = first + j; seqs[#seqs + 1] = ARGV[a]
+    vectors[#vectors + 1] = ARGV[a]; vectors[#vectors + 1] = ARGV[a + 2]
+    hashes[#hashes + 1] = ARGV[a]; hashes[#hashes + 1] = ARGV[a + 1]
+  end
+  redis.call('ZADD', KEYS[2], unpack(seqs))
+  redis.call('HSET', KEYS[3], unpack(vectors))
+  redis.call('HSET', KEYS[4], unpack(hashes))
+end
+redis.call('SADD', KEYS[5], ARGV[1])
+return n
 """
 
 # Reads the vectors of one model written after a sequence number, one page at a time. KEYS: the
@@ -360,14 +380,31 @@ return out
 """
 
 
+# Commands ``Batch`` folds into the one before it on the same key: each takes any number of members
+# (or fields) and does to each what it would do alone, in order.
+_VARIADIC = frozenset({"SADD", "SREM", "ZADD", "ZREM", "HSET", "HDEL"})
+_FOLD_MAX = 1000  # arguments of one folded command (a Lua call takes a few thousand at most)
+
+
 class Batch:
-    """Single-key commands gathered to run together in one ``BATCH_SCRIPT`` call."""
+    """Single-key commands gathered to run together in one ``BATCH_SCRIPT`` call.
+
+    A command of ``_VARIADIC`` whose key's last command in the batch is the same command joins it
+    (``SADD k a`` then ``SADD k b`` runs as ``SADD k a b``): nothing in between touched the key,
+    so the key ends as it would have; an ``INDEX``/``UNINDEX`` counts as a command on its lesson hash.
+    """
 
     def __init__(self) -> None:
         self.commands: list[list[str]] = []
+        self._last: dict[str, list[str]] = {}  # key → the last command on it
 
     def add(self, command: str, key: str, *args: str) -> None:
-        self.commands.append([command, key, *args])
+        last = self._last.get(key)
+        if last is not None and last[0] == command and command in _VARIADIC and len(last) < _FOLD_MAX:
+            last.extend(args)
+            return
+        self._last[key] = op = [command, key, *args]
+        self.commands.append(op)
 
     def queue(self, pipe: Pipe, script: Any) -> None:
         if self.commands:

@@ -368,22 +368,20 @@ def _row(lesson: Lesson) -> dict[str, str]:
 
 
 def factors_field(frequencies: dict[str, float], length: int, avg_len: float) -> str:
-    """A lesson's tokens (as key parts) and BM25 factors, as the ``INDEX`` batch command takes them
-    (``repr``: the double round-trips exactly)."""
-    factors = bm25_factors(frequencies, length, avg_len)
-    words = "".join(factors)
-    if not (words.isascii() and words.isalnum()):
-        return "".join(f"{key_part(t)}{_SEP}{w!r}{_SEP}" for t, w in factors.items())
-    # Plain words are their own key parts, and a lesson's factors take few distinct values (one per
-    # term frequency): each written once.
-    written: dict[float, str] = {}
-    parts = []
-    for term, factor in factors.items():
-        text = written.get(factor)
-        if text is None:
-            text = written[factor] = f"{_SEP}{factor!r}{_SEP}"
-        parts.append(term + text)
-    return "".join(parts)
+    """A lesson's tokens (as key parts) and BM25 factors, as the ``INDEX`` batch command takes them:
+    ``factor=token token;`` for each distinct factor (a lesson's factors take few values, one per term
+    frequency), the factor as ``repr`` writes it (the double round-trips exactly). No key part holds
+    a space, ``=`` or ``;``, and none of them needs escaping in the batch's JSON."""
+    groups: dict[float, list[str]] = {}
+    for term, factor in bm25_factors(frequencies, length, avg_len).items():
+        words = groups.get(factor)
+        if words is None:
+            words = groups[factor] = []
+        words.append(term)
+    plain = "".join(frequencies)
+    if not (plain.isascii() and plain.isalnum()):  # plain words are their own key parts
+        groups = {factor: [key_part(term) for term in words] for factor, words in groups.items()}
+    return "".join(f"{factor!r}={' '.join(words)};" for factor, words in groups.items())
 
 
 def _flat(mapping: dict[str, str]) -> list[str]:
