@@ -11,6 +11,11 @@ the table gives the whole run's rate, the rate of the first and the last tenth o
 ratio (1.0: the last page costs what the first did). The static model is loaded before the clock
 starts. Redis gets a key prefix of its own, deleted afterwards; PostgreSQL a schema of its own.
 
+On Redis the row also holds the server's memory: ``used_memory`` growth after the import and after
+``embed_missing`` (the server is shared: other clients move it too), and, at the end, this bank's keys
+by kind (``MEMORY USAGE`` of a sample of each kind scaled by its count, as ``redis_scale.py`` takes
+it), each also per lesson.
+
 Target (issue 33): ≥ 2,000 vectors/s at 1M on every store, the rate flat from the first page to the last.
 
 Prints a table and writes JSON (default ``bench/results/embed_missing.json``).
@@ -114,6 +119,25 @@ def bank_lessons(source: _corpus.Source, count: int, seed: int) -> Iterator[dict
         yield {"content": content, "tags": tags, "task_type": task.task_type}
 
 
+def redis_used_memory() -> int:
+    import redis
+
+    client = redis.Redis.from_url(_backends.REDIS_URL)
+    try:
+        return int(client.info("memory")["used_memory"])
+    finally:
+        client.close()
+
+
+def redis_keys(url: str, lessons: int) -> dict[str, dict[str, int]]:
+    """The bank's keys by kind (see ``redis_scale.key_memory``), with bytes per lesson."""
+    from redis_scale import key_memory
+
+    with LessonBank(url, worker=False) as bank:
+        kinds = key_memory(bank)
+    return {kind: {**v, "per_lesson": round(v["bytes"] / max(lessons, 1))} for kind, v in kinds.items()}
+
+
 def timed_run(url: str, embedder: Any) -> dict[str, Any]:
     """One ``embed_missing`` with every page timed (seconds and vectors written per page)."""
     pages: list[tuple[float, int]] = []
@@ -171,10 +195,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             results["skipped"][backend] = reason
             continue
         for size in args.sizes:
+            empty = redis_used_memory() if backend == "redis" else 0
+            load, cpu = load_average(), time.process_time()
             with imported_bank(backend, size, source, "lb-embed-") as (url, _, import_s):
+                row: dict[str, Any] = {
+                    "backend": backend,
+                    "lessons": size,
+                    "import_s": None,
+                    "load_before_import": load,
+                }
+                if import_s is not None:
+                    row.update(import_s=round(import_s, 1), import_per_s=round(size / import_s),
+                               import_client_cpu_s=round(time.process_time() - cpu, 1))  # fmt: skip
+                if backend == "redis":
+                    row["redis_memory"] = {"after_import": redis_used_memory() - empty}
                 print(f"{backend}: {size:,} lessons: embed_missing ...", file=sys.stderr)
-                row = {"backend": backend, "lessons": size, "import_s": None if import_s is None else round(import_s, 1),
-                       **timed_run(url, embedder), "load_average_after": load_average()}  # fmt: skip
+                row.update(timed_run(url, embedder), load_average_after=load_average())
+                if backend == "redis":
+                    row["redis_memory"]["after_embed"] = redis_used_memory() - empty
+                    print(f"{backend}: {size:,} lessons: Redis keys by kind ...", file=sys.stderr)
+                    row["redis_memory"]["keys"] = redis_keys(url, size)
                 print(json.dumps({k: v for k, v in row.items() if k != "page_s"}), file=sys.stderr)
                 results["rows"].append(row)
     return results
@@ -191,15 +231,34 @@ def report(results: dict[str, Any]) -> str:
             f"{row['first_tenth_per_s']:,} → {row['last_tenth_per_s']:,}",
             f"{row['last_over_first']}",
             " ".join(f"{x:.2f}" for x in row["load_average_after"]),
+            f"{row['import_per_s']:,}" if row.get("import_per_s") else "",
+            _memory(row),
         ]
         for row in results["rows"]
     ]
     header = ["store", "lessons", "embedded", "s", "vectors/s", "first → last tenth of pages, /s",
-              "last / first", "load after"]  # fmt: skip
+              "last / first", "load after", "import/s", "Redis MB import / embed (B/lesson)"]  # fmt: skip
     lines = [format_table(header, rows)]
+    for row in results["rows"]:
+        keys = row.get("redis_memory", {}).get("keys")
+        if keys:
+            parts = ", ".join(
+                f"{kind} {v['keys']:,} keys {v['bytes'] / 1e6:,.0f} MB ({v['per_lesson']:,} B/lesson)"
+                for kind, v in keys.items()
+            )
+            lines.append(f"{row['backend']} {row['lessons']:,}: {parts}")
     if results["skipped"]:
         lines.append("Skipped: " + "; ".join(f"{k}: {v}" for k, v in results["skipped"].items()))
     return "\n".join(lines)
+
+
+def _memory(row: dict[str, Any]) -> str:
+    memory = row.get("redis_memory")
+    if not memory:
+        return ""
+    imported, embedded = memory["after_import"], memory["after_embed"]
+    per = round(embedded / max(row["lessons"], 1))
+    return f"{imported / 1e6:,.0f} / {embedded / 1e6:,.0f} ({per:,})"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

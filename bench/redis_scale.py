@@ -57,6 +57,7 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "redis_scale.json"
 WARMUP = 20
 SAMPLE_PER_KIND = 200
 PAIRED = 150_000
+VECTOR_KINDS = frozenset({"vec", "vechash", "vecseq", "vecctr"})
 
 
 def peak_rss() -> int:
@@ -80,6 +81,8 @@ def key_memory(bank: LessonBank) -> dict[str, dict[str, int]]:
     for key in r.scan_iter(match=prefix.replace("*", "\\*") + "*", count=10_000):
         rest = key[len(base) :].split(":")
         kind = rest[1] if len(rest) > 1 and rest[0] else (rest[-1] if rest else key)
+        if kind in VECTOR_KINDS and len(rest) > 2:
+            kind += ":" + rest[2]  # each model's apart: the lexical term vectors and an embedder's
         counts[kind] += 1
         seen = samples.setdefault(kind, [])
         if len(seen) < SAMPLE_PER_KIND:
@@ -174,7 +177,7 @@ def run(sizes: Sequence[int], queries: int, breakdown: bool) -> list[dict[str, A
                 start = time.perf_counter()
                 counts = bank.import_lessons(lessons[done:size])
                 seconds = time.perf_counter() - start
-                memory = {"used_memory_growth": used_memory(bank) - empty}
+                memory: dict[str, Any] = {"used_memory_growth": used_memory(bank) - empty}
                 if breakdown:
                     memory["keys"] = key_memory(bank)
             done = size
