@@ -309,9 +309,9 @@ class LexicalIndex(PrunedWords, CheckedPostings):
         self._base_dead = 0
         self._delta = {}
         self._norm_cache = None
-        self._bounds = None
         self._dead = None
         self._unchecked = self._sums = None  # postings built here need no checking
+        self._bound_every_word()
         self._builds += 1
 
     def _apply(self, rows: Sequence[tuple[str, bytes]]) -> None:

@@ -65,7 +65,7 @@ class PrunedWords(IndexArrays):
                 within, member = (self._docs, self._tf, start), bounds.members.get(at)
                 highest, codes, unit = (
                     bounds.bound(at, per_token),
-                    bounds.codes[at],
+                    bounds.word_codes(at, self._starts),
                     bounds.unit(at, per_token),
                 )
             delta = [(slot, tf) for slot, tf in self._delta.get(term, ()) if self._alive[slot]]
@@ -91,13 +91,22 @@ class PrunedWords(IndexArrays):
 
     def _term_bounds(self, words: list[int]) -> WordBounds:
         """The base's word bounds, those of ``words`` computed if they are not yet."""
-        from lessonbank.retrieval import pruning
-
         if self._bounds is None:
-            at_token = BM25_K1 * BM25_B * self._live / (self._total_length or 1.0)
-            self._bounds = pruning.WordBounds(len(self._terms), at_token)
+            self._bounds = self._new_bounds()
         self._bounds.fill(self._starts, self._docs, self._tf, self._length, words)
         return self._bounds
+
+    def _bound_every_word(self) -> None:
+        """Compute every base word's bounds and codes now (a base just built from rows: its postings
+        are at hand), so that no query pays for a word's first use."""
+        self._bounds = self._new_bounds()
+        self._bounds.fill_all(self._starts, self._docs, self._tf, self._length)
+
+    def _new_bounds(self) -> WordBounds:
+        from lessonbank.retrieval import pruning
+
+        at_token = BM25_K1 * BM25_B * self._live / (self._total_length or 1.0)
+        return pruning.WordBounds(len(self._terms), at_token)
 
     def _holds(self, at: int, term: int) -> bool:
         return at < len(self._terms) and int(self._terms[at]) == term

@@ -3,8 +3,9 @@ and, per 64 slots, how many postings come before them.
 
 A pruned search looks up many candidates in the longest lists of its words (a binary search there
 misses the cache at nearly every step); with these bits a lookup is a few vectorised operations per
-word whatever the list's length. The bits of a base word are built from its postings the first time
-a search looks up many slots in it (``pruning.BITS_FROM``) and live as long as that base
+word whatever the list's length. The bits of a base word are built with the base when it is built
+from rows (``pruning.WordBounds.fill_all``), else (a base read from a snapshot) the first time a search
+looks up many slots in it (``pruning.BITS_FROM``), and live as long as that base
 (``pruning.WordBounds``): a rebuild, a reload or a restored snapshot starts a new base and so new bits. They never change the results:
 ``Membership.searchsorted`` is ``numpy.searchsorted(docs, needles)``, to the element. At a million
 lessons one word's bits and counts take 190 KB; only lists of 1/32 of the lessons or more get them
@@ -22,15 +23,14 @@ _ONE = np.uint64(1)
 
 class Membership:
     """The slots ``docs`` (ascending, each once, every one below ``slots``) as bits, with a running
-    count per 64-bit word: built on the first search that asks (a query's first use of a long word
-    already pays for its codes; most of its look-ups are few and take a binary search instead)."""
+    count per 64-bit word: built on the first search that asks, unless made at once (``build``)."""
 
     def __init__(self, docs: Any, slots: int) -> None:
         self.docs, self.slots, self.size = docs, slots, len(docs)
         self.bits: Any = None
         self.before: Any = None  # postings below each word (and in all)
 
-    def _build(self) -> None:
+    def build(self) -> None:
         words = (self.slots + 63) // 64
         flags = np.zeros(words * 64, dtype=bool)
         flags[self.docs] = True
@@ -41,7 +41,7 @@ class Membership:
     def searchsorted(self, needles: Any) -> Any:
         """For each needle, how many postings are below it (``numpy.searchsorted``, side left)."""
         if self.bits is None:
-            self._build()
+            self.build()
         needles = np.asarray(needles, dtype=np.int64)
         word = needles >> 6
         beyond = word >= len(self.bits)  # past every slot the list was built over

@@ -1,0 +1,90 @@
+"""A base built from rows has every word's bounds, codes and long lists' bits at once
+(``WordBounds.fill_all``): the same figures, to the bit, as computing each word on its first use
+(``WordBounds.fill``), and ready before any query, so no query pays for a word's first use."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lessonbank.ports import LessonQuery
+from lessonbank.retrieval import pruning
+from lessonbank.retrieval.lexical_index import LexicalIndex
+from lessonbank.stores.sqlite import SQLiteStore
+from tests.contract.conftest import Clock
+from tests.test_lexical_index import NS, random_lesson, vocabulary, zipf_words
+from tests.test_pruning import answers
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    slots=st.integers(1, 2_000),
+    words=st.integers(1, 200),
+    chunk=st.sampled_from([1, 7, 300, 1 << 20]),
+    at_token=st.sampled_from([0.0, 0.02, 0.37, 3.0]),
+)
+def test_every_word_at_once_is_each_word_on_first_use(
+    seed: int, slots: int, words: int, chunk: int, at_token: float
+) -> None:
+    rng = np.random.default_rng(seed)
+    counts = np.minimum(rng.integers(1, max(2, slots), size=words), slots)
+    starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    docs = np.concatenate([np.sort(rng.choice(slots, size=int(c), replace=False)) for c in counts])
+    docs = docs.astype(np.int32)
+    tf = rng.choice(np.array([1.0, 1.5, 2.0, 4.0], dtype=np.float32), size=len(docs))
+    length = rng.integers(1, 60, size=slots).astype(np.float64)
+    each, whole = pruning.WordBounds(words, at_token), pruning.WordBounds(words, at_token)
+    each.fill(starts, docs, tf, length, range(words))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pruning, "FILL_CHUNK", chunk)  # runs of words cut anywhere
+        whole.fill_all(starts, docs, tf, length)
+    for name in ("max_tf", "min_length", "impact"):
+        assert np.array_equal(getattr(each, name), getattr(whole, name)), name
+    for word in range(words):
+        assert np.array_equal(each.word_codes(word, starts), whole.word_codes(word, starts))
+    assert each.members.keys() == whole.members.keys()
+    for word, member in whole.members.items():
+        assert member.bits is not None  # made with the base, not on a search's first look-up
+        needles = np.arange(slots + 70)
+        assert np.array_equal(member.searchsorted(needles), each.members[word].searchsorted(needles))
+
+
+def test_a_base_built_from_rows_is_bounded_before_any_query(tmp_path: Path) -> None:
+    """Loaded in full, then rebuilt past its delta: each base has every word's figures and bits
+    before a query names them, and ranks as the exhaustive scorer."""
+    rng, clock = random.Random(5), Clock()
+    vocab = vocabulary(rng, 30)
+    store = SQLiteStore(tmp_path / "bank.db", clock=clock)
+    try:
+        store.import_lessons([random_lesson(rng, vocab, clock) for _ in range(60)])
+        index = LexicalIndex(store, NS)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(pruning, "MEMBER_SHARE", 4)  # lists of a quarter of the lessons get bits
+            index.sync()
+            ready(index)
+            patch.setattr("lessonbank.retrieval.lexical_index.DELTA_MIN", 4)
+            for _ in range(12):
+                store.write_lesson(random_lesson(rng, vocab, clock))
+            builds = index._builds
+            index.sync()  # past the delta: a new base
+            assert index._builds == builds + 1
+            ready(index)
+        for _ in range(5):
+            pruned, reference = answers(index, store, zipf_words(rng, vocab, 12), 5, LessonQuery(NS))
+            assert pruned == reference
+    finally:
+        store.close()
+
+
+def ready(index: LexicalIndex) -> None:
+    bounds = index._bounds
+    assert bounds is not None and bounds.coded is not None
+    assert len(bounds.coded) == len(index._docs)
+    assert not np.isnan(bounds.max_tf).any()
+    assert bounds.members and all(member.bits is not None for member in bounds.members.values())
