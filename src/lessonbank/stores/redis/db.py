@@ -41,6 +41,7 @@ the caller gets a :class:`StoreError`.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from functools import lru_cache
@@ -73,10 +74,19 @@ DEFAULT_NAMESPACE = "default"
 _PLAIN = frozenset("-_.")
 
 
-@lru_cache(maxsize=1 << 16)  # words and names repeat: encoding them was a tenth of an import
+_SAFE = re.compile(r"[\w.\-]*", re.ASCII)  # ASCII letters, digits, "_", "." and "-": kept as they are
+
+
 def key_part(value: str) -> str:
     """``value`` as one part of a key: letters, digits, ``-``, ``_`` and ``.`` kept, any other
     character percent-encoded (its UTF-8 bytes), so the part holds no ``:`` and decodes back."""
+    if _SAFE.fullmatch(value):  # ids, hashes and ASCII words: one C call, and no cache to fill
+        return value
+    return _encoded(value)
+
+
+@lru_cache(maxsize=1 << 16)  # words and names repeat: encoding them was a tenth of an import
+def _encoded(value: str) -> str:
     if value.isalnum() or all(c.isalnum() or c in _PLAIN for c in value):
         return value
     return "".join(
@@ -143,7 +153,10 @@ class RedisDatabase:
 
     def k(self, namespace: str, kind: str, *values: str) -> str:
         """The key of ``kind`` (a fixed word) in ``namespace``, for ``values`` (user-chosen parts)."""
-        return self.base + key_part(namespace) + ":" + kind + "".join(":" + key_part(v) for v in values)
+        key = self.base + key_part(namespace) + ":" + kind
+        for value in values:
+            key += ":" + key_part(value)
+        return key
 
     @property
     def where_key(self) -> str:
