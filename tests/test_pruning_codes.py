@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import random
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lessonbank.ports import LessonQuery
-from lessonbank.retrieval import pruning
+from lessonbank.retrieval import lexical_index, pruning, snapshot
 from lessonbank.retrieval.lexical_index import LexicalIndex
 from lessonbank.stores.sqlite import SQLiteStore
 from tests.contract.conftest import Clock
@@ -88,3 +90,68 @@ def ready(index: LexicalIndex) -> None:
     assert len(bounds.coded) == len(index._docs)
     assert not np.isnan(bounds.max_tf).any()
     assert bounds.members and all(member.bits is not None for member in bounds.members.values())
+
+
+def test_a_restored_index_reads_every_words_figures_from_its_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The snapshot keeps each word's bounds and its postings' codes: a new process has them before
+    any query, the same as the index that wrote them, and ranks as the exhaustive scorer."""
+    monkeypatch.setattr(lexical_index, "SNAPSHOT_MIN", 50)
+    rng, vocab = random.Random(8), vocabulary(random.Random(8), 200)
+    clock = Clock()
+    store = SQLiteStore(tmp_path / "bank.db", clock=clock)
+    try:
+        store.import_lessons([random_lesson(rng, vocab, clock) for _ in range(300)])
+        built = LexicalIndex(store, NS)
+        built.sync()
+        assert snapshot_file(tmp_path).exists()
+        restored = LexicalIndex(store, NS)
+        restored.sync()
+        assert restored._unchecked is not None  # taken from the file, not loaded
+        assert built._bounds is not None and restored._bounds is not None
+        for name in ("max_tf", "min_length", "impact", "coded"):
+            assert np.array_equal(getattr(built._bounds, name), getattr(restored._bounds, name)), name
+        assert restored._bounds.at_token == built._bounds.at_token
+        for _ in range(6):
+            pruned, reference = answers(restored, store, zipf_words(rng, vocab, 30), 5, LessonQuery(NS))
+            assert pruned == reference
+    finally:
+        store.close()
+
+
+def test_a_damaged_code_in_the_snapshot_is_caught_before_a_search_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Codes are checked with their block of postings: a code set to 0 (it would drop lessons that
+    can score) makes the index reload in full before it answers, with the reason logged."""
+    monkeypatch.setattr(lexical_index, "SNAPSHOT_MIN", 50)
+    rng, vocab = random.Random(9), vocabulary(random.Random(9), 200)
+    clock = Clock()
+    store = SQLiteStore(tmp_path / "bank.db", clock=clock)
+    try:
+        store.import_lessons([random_lesson(rng, vocab, clock) for _ in range(300)])
+        LexicalIndex(store, NS).sync()
+        file = snapshot_file(tmp_path)
+        data = bytearray(file.read_bytes())
+        _, header_length = snapshot.PREFIX.unpack_from(data)
+        header = json.loads(bytes(data[snapshot.PREFIX.size : snapshot.PREFIX.size + header_length]))
+        start = snapshot.aligned(snapshot.PREFIX.size + header_length, snapshot.ALIGN)
+        offset, count = header["arrays"]["codes"]
+        data[start + offset + count // 2] = 0
+        file.write_bytes(bytes(data))
+        restored = LexicalIndex(store, NS)
+        restored.sync()
+        assert restored._unchecked is not None  # the codes are not read until a search needs them
+        with caplog.at_level(logging.WARNING, logger="lessonbank.retrieval"):
+            for _ in range(6):
+                pruned, reference = answers(restored, store, vocab, 5, LessonQuery(NS))  # every word
+                assert pruned == reference
+        assert any("does not match its checksum" in record.getMessage() for record in caplog.records)
+    finally:
+        store.close()
+
+
+def snapshot_file(folder: Path) -> Path:
+    [file] = sorted(Path(f"{folder / 'bank.db'}.lexicon").glob("*.snap"))
+    return file

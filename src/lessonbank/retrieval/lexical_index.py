@@ -211,6 +211,7 @@ class LexicalIndex(PrunedWords, CheckedPostings):
         self._live = slots
         self._total_length = float(state.length.sum())  # whole numbers: exact in any order
         self._terms, self._starts, self._docs, self._tf = state.terms, state.starts, state.docs, state.tf
+        self._restore_figures(state.figures)
         self._base_slots = slots
         self._seq = state.seq
         self._miscount = state.miscount
@@ -237,6 +238,7 @@ class LexicalIndex(PrunedWords, CheckedPostings):
                 starts=self._starts,
                 docs=self._docs,
                 tf=self._tf,
+                figures=self._word_figures(),
             ),
             self.store,
         )

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from lessonbank.retrieval.pruning import Word, WordBounds
+    from lessonbank.retrieval.snapshot import WordFigures
 
 
 class IndexArrays:
@@ -101,6 +102,24 @@ class PrunedWords(IndexArrays):
         are at hand), so that no query pays for a word's first use."""
         self._bounds = self._new_bounds()
         self._bounds.fill_all(self._starts, self._docs, self._tf, self._length)
+
+    def _word_figures(self) -> WordFigures:
+        """Every base word's figures and codes, for a snapshot (computed now if they are not yet)."""
+        from lessonbank.retrieval.snapshot import WordFigures
+
+        if self._bounds is None or self._bounds.coded is None:
+            self._bound_every_word()
+        assert self._bounds is not None
+        bounds = self._bounds
+        return WordFigures(bounds.max_tf, bounds.min_length, bounds.impact, bounds.coded, bounds.at_token)
+
+    def _restore_figures(self, figures: WordFigures) -> None:
+        """Take every base word's figures and codes from a snapshot."""
+        from lessonbank.retrieval import pruning
+
+        self._bounds = pruning.WordBounds.whole(
+            figures.max_tf, figures.min_length, figures.impact, figures.codes, figures.at_token
+        )
 
     def _new_bounds(self) -> WordBounds:
         from lessonbank.retrieval import pruning

@@ -125,6 +125,14 @@ class WordBounds:
         self.members: dict[int, Membership] = {}  # the long lists' bits (``membership``)
         self.at_token = at_token
 
+    @classmethod
+    def whole(cls, max_tf: Any, min_length: Any, impact: Any, coded: Any, at_token: float) -> WordBounds:
+        """Every word's figures as ``fill_all`` left them (read from a snapshot); the long lists' bits
+        are made on first use."""
+        bounds = cls(0, at_token)
+        bounds.max_tf, bounds.min_length, bounds.impact, bounds.coded = max_tf, min_length, impact, coded
+        return bounds
+
     def fill(self, starts: Any, docs: Any, tf: Any, length: Any, words: Sequence[int]) -> None:
         for word in words:
             lo, hi = int(starts[word]), int(starts[word + 1])

@@ -17,8 +17,8 @@ Invariants:
   (a SQLite file's inode, a server store's URL), the sequence it reflects and the last lessons
   written with their term vectors' hashes (SQLite writes them empty, Redis keeps none: then their
   ids alone). A CRC32 covers everything but the postings, checked when the file is read; the postings
-  (most of the file: 330 MB at a million lessons) have a CRC32 per block of ``BLOCK``, kept under that
-  first one, and the index checks a block before a search first reads it, so a recall touches the
+  (most of the file: 330 MB at a million lessons, and 36 MB of their one-byte codes) have a CRC32 per
+  block of ``BLOCK``, kept under that first one, and the index checks a block before a search first reads it, so a recall touches the
   blocks of its own words only. A block that does not match makes the index reload in full before it
   answers (:class:`~lessonbank.retrieval.lexical_index.LexicalIndex`).
 - A snapshot whose format, space, namespace or bank differs, none of whose anchors the store still
@@ -53,7 +53,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("lessonbank.retrieval")
 
-FORMAT = 4  # 4: ids as bytes with their ends and their slots sorted by id; postings checked by block
+FORMAT = (
+    5  # 5: each word's bounds and its postings' one-byte codes; 4: ids as bytes, postings checked by block
+)
 MAGIC = b"LBLEXSNP"
 PREFIX = struct.Struct("<8sI")  # magic, header length
 ALIGN = 64
@@ -69,9 +71,26 @@ ARRAYS = {  # name → dtype, in file order
     "order": "<i4",
     "ends": "<i8",
     "blocks": "<u4",
+    "codes": "u1",
+    "max_tf": "<f8",
+    "min_length": "<f8",
+    "impact": "<f8",
 }
-POSTINGS = ("docs", "tf")  # checked a block at a time, when a search first reads it (block_sums)
+POSTINGS = ("docs", "tf", "codes")  # checked a block at a time, when a search first reads it (block_sums)
 BLOCK = 1 << 16  # postings a block holds (512 KB of docs and tf)
+
+
+@dataclass
+class WordFigures:
+    """What pruning keeps per word of a base (:class:`~lessonbank.retrieval.pruning.WordBounds`):
+    its highest frequency, shortest lesson and highest ratio at the norm's per-token term
+    ``at_token``, and a one-byte code per posting (parallel to the postings)."""
+
+    max_tf: np.ndarray
+    min_length: np.ndarray
+    impact: np.ndarray
+    codes: np.ndarray
+    at_token: float
 
 
 @dataclass
@@ -87,6 +106,7 @@ class IndexState:
     starts: np.ndarray
     docs: np.ndarray
     tf: np.ndarray
+    figures: WordFigures
     slot_of: MutableMapping[str, int] | None = None  # lesson id → slot, when read from a file
     blocks: np.ndarray | None = None  # block_sums of the postings, as read from a file (not yet checked)
 
@@ -169,7 +189,11 @@ class Snapshot:
             "ignored": np.frombuffer(ignored_blob, dtype=np.uint8),
             "order": id_order(ids_blob, len(ids)),
             "ends": id_ends(ids_blob),
-            "blocks": block_sums(state.docs, state.tf, 0, blocks_of(len(state.docs))),
+            "blocks": block_sums(state.docs, state.tf, state.figures.codes, 0, blocks_of(len(state.docs))),
+            "codes": state.figures.codes,
+            "max_tf": state.figures.max_tf,
+            "min_length": state.figures.min_length,
+            "impact": state.figures.impact,
         }
         layout: dict[str, list[int]] = {}
         offset = 0
@@ -194,6 +218,7 @@ class Snapshot:
                 "slots": len(ids),
                 "anchors": [[lesson_id, hashes.get(lesson_id, "")] for lesson_id in anchors],
                 "arrays": layout,
+                "at_token": state.figures.at_token,
                 "crc32": crc,
             }
         ).encode()
@@ -273,6 +298,8 @@ class Snapshot:
             or bool(np.any(np.diff(starts) <= 0))
             or bool(np.any(terms[1:] <= terms[:-1]))
             or len(arrays["blocks"]) != blocks_of(len(docs))
+            or len(arrays["codes"]) != len(docs)
+            or any(len(arrays[name]) != len(terms) for name in ("max_tf", "min_length", "impact"))
         ):
             return self._refuse("its arrays do not agree")
         seq = int(header["seq"])
@@ -301,6 +328,13 @@ class Snapshot:
             starts=starts,
             docs=docs,
             tf=arrays["tf"],
+            figures=WordFigures(
+                arrays["max_tf"],
+                arrays["min_length"],
+                arrays["impact"],
+                arrays["codes"],
+                float(header["at_token"]),
+            ),
             slot_of=SlotMap(ids),
             blocks=arrays["blocks"],
         )
@@ -368,15 +402,16 @@ def blocks_holding(start: int, end: int) -> range:
     return range(start // BLOCK, (end - 1) // BLOCK + 1)
 
 
-def block_sums(docs: Any, tf: Any, first: int, end: int) -> Any:
-    """The CRC32 of each block of postings from ``first`` to ``end`` (its docs, then its tf)."""
+def block_sums(docs: Any, tf: Any, codes: Any, first: int, end: int) -> Any:
+    """The CRC32 of each block of postings from ``first`` to ``end`` (its docs, tf, then codes)."""
     import numpy as np
 
     out = np.empty(end - first, dtype="<u4")
     for block in range(first, end):
         part = slice(block * BLOCK, (block + 1) * BLOCK)
         crc = zlib.crc32(np.ascontiguousarray(docs[part], dtype="<i4").data)
-        out[block - first] = zlib.crc32(np.ascontiguousarray(tf[part], dtype="<f4").data, crc)
+        crc = zlib.crc32(np.ascontiguousarray(tf[part], dtype="<f4").data, crc)
+        out[block - first] = zlib.crc32(np.ascontiguousarray(codes[part], dtype="u1").data, crc)
     return out
 
 

@@ -18,6 +18,7 @@ from lessonbank.stores.lexical import query_terms, scope_hash, term_hash
 
 if TYPE_CHECKING:
     from lessonbank.ports import LessonQuery
+    from lessonbank.retrieval.pruning import WordBounds
 
 
 class CheckedPostings(IndexArrays):
@@ -26,6 +27,7 @@ class CheckedPostings(IndexArrays):
     if TYPE_CHECKING:  # the rest of the index's state it reads (see LexicalIndex._clear)
         _unchecked: Any
         _sums: Any
+        _bounds: WordBounds | None
 
         def _refuse_snapshot(self, reason: str) -> int: ...
 
@@ -63,9 +65,13 @@ class CheckedPostings(IndexArrays):
         todo = (
             np.flatnonzero(self._unchecked) if blocks is None else [b for b in blocks if self._unchecked[b]]
         )
+        assert (
+            self._bounds is not None and self._bounds.coded is not None
+        )  # the snapshot's, with its postings
         for block in todo:
             block = int(block)
-            if int(block_sums(self._docs, self._tf, block, block + 1)[0]) != int(self._sums[block]):
+            sums = block_sums(self._docs, self._tf, self._bounds.coded, block, block + 1)
+            if int(sums[0]) != int(self._sums[block]):
                 return self._refuse_snapshot(f"block {block} of its postings does not match its checksum")
             self._unchecked[block] = False
         if blocks is None or not self._unchecked.any():
