@@ -42,6 +42,7 @@ from lessonbank.models import Decision, Episode, Lesson, from_timestamp
 from lessonbank.ports import VectorChanges
 from lessonbank.stores.connection import RetryBudget, redacted, split_options
 from lessonbank.stores.lexical import LEXICAL_SPACE, lesson_term_vector, term_vector_changed
+from lessonbank.stores.sql import postgres_bulk
 from lessonbank.stores.sql.dialect import VECTORS_COMPLETE, Connection
 from lessonbank.stores.sql.migrations.postgres import MIGRATIONS, TERM_VECTORS
 from lessonbank.stores.sql.postgres_search import COLUMNS, PLACEHOLDERS, PostingsIndex, copy_row_and_terms
@@ -186,6 +187,8 @@ class PostgresDialect:
                             "INSERT INTO schema_migrations (version, applied_at) VALUES (%s, %s)",
                             (number + 1, time.time()),
                         )
+                with conn.transaction():  # an import that died left them dropped (postgres_bulk)
+                    postgres_bulk.restore(PgConnection(conn))
             finally:
                 conn.execute("SELECT pg_advisory_unlock(hashtext('lessonbank:' || %s))", (self.schema,))
 
@@ -369,6 +372,10 @@ class PostgresDialect:
             "SELECT pg_advisory_xact_lock(hashtext(?))",
             (f"lessonbank:pool:{self.schema}:{namespace}\x1f{pool}",),
         )
+
+    def bulk_import(self) -> contextlib.AbstractContextManager[bool]:
+        """Around one import: read-only indexes stand aside while it fills an empty bank (postgres_bulk)."""
+        return postgres_bulk.deferred_indexes(self.tx)
 
     def import_lessons(
         self, lessons: Sequence[Lesson], reinforced: Callable[[Lesson, Sequence[str]], Lesson]

@@ -1,0 +1,84 @@
+"""PostgreSQL's read-only indexes of lessons and vectors stand aside while an import fills an empty bank.
+
+Each lesson written also goes into five indexes of ``lessons`` that only serve reads (two GIN: its
+terms and its tags; three b-trees: by age, by sequence, by kind and age) and each term vector into one
+of ``lesson_vectors`` (its changes by sequence). An import into an empty bank drops them first and
+builds them once at the end, from the full tables, instead of growing each a row at a time (a GIN
+index above all: a fifth of the server's time per lesson, bench/import_speed.py).
+
+Invariants (as ``sqlite_bulk``'s):
+
+- The indexes are dropped only while ``lessons`` is empty (checked under the table's lock, in the
+  transaction that drops them), and always built again with the statements the migrations wrote
+  (:data:`DEFERRED`): when the import ends, fails or is interrupted, and, should the process die
+  first, when the bank is next opened (:func:`restore`, called by the dialect's migration step).
+- Dropping and building hold one advisory lock per schema, so two processes importing into the same
+  empty bank never build an index twice. Reads meanwhile give the same answers, found without them.
+- The keys (primary keys, ``(namespace, content_hash)``) are never dropped: they decide what is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+
+from lessonbank.stores.sql.dialect import Connection
+
+# Name → the statement that made it (migrations 1, 2 and 6), in the order they are built.
+DEFERRED: dict[str, str] = {
+    "lessons_terms": "CREATE INDEX IF NOT EXISTS lessons_terms ON lessons USING gin (terms)",
+    "lessons_tags": "CREATE INDEX IF NOT EXISTS lessons_tags ON lessons USING gin (tags)",
+    "lessons_ns_created": "CREATE INDEX IF NOT EXISTS lessons_ns_created ON lessons (namespace, created_at)",
+    "lessons_ns_seq": "CREATE INDEX IF NOT EXISTS lessons_ns_seq ON lessons (namespace, seq)",
+    "lessons_ns_kind_created": (
+        "CREATE INDEX IF NOT EXISTS lessons_ns_kind_created ON lessons (namespace, kind, created_at)"
+    ),
+    "lesson_vectors_changes": (
+        "CREATE INDEX IF NOT EXISTS lesson_vectors_changes ON lesson_vectors (namespace, model, seq)"
+    ),
+}
+
+
+def _lock(conn: Connection) -> None:
+    """The schema's bulk-index lock, to the end of the caller's transaction."""
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext('lessonbank:bulk-indexes:' || current_schema()))")
+
+
+def missing(conn: Connection) -> list[str]:
+    """The deferred indexes the bank lacks, in :data:`DEFERRED`'s order."""
+    rows = conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND indexname = ANY(?)",
+        (list(DEFERRED),),
+    ).fetchall()
+    present = {row[0] for row in rows}
+    return [name for name in DEFERRED if name not in present]
+
+
+def restore(conn: Connection) -> None:
+    """Build the deferred indexes the bank lacks (inside the caller's transaction)."""
+    if not missing(conn):
+        return
+    _lock(conn)
+    for name in missing(conn):  # again, under the lock: another process may have built them meanwhile
+        conn.execute(DEFERRED[name])
+
+
+@contextmanager
+def deferred_indexes(tx: Callable[[], AbstractContextManager[Connection]]) -> Iterator[bool]:
+    """Drop the deferred indexes when ``lessons`` is empty, and build them again on the way out;
+    yields whether they were dropped. ``tx`` opens a transaction."""
+    with tx() as conn:
+        _lock(conn)
+        # The table's lock first (a writer waits for the drop, or the drop for the writer's commit),
+        # then the emptiness seen under it stays true until the indexes are gone.
+        conn.execute("LOCK TABLE lessons IN SHARE ROW EXCLUSIVE MODE")
+        empty = bool(conn.execute("SELECT NOT EXISTS (SELECT 1 FROM lessons)").fetchone()[0])
+        if empty:
+            for name in DEFERRED:
+                conn.execute(f"DROP INDEX IF EXISTS {name}")
+    try:
+        yield empty
+    finally:
+        if empty:
+            with tx() as conn:
+                restore(conn)
