@@ -109,7 +109,7 @@ def test_a_store_failure_mid_import_rolls_its_batch_back_and_builds_the_indexes(
 ) -> None:
     with _bank(schema, tmp_path) as bank:
         dialect = bank.store.dialect
-        real, calls = dialect._import_chunk, [0]
+        real, calls = dialect.importer.chunk, [0]
 
         def failing(conn: Any, chunk: Any, reinforced: Any) -> tuple[int, int]:
             calls[0] += 1
@@ -118,7 +118,7 @@ def test_a_store_failure_mid_import_rolls_its_batch_back_and_builds_the_indexes(
                 raise RuntimeError("the server went away")
             return real(conn, chunk, reinforced)
 
-        monkeypatch.setattr(dialect, "_import_chunk", failing)
+        monkeypatch.setattr(dialect.importer, "chunk", failing)
         with pytest.raises(RuntimeError, match="the server went away"):
             bank.import_lessons(_records(2_500, []))
         monkeypatch.undo()

@@ -20,7 +20,7 @@ errors are retried, default 15). Invariants:
   users' servers); the caller's in-process index scans them. Writes of one (namespace, model)
   hold an advisory lock, so their sequence numbers are committed in order. Each lesson's term
   vector is one of them (space ``lexical:terms-v1``), written in the lesson's transaction.
-- Bulk import writes its new lessons and their term vectors with ``COPY`` (see ``_copy_new``), and
+- Bulk import writes its new lessons and their term vectors with ``COPY`` (``postgres_import``), and
   analyzes the lessons table when it has grown by half since the last time, not after every batch
   (an ANALYZE cost ~100 µs a lesson imported).
 """
@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -45,7 +45,8 @@ from lessonbank.stores.lexical import LEXICAL_SPACE, lesson_term_vector, term_ve
 from lessonbank.stores.sql import postgres_bulk
 from lessonbank.stores.sql.dialect import VECTORS_COMPLETE, Connection
 from lessonbank.stores.sql.migrations.postgres import MIGRATIONS, TERM_VECTORS
-from lessonbank.stores.sql.postgres_search import COLUMNS, PLACEHOLDERS, PostingsIndex, copy_row_and_terms
+from lessonbank.stores.sql.postgres_import import BulkImport
+from lessonbank.stores.sql.postgres_search import COLUMNS, PLACEHOLDERS, PostingsIndex
 
 try:
     import psycopg
@@ -131,6 +132,7 @@ class PostgresDialect:
             f"PostgreSQL at {redacted(url)}", (psycopg.OperationalError, PoolTimeout), budget_s=retry_s
         )
         self.lexical = PostingsIndex(self)
+        self.importer = BulkImport(self)
         self._analyzed_rows, self._unanalyzed = 0.0, 0  # lessons at the last ANALYZE; imported since
         self._listeners: list[Callable[[], None]] = []
         self._listen_lock = threading.Lock()
@@ -328,7 +330,7 @@ class PostgresDialect:
         for namespace in sorted(by_namespace):  # one lock order for every writer
             group = by_namespace[namespace]
             conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtext(?))", (self._vector_lock(namespace, LEXICAL_SPACE),)
+                "SELECT pg_advisory_xact_lock(hashtext(?))", (self.vector_lock(namespace, LEXICAL_SPACE),)
             )
             conn.execute(
                 "INSERT INTO lesson_vectors (lesson_id, model, namespace, text_hash, vector) "
@@ -343,7 +345,7 @@ class PostgresDialect:
                 ),
             )
 
-    def _vector_lock(self, namespace: str, model: str) -> str:
+    def vector_lock(self, namespace: str, model: str) -> str:
         return f"lessonbank:vectors:{self.schema}:{namespace}:{model}"
 
     def _backfill_term_vectors(self, conn: Connection) -> None:
@@ -386,7 +388,9 @@ class PostgresDialect:
 
             def run(chunk: Sequence[Lesson] = lessons[start : start + 1000]) -> tuple[int, int]:
                 with self.tx() as conn:
-                    return self._import_chunk(conn, chunk, reinforced)
+                    written = self.importer.chunk(conn, chunk, reinforced)
+                self.importer.committed()
+                return written
 
             a, r = self.run(run)
             added, repeated = added + a, repeated + r
@@ -404,80 +408,6 @@ class PostgresDialect:
 
             self._analyzed_rows, self._unanalyzed = self.run(analyze), 0
         return added, repeated
-
-    def _import_chunk(
-        self,
-        conn: Connection,
-        chunk: Sequence[Lesson],
-        reinforced: Callable[[Lesson, Sequence[str]], Lesson],
-    ) -> tuple[int, int]:
-        namespaces = {lesson.namespace for lesson in chunk}
-        stored: dict[tuple[str, str], Lesson] = {}
-        for namespace in namespaces:
-            rows = conn.execute(
-                "SELECT data FROM lessons WHERE namespace = ? AND content_hash = ANY(?) FOR UPDATE",
-                (namespace, [lesson.content_hash for lesson in chunk if lesson.namespace == namespace]),
-            ).fetchall()
-            for (data,) in rows:
-                found = Lesson.model_validate(data)
-                stored[(found.namespace, found.content_hash)] = found
-        ids = [lesson.id for lesson in chunk]
-        taken = {
-            row[0] for row in conn.execute("SELECT id FROM lessons WHERE id = ANY(?)", (ids,)).fetchall()
-        }
-        new: list[Lesson] = []
-        changed: dict[str, Lesson] = {}
-        for lesson in chunk:
-            key = (lesson.namespace, lesson.content_hash)
-            if key in stored:
-                stored[key] = reinforced(stored[key], lesson.tags)
-                changed[stored[key].id] = stored[key]
-                continue
-            if lesson.id in taken:
-                lesson = lesson.model_copy(
-                    update={"id": Lesson.model_fields["id"].get_default(call_default_factory=True)}
-                )
-            taken.add(lesson.id)
-            stored[key] = lesson
-            new.append(lesson)
-        new_ids = {lesson.id for lesson in new}
-        final_new = [stored[(lesson.namespace, lesson.content_hash)] for lesson in new]
-        avg_len = {namespace: self.lexical.current_avg_len(conn, namespace) for namespace in namespaces}
-        rows = [copy_row_and_terms(lesson, avg_len[lesson.namespace]) for lesson in final_new]
-        self._copy_new(conn, final_new, rows)
-        for lesson_id, lesson in changed.items():
-            if lesson_id not in new_ids:
-                self.overwrite_lesson(conn, lesson)
-        for namespace in namespaces:
-            self.lessons_changed(namespace)
-        return len(new), len(chunk) - len(new)
-
-    def _copy_new(
-        self, conn: Connection, lessons: Sequence[Lesson], rows: Sequence[tuple[tuple[Any, ...], bytes]]
-    ) -> None:
-        """Lessons no row holds yet (neither their id nor their content), and their term vectors,
-        written by ``COPY``: one stream per table instead of a statement per row. A new lesson has no
-        vector row yet, so none is replaced (``write_term_vectors``' rule for the rest); the vectors
-        hold their (namespace, space) lock as every vector write does."""
-        raw = cast(PgConnection, conn).raw  # this dialect's transactions hand out PgConnections
-        with raw.cursor() as cur, cur.copy(f"COPY lessons ({COLUMNS}) FROM STDIN") as copy:
-            for row, _ in rows:
-                copy.write_row(row)
-        by_namespace: dict[str, list[tuple[str, bytes]]] = {}
-        for lesson, (_, vector) in zip(lessons, rows, strict=True):
-            by_namespace.setdefault(lesson.namespace, []).append((lesson.id, vector))
-        for namespace in sorted(by_namespace):  # one lock order for every writer
-            conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtext(?))", (self._vector_lock(namespace, LEXICAL_SPACE),)
-            )
-            with (
-                raw.cursor() as cur,
-                cur.copy(
-                    "COPY lesson_vectors (lesson_id, model, namespace, text_hash, vector) FROM STDIN"
-                ) as copy,
-            ):
-                for lesson_id, vector in by_namespace[namespace]:
-                    copy.write_row((lesson_id, LEXICAL_SPACE, namespace, "", vector))
 
     # ----------------------------------------------------------------- recall
 
@@ -521,7 +451,7 @@ class PostgresDialect:
                         # committed in the order they are drawn and readers miss none.
                         conn.execute(
                             "SELECT pg_advisory_xact_lock(hashtext(?))",
-                            (self._vector_lock(namespace, model),),
+                            (self.vector_lock(namespace, model),),
                         )
                         return conn.execute(
                             "INSERT INTO lesson_vectors (lesson_id, model, namespace, text_hash, vector) "
