@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from lessonbank.models import Lesson
 from lessonbank.stores.lexical import LEXICAL_SPACE
@@ -84,11 +84,9 @@ class BulkImport:
             namespace: self._lengths_of(conn, namespace, known.get(namespace)) for namespace in namespaces
         }
         means = {namespace: _mean(conn, count, total) for namespace, (_, count, total) in lengths.items()}
-        rows = [copy_row_and_terms(lesson, means[lesson.namespace]) for lesson in final_new]
-        self.copy_new(conn, final_new, rows)
-        for lesson, (row, _) in zip(final_new, rows, strict=True):
+        for lesson, length in zip(final_new, self.copy_new(conn, final_new, means), strict=True):
             read_at, count, total = lengths[lesson.namespace]
-            lengths[lesson.namespace] = (read_at, count + 1, total + int(row[DOC_LEN]))
+            lengths[lesson.namespace] = (read_at, count + 1, total + length)
         for lesson_id, lesson in changed.items():
             if lesson_id not in new_ids:
                 self.dialect.overwrite_lesson(conn, lesson)
@@ -114,20 +112,22 @@ class BulkImport:
         ).fetchone()
         return (time.monotonic(), int(row[0]), int(row[1])) if row else (time.monotonic(), 0, 0)
 
-    def copy_new(
-        self, conn: Connection, lessons: Sequence[Lesson], rows: Sequence[tuple[tuple[Any, ...], bytes]]
-    ) -> None:
+    def copy_new(self, conn: Connection, lessons: Sequence[Lesson], means: dict[str, float]) -> list[int]:
         """Lessons no row holds yet (neither their id nor their content), and their term vectors,
-        written by ``COPY``: one stream per table instead of a statement per row. A new lesson has no
-        vector row yet, so none is replaced (``write_term_vectors``' rule for the rest); the vectors
-        hold their (namespace, space) lock as every vector write does."""
+        written by ``COPY``: one stream per table instead of a statement per row; returns their
+        lengths. Each row is made as it is written, so the server stores the rows sent while the
+        next are made. A new lesson has no vector row yet, so none is replaced
+        (``write_term_vectors``' rule for the rest); the vectors hold their (namespace, space) lock
+        as every vector write does."""
         raw = cast("PgConnection", conn).raw  # this dialect's transactions hand out PgConnections
-        with raw.cursor() as cur, cur.copy(f"COPY lessons ({COLUMNS}) FROM STDIN") as copy:
-            for row, _ in rows:
-                copy.write_row(row)
         by_namespace: dict[str, list[tuple[str, bytes]]] = {}
-        for lesson, (_, vector) in zip(lessons, rows, strict=True):
-            by_namespace.setdefault(lesson.namespace, []).append((lesson.id, vector))
+        lengths: list[int] = []
+        with raw.cursor() as cur, cur.copy(f"COPY lessons ({COLUMNS}) FROM STDIN") as copy:
+            for lesson in lessons:
+                row, vector = copy_row_and_terms(lesson, means[lesson.namespace])
+                copy.write_row(row)
+                lengths.append(int(row[DOC_LEN]))
+                by_namespace.setdefault(lesson.namespace, []).append((lesson.id, vector))
         for namespace in sorted(by_namespace):  # one lock order for every writer
             conn.execute(
                 "SELECT pg_advisory_xact_lock(hashtext(?))",
@@ -141,6 +141,7 @@ class BulkImport:
             ):
                 for lesson_id, vector in by_namespace[namespace]:
                     copy.write_row((lesson_id, LEXICAL_SPACE, namespace, "", vector))
+        return lengths
 
 
 def _mean(conn: Connection, count: int, total: int) -> float:
