@@ -56,7 +56,7 @@ LEVELS = 255  # codes of a posting's ratio: 1..LEVELS of the word's highest rati
 SAMPLE = 64  # every this many partial bounds are a sample that bounds the best few from below
 MEMBER_SHARE = 32  # a base word held by this share of the slots or more is kept as bits too ...
 BITS_FROM = 256  # ... searched by them for this many slots or more (fewer: a binary search is cheaper)
-FILL_CHUNK = 1 << 20  # postings coded at once when a base's every word is (``WordBounds.fill_all``)
+FILL_CHUNK = 1 << 18  # postings coded at once when a base's every word is (``WordBounds.fill_all``)
 
 
 @dataclass
