@@ -48,6 +48,7 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import Literal
 
+from lessonbank.services.consolidation.framing import reports, unframed
 from lessonbank.text import STOPWORDS, literals, negations, same_lesson, stem, words
 
 TEMPLATE = 0.7  # word-sequence likeness at or above which two texts each with a term of its own are siblings
@@ -162,9 +163,10 @@ _CUES = frozenset(
 
 @lru_cache(maxsize=65536)
 def terms(text: str) -> frozenset[str]:
-    """The text's content stems, synonyms folded, cues of polarity and contrast left out."""
+    """The text's content stems, synonyms folded, cues of polarity and contrast left out; its opening
+    frame ("Checks for", "Used when": :func:`.framing.unframed`) is not read."""
     found = set()
-    for word in words(text):
+    for word in words(unframed(text)):
         if word in STOPWORDS:
             continue
         term = stem(word)
@@ -195,8 +197,8 @@ def opposed(a: str, b: str) -> bool:
     at random (a third of the labelled paraphrases of several sentences had one negation more)."""
     if not (_one_sentence(a) and _one_sentence(b)):
         return False
-    if negated(a) != negated(b):
-        return True
+    if negated(a) != negated(b) and not (reports(a) or reports(b)):
+        return True  # a report's negation describes the problem it finds (:func:`.framing.reports`)
     stems_a, stems_b = _stems(a), _stems(b)
     prescribed = bool(_MODAL.search(a) and _MODAL.search(b))
     return any(

@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+from lessonbank.services.consolidation.framing import unframed
 from lessonbank.services.consolidation.paraphrase import Weights, template_likeness, terms
 from lessonbank.text import literals, words
 
@@ -111,7 +112,7 @@ def _bm25(query: str, document: str, weights: Weights) -> float:
 def _counts(text: str) -> dict[str, int]:
     """How often each of the text's terms occurs in it."""
     counts: dict[str, int] = {}
-    for word in words(text):
+    for word in words(unframed(text)):
         for term in terms(word):
             counts[term] = counts.get(term, 0) + 1
     return counts
