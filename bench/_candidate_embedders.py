@@ -250,3 +250,16 @@ def make(name: str) -> Any:
     if name not in CANDIDATES:
         raise ValueError(f"unknown candidate {name!r}; use one of {', '.join(CANDIDATES)}")
     return CANDIDATES[name]()
+
+
+PREFIX = "cand:"
+
+
+def resolve(spec: str) -> Any:
+    """An embedder for a benchmark's ``--embedder``: ``cand:NAME`` is the candidate NAME (installed as the
+    module docstring says), anything else lessonbank's own spec (``make_embedder``)."""
+    if spec.startswith(PREFIX):
+        return make(spec[len(PREFIX) :])
+    from lessonbank.retrieval.embedders import make_embedder
+
+    return make_embedder(spec)

@@ -27,6 +27,8 @@ counted), distinct lessons lost
 
     .venv/bin/python bench/consolidation_bank.py                       # words only and MiniLM
     .venv/bin/python bench/consolidation_bank.py --embedders none      # words only
+    PYTHONPATH=/tmp/cand .venv/bin/python bench/consolidation_bank.py --embedders cand:paraphrase-l3
+                                                                       # a bench/_candidate_embedders.py one
 """
 
 from __future__ import annotations
@@ -235,12 +237,21 @@ def ceiling(
 
 
 def vectors_of(texts: Sequence[str], embedder: str) -> Any:
+    import _candidate_embedders
     import _vectorcache
-    from lessonbank.retrieval.embedders import make_embedder
 
-    inner = make_embedder(embedder)
+    inner = _candidate_embedders.resolve(embedder)
     assert inner is not None, embedder
     return _vectorcache.CachedEmbedder(inner, _vectorcache.DEFAULT_PATH).embed_documents(list(texts))
+
+
+def _embedder(spec: str | None) -> Any:
+    """The bank's embedder: lessonbank's own spec as it is, a ``cand:NAME`` candidate built here."""
+    if spec is None or not spec.startswith("cand:"):
+        return spec
+    import _candidate_embedders
+
+    return _candidate_embedders.resolve(spec)
 
 
 def _join_retypes(texts: Mapping[str, str], items: dict[str, str]) -> None:
@@ -265,7 +276,9 @@ def run(
     items: dict[str, str] = bank_spec["items"]
     with (
         tempfile.TemporaryDirectory(prefix="lb-consolidation-bank-") as tmp,
-        LessonBank(f"sqlite:///{tmp}/bank.db", embedder=embedder, llm=MODELS[model](), worker=False) as bank,
+        LessonBank(
+            f"sqlite:///{tmp}/bank.db", embedder=_embedder(embedder), llm=MODELS[model](), worker=False
+        ) as bank,
     ):
         bank.import_lessons(bank_spec["rows"])
         ids = [row["id"] for row in bank_spec["rows"]]

@@ -21,6 +21,8 @@ scope), and the pre-pass runs once on that bank. Reported:
 
     .venv/bin/python bench/consolidation_pairs.py                   # words only (no embedder)
     .venv/bin/python bench/consolidation_pairs.py --embedder minilm   # with MiniLM vectors (cached)
+    PYTHONPATH=/tmp/cand .venv/bin/python bench/consolidation_pairs.py --embedder cand:paraphrase-l3
+                                                                     # a candidate of bench/_candidate_embedders.py
     .venv/bin/python bench/consolidation_pairs.py --sweep             # the tuning half over the scorer's
                                                                      # join / member probabilities
 """
@@ -164,10 +166,10 @@ def _share(hits: int, total: int) -> float | None:
 
 
 def vectors_for(records: Sequence[Mapping[str, Any]], name: str) -> dict[str, Any]:
+    import _candidate_embedders
     import _vectorcache
-    from lessonbank.retrieval.embedders import make_embedder
 
-    inner = make_embedder(name)
+    inner = _candidate_embedders.resolve(name)
     if inner is None:
         return {}
     embedder = _vectorcache.CachedEmbedder(inner, _vectorcache.DEFAULT_PATH)
@@ -209,7 +211,9 @@ def table(results: Mapping[str, Mapping[str, Any]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--embedder", default="none", help="none, minilm, static, hash (vectors cached)")
+    parser.add_argument(
+        "--embedder", default="none", help="none, minilm, static, hash, cand:NAME (vectors cached)"
+    )
     parser.add_argument("--cosine", type=float, default=COSINE)
     parser.add_argument(
         "--sweep", action="store_true", help="the tuning half over thresholds (cosine, with --embedder)"
