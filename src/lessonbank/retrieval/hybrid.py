@@ -200,20 +200,24 @@ class Retriever:
             raise ConfigError("HyDE needs an LLM; open the bank with llm=... or reflection_llm=...")
         hypothesis = self.hyde.expand(text) if use_hyde and self.hyde is not None else None
 
+        keyword: Future[list[Candidate]] | None = None
         pending: Future[np.ndarray] | None = None
-        if chosen == "hybrid" and getattr(self.embedder, "releases_gil", False):
+        if chosen == "hybrid" and self._keywords_loaded(query.namespace):
+            # The keyword search runs on another thread while this one embeds the query and scans
+            # the vectors: both are mostly native code that releases the GIL (numpy, SQLite, a
+            # tokenizer, BLAS), so with two cores a hybrid recall waits for the slower of the two
+            # instead of their sum. (Not while the keyword index loads: both indexes loading at
+            # once would hold every row of both in memory together.)
+            keyword = _query_threads().submit(self._lexical, text, hypothesis, query, pool)
+        elif chosen == "hybrid" and getattr(self.embedder, "releases_gil", False):
             # The query's embedding (a forward pass, an HTTP call) runs on another thread while the
-            # keyword search runs in SQLite; both release the GIL, so with two cores a hybrid recall
-            # waits for the slower of the two instead of their sum.
+            # keyword search runs (and loads its index).
             pending = _query_threads().submit(self._query_vector, text, hypothesis)
-        scored: dict[str, _Scored] = {}
-        lexical_order: list[str] = []
-        if chosen in ("lexical", "hybrid"):
-            for candidate in self._lexical(text, hypothesis, query, pool):
-                scored[candidate.lesson_id] = _Scored(candidate, lexical=candidate.relevance)
-                lexical_order.append(candidate.lesson_id)
-        vector_order: list[str] = []
+        found: list[Candidate] = []
+        if keyword is None and chosen in ("lexical", "hybrid"):
+            found = self._lexical(text, hypothesis, query, pool)
         query_vector = None
+        nearest: list[tuple[Candidate, float]] = []
         if chosen in ("vector", "hybrid"):
             try:
                 query_vector = (
@@ -230,7 +234,17 @@ class Retriever:
                 chosen = "lexical"
         if query_vector is not None:
             index = self.index(query.namespace)
-            for candidate, cosine in self._vector(index, query_vector, query, pool):
+            nearest = self._vector(index, query_vector, query, pool)
+        if keyword is not None:
+            found = keyword.result()
+        scored: dict[str, _Scored] = {}
+        lexical_order: list[str] = []
+        for candidate in found:
+            scored[candidate.lesson_id] = _Scored(candidate, lexical=candidate.relevance)
+            lexical_order.append(candidate.lesson_id)
+        vector_order: list[str] = []
+        if query_vector is not None:
+            for candidate, cosine in nearest:
                 entry = scored.setdefault(candidate.lesson_id, _Scored(candidate))
                 entry.vector = cosine
             if chosen == "hybrid" and lexical_order:
@@ -271,6 +285,12 @@ class Retriever:
             return self.store.search(query, terms, limit=pool)
         found = self.store.search(_stored(query), terms, limit=pool * CANDIDATES_PER_RESULT)
         return self._serving(found, query)[:pool]
+
+    def _keywords_loaded(self, namespace: str) -> bool:
+        """Whether a keyword search of ``namespace`` reads only what changed (its index loaded, or
+        none: the store searches)."""
+        index = self.lexical_index(namespace)
+        return index is None or index.loaded
 
     def _candidates(self, query: LessonQuery, lesson_ids: Sequence[str]) -> list[Candidate]:
         """``Store.candidates`` under the shared-scope rule: the store filters all but agent, task

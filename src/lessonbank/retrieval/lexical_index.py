@@ -129,6 +129,11 @@ class LexicalIndex(PrunedWords, CheckedPostings):
     def __len__(self) -> int:
         return self._live
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the index has read the store (a search then reads only the changes)."""
+        return self._seq > 0
+
     def memory_bytes(self) -> int:
         """What the index holds in memory (arrays and an estimate of its Python parts)."""
         arrays = (self._terms, self._starts, self._docs, self._tf, self._length, self._alive)
