@@ -28,6 +28,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from lessonbank.lowered_words import lowered_words
 from lessonbank.models import Lesson
 
 _INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
@@ -319,7 +320,7 @@ def _word_reasons(word: str) -> frozenset[str]:
 
 def _possible(lowered: str) -> frozenset[str]:
     """The reasons :func:`_may_match` lets through for ``lowered`` (those without _NEEDS included)."""
-    words = lowered.split()
+    words = lowered_words(lowered)
     found: set[frozenset[str] | None] = set(map(_WORD_REASONS.get, words))
     if None in found:
         found.discard(None)

@@ -14,7 +14,9 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from lessonbank.lowered_words import lowered_words
 from lessonbank.models import TAG_MAX_CHARS
+from lessonbank.redact_fields import TEXT_FIELDS as _TABLES
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -231,7 +233,7 @@ _WORD_HITS_MAX = 1 << 17
 
 def _hits(lowered: str) -> set[int]:
     """The indexes of the patterns whose fragments ``lowered`` holds, and the marks it holds."""
-    words = lowered.split()
+    words = lowered_words(lowered)
     found: set[frozenset[int] | None] = set(map(_WORD_HITS.get, words))
     if None in found:
         found.discard(None)
@@ -432,56 +434,16 @@ def redact_value(value: Any) -> Any:
 
 # ------------------------------------------------------------------ records: one place per kind
 
-# Every field of a record that holds text a person or a model wrote. Ids, namespaces, statuses and
-# numbers are not text and stay as they are.
-LESSON_TEXT_FIELDS = (
-    "content",
-    "situation",
-    "mistake",
-    "correction",
-    "learned_from",
-    "tags",
-    "task_type",
-    "agent",
-    "metadata",
-)
-EPISODE_TEXT_FIELDS = (
-    "task",
-    "task_type",
-    "agent",
-    "goal_title",
-    "error",
-    "attempt",
-    "output",
-    "actions",
-    "tags",
-    "metadata",
-)
-REFLECTION_TEXT_FIELDS = ("raw_output", "parsed", "skip_reason")
-CHECK_TEXT_FIELDS = ("tool", "stderr", "errors")
-# An audit row: who and why, and the lesson before and after (a rescreen's ``before`` is the lesson
-# as stored before a newer pattern redacted it). Redacted by every store as the row is written.
-AUDIT_TEXT_FIELDS = ("actor", "summary", "before", "after")
-# Arguments a caller gives with a change: LessonBank.archive / restore / edit / forget, the REST and
-# CLI commands over them, a proposal's approve / reject / revert (lifecycle.clean_reason, check_actor).
-ARCHIVE_TEXT_FIELDS = ("reason", "actor")
-# A git mirror commit: author name (and the e-mail made from it) and message (Mirror.commit).
-MIRROR_TEXT_FIELDS = ("author", "message")
-# MCP archive_lesson: what the agent says, kept in the proposal it stages.
-MCP_ARCHIVE_TEXT_FIELDS = ("reason", "agent")
-
-# Every place caller or model text is kept, by the record or call it arrives in: the one list of
-# what must go through redaction (tests/security/test_secrets_stored.py feeds each one).
-TEXT_FIELDS: dict[str, tuple[str, ...]] = {
-    "lesson": LESSON_TEXT_FIELDS,
-    "episode": EPISODE_TEXT_FIELDS,
-    "episode.verification": CHECK_TEXT_FIELDS,
-    "reflection": REFLECTION_TEXT_FIELDS,
-    "audit": AUDIT_TEXT_FIELDS,
-    "archive": ARCHIVE_TEXT_FIELDS,
-    "mirror": MIRROR_TEXT_FIELDS,
-    "mcp.archive_lesson": MCP_ARCHIVE_TEXT_FIELDS,
-}
+# Every field of a record or call that holds caller or model text (the tables: redact_fields).
+LESSON_TEXT_FIELDS = _TABLES["lesson"]
+EPISODE_TEXT_FIELDS = _TABLES["episode"]
+REFLECTION_TEXT_FIELDS = _TABLES["reflection"]
+CHECK_TEXT_FIELDS = _TABLES["episode.verification"]
+AUDIT_TEXT_FIELDS = _TABLES["audit"]
+ARCHIVE_TEXT_FIELDS = _TABLES["archive"]
+MIRROR_TEXT_FIELDS = _TABLES["mirror"]
+MCP_ARCHIVE_TEXT_FIELDS = _TABLES["mcp.archive_lesson"]
+TEXT_FIELDS = _TABLES
 
 
 def _redacted_tag(tag: str) -> str:
