@@ -1,19 +1,22 @@
 """What a Redis bulk write leaves behind, on a real Redis: the batch script's folded commands change
-nothing, an import's postings hold each lesson's BM25 factors, and vectors written in one call get
-their sequence numbers in row order."""
+nothing, an import's postings hold each lesson's BM25 factors, vectors written in one call get
+their sequence numbers in row order, and empty fields are left out of a lesson hash."""
 
 from __future__ import annotations
 
 import json
 import struct
+import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from lessonbank.models import Lesson
-from lessonbank.stores.lexical import FIELD_WEIGHTS, bm25_factors, weighted_terms
+from lessonbank.ports import LessonQuery
+from lessonbank.stores.lexical import FIELD_WEIGHTS, LEXICAL_SPACE, bm25_factors, weighted_terms
 from lessonbank.stores.redis import RedisStore
 from lessonbank.stores.redis.db import Batch, key_part
 from tests.contract.conftest import REDIS_URL, drop_redis_prefix, require
@@ -151,5 +154,68 @@ def test_vectors_written_in_one_call_are_numbered_in_row_order(prefixes: list[st
         assert store.db.raw.hget(store.index.vec_key(NS, "vec", "m"), ids[5]) == struct.pack("<f", 5)
         assert store.r.hlen(store.index.vec_key(NS, "vec", "m")) == 620
         assert "m" in store.r.smembers(store.index.vec_models_key(NS))
+    finally:
+        store.close()
+
+
+def test_empty_fields_are_left_out_and_an_emptied_one_removed(prefixes: list[str]) -> None:
+    store = open_store(prefixes)
+    try:
+        expires = datetime.fromtimestamp(time.time() + 3600, UTC)
+        lesson = store.write_lesson(
+            Lesson(
+                content="Pin the parser version", agent="ci", pinned=True, expires_at=expires, tags=["deps"]
+            )
+        ).lesson
+        key = store.index.lesson_key(NS, lesson.id)
+        optional = {
+            "task_type",
+            "agent",
+            "goal_id",
+            "tags",
+            "superseded",
+            "expires_at",
+            "pinned",
+            "last_accessed",
+        }
+        assert set(store.r.hkeys(key)) & optional == {"agent", "tags", "expires_at", "pinned"}
+        assert [x.id for x in store.list_lessons(LessonQuery(NS, agent="ci"))] == [lesson.id]
+
+        store.update_lesson(
+            lesson.model_copy(update={"agent": None, "pinned": False, "expires_at": None, "tags": []})
+        )
+        assert set(store.r.hkeys(key)) & optional == set()
+        assert store.list_lessons(LessonQuery(NS, agent="ci")) == []
+        [read] = store.get_lessons([lesson.id])
+        assert (read.agent, read.pinned, read.expires_at, read.tags) == (None, False, None, [])
+        [row] = store.index.rows(NS, [lesson.id])
+        assert row is not None and {name: row[name] for name in optional} == dict.fromkeys(optional, "")
+        [candidate] = store.candidates(LessonQuery(NS), [lesson.id])
+        assert not candidate.pinned
+        # A hash written when empty fields were stored reads the same.
+        store.r.hset(key, mapping=dict.fromkeys(optional, ""))
+        assert store.index.rows(NS, [lesson.id]) == [row]
+        # The lexical term vectors have no text hash: none is kept for them.
+        assert store.r.exists(store.index.vec_key(NS, "vec", LEXICAL_SPACE))
+        assert not store.r.exists(store.index.vec_key(NS, "vechash", LEXICAL_SPACE))
+    finally:
+        store.close()
+
+
+def test_the_stored_json_leaves_out_none_and_reads_back_the_same(prefixes: list[str]) -> None:
+    # Leaving None out is only exact while every field that may be None defaults to None.
+    for name, field in Lesson.model_fields.items():
+        if field.is_required() or field.default_factory is not None:
+            continue
+        admits_none = "None" in str(field.annotation)
+        assert not admits_none or field.default is None, f"Lesson.{name} may be None but defaults otherwise"
+    store = open_store(prefixes)
+    try:
+        lesson = Lesson(content="Rotate the signing key yearly", metadata={"note": None}, situation="audits")
+        [written] = [r.lesson for r in store.write_lessons([lesson])]
+        data = json.loads(store.r.hget(store.index.lesson_key(NS, written.id), "data"))
+        assert "mistake" not in data and "agent" not in data and data["situation"] == "audits"
+        assert data["metadata"] == {"note": None}
+        assert store.get_lessons([written.id]) == [written]
     finally:
         store.close()

@@ -16,7 +16,7 @@ never holds a ``:`` and no two names share a key, while ordinary names keep the 
   ``B{ns}:docctr``, ``B{ns}:docs``, ``B{ns}:dead``, ``B{ns}:df``; ``B:postings`` the layout's version
   (a bank written with a sorted set per token, ``B{ns}:tok:{token}``, is rebuilt on open: ``upgrade.py``).
 - Vectors of embedder ``m``: ``B{ns}:vec:{m}`` hash id → vector bytes, ``B{ns}:vechash:{m}``
-  hash id → text hash, ``B{ns}:vecseq:{m}`` zset id → sequence number of its last write,
+  hash id → text hash (none kept when empty), ``B{ns}:vecseq:{m}`` zset id → sequence number of its last write,
   ``B{ns}:vecctr:{m}`` the sequence counter; ``B{ns}:vecmodels`` set of the models present.
 - ``B{ns}:episode:{id}`` hash, ``B{ns}:episodes`` zset; ``B{ns}:reflection:{id}`` string,
   ``B{ns}:reflections`` zset, ``B{ns}:episode_reflections:{episode_id}`` zset.
@@ -350,7 +350,8 @@ return credited
 # the namespace's model set, then one lesson hash per row; ARGV: the model, then per row its
 # lesson id, text hash and vector. A row whose lesson hash is gone is skipped; every other gets
 # the next sequence number, in row order (the counter moves once, the three others are written
-# once per 500 rows). Returns how many were written.
+# once per 500 rows). An empty text hash (the lexical term vectors have none) is not stored: the
+# row's entry is removed, as reading it finds no hash either way. Returns how many were written.
 PUT_VECTORS_SCRIPT = """
 local rows = {}
 for i = 6, #KEYS do
@@ -360,16 +361,21 @@ local n = #rows
 if n == 0 then return 0 end
 local first = redis.call('INCRBY', KEYS[1], n) - n
 for i = 1, n, 500 do
-  local seqs, vectors, hashes = {}, {}, {}
+  local seqs, vectors, hashes, unhashed = {}, {}, {}, {}
   for j = i, math.min(i + 499, n) do
     local a = rows[j]
     seqs[#seqs + 1] = first + j; seqs[#seqs + 1] = ARGV[a]
     vectors[#vectors + 1] = ARGV[a]; vectors[#vectors + 1] = ARGV[a + 2]
-    hashes[#hashes + 1] = ARGV[a]; hashes[#hashes + 1] = ARGV[a + 1]
+    if ARGV[a + 1] == '' then
+      unhashed[#unhashed + 1] = ARGV[a]
+    else
+      hashes[#hashes + 1] = ARGV[a]; hashes[#hashes + 1] = ARGV[a + 1]
+    end
   end
   redis.call('ZADD', KEYS[2], unpack(seqs))
   redis.call('HSET', KEYS[3], unpack(vectors))
-  redis.call('HSET', KEYS[4], unpack(hashes))
+  if #hashes > 0 then redis.call('HSET', KEYS[4], unpack(hashes)) end
+  if #unhashed > 0 then redis.call('HDEL', KEYS[4], unpack(unhashed)) end
 end
 redis.call('SADD', KEYS[5], ARGV[1])
 return n

@@ -12,6 +12,10 @@ The postings cover content, tags and ``learned_from``; each field's term frequen
 scaled by ``FIELD_WEIGHTS`` before the BM25 factor is taken (as SQLite's FTS5 ``bm25()`` with
 column weights does), so provenance matches rank below content matches.
 
+A flat field with nothing in it (no agent, no expiry, not pinned, ...) is not written, and a rewrite
+removes it: an empty field costs a hash entry in every lesson, and a missing one reads as empty.
+Likewise the JSON leaves out the fields that are None (each defaults to None when read back).
+
 ``helpful``/``harmful`` are counted in place in the lesson hash (like ``access_count``) and
 override the JSON on read; a lesson hash written before they existed gets them from its JSON
 the first time they are counted (``CREDIT_SCRIPT``).
@@ -71,6 +75,8 @@ ROW_FIELDS = (
     "helpful",
     "harmful",
 )
+# Flat fields that may be left out of a lesson hash (empty); the others always hold something.
+_OPTIONAL = ("task_type", "agent", "goal_id", "tags", "superseded", "expires_at", "pinned", "last_accessed")
 # The hash fields a Lesson is read from: its JSON, and the counters kept in place.
 LESSON_FIELDS = ["data", "access_count", "last_accessed", "helpful", "harmful"]
 _SEP = "\x1f"
@@ -182,7 +188,12 @@ class RedisLessonIndex:
             old_frequencies, old_length = weighted_terms(old, FIELD_WEIGHTS)
             reindex = (old_frequencies, old_length) != (frequencies, length)
         key = self.lesson_key(ns, lesson.id)
-        batch.add("HSET", key, *(ahead[1].row if ahead else _flat(_row(lesson))))
+        row = ahead[1].row if ahead else _flat(_row(lesson))
+        batch.add("HSET", key, *row)
+        if old is not None:  # a field emptied since goes (a new lesson has none to remove)
+            emptied = set(ROW_FIELDS).difference(row[::2])
+            if emptied:
+                batch.add("HDEL", key, *sorted(emptied))
         if reindex:  # a status or counter change keeps the postings (and document number) it had
             factors = ahead[1].factors if ahead else factors_field(frequencies, length, self.avg_len(ns))
             batch.add("INDEX", key, self.postings.base(ns), lesson.id, factors, "")
@@ -273,6 +284,11 @@ class RedisLessonIndex:
             dict(zip(ROW_FIELDS, values, strict=True)) if values[0] is not None else None
             for values in pipe.execute()
         ]
+        for row in rows:
+            if row is not None:
+                for name in _OPTIONAL:  # not written when empty
+                    if row[name] is None:
+                        row[name] = ""
         older = [
             (i, lesson_id)
             for i, (lesson_id, row) in enumerate(zip(lesson_ids, rows, strict=True))
@@ -347,7 +363,7 @@ class RedisLessonIndex:
 
 def _row(lesson: Lesson) -> dict[str, str]:
     return {
-        "data": lesson.model_dump_json(),
+        "data": lesson.model_dump_json(exclude_none=True),  # every field that may be None defaults to it
         "kind": lesson.kind,
         "status": lesson.status,
         "task_type": lesson.task_type or "",
@@ -385,7 +401,8 @@ def factors_field(frequencies: dict[str, float], length: int, avg_len: float) ->
 
 
 def _flat(mapping: dict[str, str]) -> list[str]:
-    return [item for pair in mapping.items() for item in pair]
+    """The fields with something in them, as HSET takes them (name, value, name, value, ...)."""
+    return [item for pair in mapping.items() if pair[1] for item in pair]
 
 
 def row_passes(row: dict[str, str], query: LessonQuery, now: float) -> bool:
