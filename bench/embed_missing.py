@@ -16,6 +16,10 @@ On Redis the row also holds the server's memory: ``used_memory`` growth after th
 by kind (``MEMORY USAGE`` of a sample of each kind scaled by its count, as ``redis_scale.py`` takes
 it), each also per lesson.
 
+A million lessons on Redis are ~3M keys: run that size in a database of its own
+(``LB_BENCH_REDIS_URL=redis://127.0.0.1:6379/1``), as every test's cleanup SCANs database 0 by prefix
+and took 15-35 s each while such a bank was there.
+
 Target (issue 33): ≥ 2,000 vectors/s at 1M on every store, the rate flat from the first page to the last.
 
 Prints a table and writes JSON (default ``bench/results/embed_missing.json``).
