@@ -161,11 +161,6 @@ class PostingsIndex:
         cached = self._corpus.get(namespace)
         return cached[2] if cached is not None else 0.0
 
-    def current_avg_len(self, conn: Connection, namespace: str) -> float:
-        """The namespace's mean lesson length, read when the cached one is older than a few seconds:
-        a bulk import runs no search, so :meth:`avg_len` alone would give it 0 for every lesson."""
-        return self._corpus_stats(conn, namespace)[1]
-
     def _corpus_stats(self, conn: Connection, namespace: str) -> tuple[int, float]:
         """Lesson count and mean document length of the namespace, cached a few seconds."""
         cached = self._corpus.get(namespace)
