@@ -44,14 +44,27 @@ def _lock(conn: Connection) -> None:
     conn.execute("SELECT pg_advisory_xact_lock(hashtext('lessonbank:bulk-indexes:' || current_schema()))")
 
 
+def _table(name: str) -> str:
+    """The table a deferred index is on (as its statement names it)."""
+    return DEFERRED[name].split(" ON ", 1)[1].split()[0]
+
+
 def missing(conn: Connection) -> list[str]:
-    """The deferred indexes the bank lacks, in :data:`DEFERRED`'s order."""
+    """The deferred indexes the bank lacks, in :data:`DEFERRED`'s order; only those whose table the
+    schema has (a schema an older release wrote may not have every table yet)."""
     rows = conn.execute(
         "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND indexname = ANY(?)",
         (list(DEFERRED),),
     ).fetchall()
     present = {row[0] for row in rows}
-    return [name for name in DEFERRED if name not in present]
+    tables = {
+        row[0]
+        for row in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename = ANY(?)",
+            (sorted({_table(name) for name in DEFERRED}),),
+        ).fetchall()
+    }
+    return [name for name in DEFERRED if name not in present and _table(name) in tables]
 
 
 def restore(conn: Connection) -> None:
