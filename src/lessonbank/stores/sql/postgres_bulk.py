@@ -51,19 +51,16 @@ def _table(name: str) -> str:
 
 def missing(conn: Connection) -> list[str]:
     """The deferred indexes the bank lacks, in :data:`DEFERRED`'s order; only those whose table the
-    schema has (a schema an older release wrote may not have every table yet)."""
+    schema has (a schema an older release wrote may not have every table yet). One catalog read:
+    every open runs it."""
     rows = conn.execute(
-        "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND indexname = ANY(?)",
-        (list(DEFERRED),),
+        "SELECT 'index', indexname FROM pg_indexes WHERE schemaname = current_schema() AND indexname = ANY(?) "
+        "UNION ALL "
+        "SELECT 'table', tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename = ANY(?)",
+        (list(DEFERRED), sorted({_table(name) for name in DEFERRED})),
     ).fetchall()
-    present = {row[0] for row in rows}
-    tables = {
-        row[0]
-        for row in conn.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename = ANY(?)",
-            (sorted({_table(name) for name in DEFERRED}),),
-        ).fetchall()
-    }
+    present = {name for kind, name in rows if kind == "index"}
+    tables = {name for kind, name in rows if kind == "table"}
     return [name for name in DEFERRED if name not in present and _table(name) in tables]
 
 
