@@ -31,12 +31,11 @@ from lessonbank.retrieval.dedup import place_by_vector
 from lessonbank.services.lifecycle import Lifecycle
 from lessonbank.services.pools import Pools
 from lessonbank.services.scope import Scope, check_text_arg
-from lessonbank.services.transfer import IMPORT_BATCH, STATE_KEY, batched
+from lessonbank.services.transfer import IMPORT_BATCH, batched
 
 log = logging.getLogger("lessonbank")
 
 MANUAL_TAGS = ("reflexion", "trigger:manual", "user-supplied")
-_DERIVED = frozenset({"content_hash", STATE_KEY})
 
 
 def guarded(record: Lesson | dict[str, Any]) -> Lesson:
@@ -213,27 +212,28 @@ class LessonIntake:
             embedded = embedded or written > 0
             after = missing[-1].id
 
-    def import_lessons(self, records: Iterable[Lesson | dict[str, Any]]) -> dict[str, int]:
+    def import_lessons(
+        self, records: Iterable[Lesson | dict[str, Any]], *, worker: bool = True
+    ) -> dict[str, int]:
         """Bulk-add lessons (same content reinforces). Invalid records are skipped and counted.
 
         ``records`` is read lazily and written :data:`IMPORT_BATCH` at a time, so an import of any size
-        holds one batch in memory; should ``records`` raise, the batches before are kept."""
-        counts = {"added": 0, "reinforced": 0, "skipped": 0}
+        holds a few batches in memory; should ``records`` raise, the batches before are kept. An
+        import of two batches or more is prepared in a worker process while this one writes
+        (:mod:`~lessonbank.services.import_pipeline`), unless ``worker`` is false."""
+        from lessonbank.services.import_pipeline import pipelined_import
+        from lessonbank.services.import_records import ImportJob
+
         store = self.scope.store
+        # A store may make its rows apart from its transaction (a picklable function, run by the worker).
+        preparer = getattr(store, "import_preparer", None)
+        prepare = preparer() if preparer is not None else None
+        write = store.import_prepared if prepare is not None else store.import_lessons  # type: ignore[attr-defined]
+        job = ImportJob(self.scope.namespace, self.scope.settings.untrusted, prepare)
         # A store may prepare for the whole import (SQLite builds some indexes once, at the end).
         bulk = getattr(store, "bulk_import", None)
         with bulk() if bulk is not None else contextlib.nullcontext():
-            for batch in batched(enumerate(records, 1), IMPORT_BATCH):
-                lessons = []
-                for number, record in batch:
-                    try:
-                        lessons.append(self._imported(record))
-                    except (ValueError, TypeError) as exc:
-                        counts["skipped"] += 1
-                        log.warning("import: record %d skipped: %s", number, " ".join(str(exc).split())[:300])
-                added, reinforced = store.import_lessons(lessons) if lessons else (0, 0)
-                counts["added"] += added
-                counts["reinforced"] += reinforced
+            counts = pipelined_import(batched(enumerate(records, 1), IMPORT_BATCH), job, write, worker=worker)
         if self.retriever.embedder is not None and counts["added"]:
             counts["embedded"] = self.embed_missing()
         return counts
@@ -269,20 +269,3 @@ class LessonIntake:
                 store.write_lesson(gated)
                 store.delete_lesson(self.scope.namespace, stored.id)
         return counts
-
-    def _imported(self, record: Lesson | dict[str, Any]) -> Lesson:
-        """A record to import, validated once, moved into this namespace, secrets redacted, and
-        quarantined as any other write would be (instructions to the model, an untrusted agent)."""
-        return untrusted(self._validated(record), self.scope.settings.untrusted)
-
-    def _validated(self, record: Lesson | dict[str, Any]) -> Lesson:
-        namespace = self.scope.namespace
-        if isinstance(record, Lesson):
-            return guarded(record.model_copy(update={"namespace": namespace}))
-        if not isinstance(record, dict):
-            raise TypeError(f"a lesson to import is a dict or a Lesson, not {type(record).__name__}")
-        # An export's mark (``state``) is derived from the fields kept, like the content hash.
-        data = {key: value for key, value in record.items() if value is not None and key not in _DERIVED}
-        data["namespace"] = namespace
-        data.setdefault("source", "import")
-        return guarded(data)

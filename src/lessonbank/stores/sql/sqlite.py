@@ -77,12 +77,32 @@ _IMPORTED_VECTOR = "lb_imported_vector"  # a bulk import's term vectors, by name
 
 
 class ImportRows(NamedTuple):
-    """A bulk write made ready (:meth:`SQLiteDialect.prepare_import`): each first copy's row, the
+    """A bulk write made ready (:func:`import_rows`): each first copy's row, the
     repeats inside the batch, and the first copies' term vectors by (namespace, content hash)."""
 
     rows: list[tuple[Any, ...]]
     repeats: list[tuple[Any, ...]]
     vectors: dict[tuple[str, str], bytes]
+
+
+def import_rows(lessons: Sequence[Lesson]) -> ImportRows:
+    """The rows of a bulk write and the new lessons' term vectors (computed here once, not by a call
+    back into Python per row), made before its transaction, so the write lock is then held for
+    SQLite's own work only. Pure and picklable both ways: an import's worker process runs it."""
+    rows: list[tuple[Any, ...]] = []
+    repeats: list[tuple[Any, ...]] = []
+    vectors: dict[tuple[str, str], bytes] = {}
+    for lesson in lessons:
+        row = (*_params(lesson), CONFIDENCE_STEP)
+        key = (lesson.namespace, lesson.content_hash)
+        # A repeat inside the batch must wait until its first copy is indexed: reinforcing a row
+        # the index has not seen would hand FTS5 a delete for a row it does not hold.
+        if key in vectors:
+            repeats.append(row)
+        else:
+            rows.append(row)
+            vectors[key] = lesson_term_vector(lesson)
+    return ImportRows(rows, repeats, vectors)
 
 
 class SQLiteDialect:
@@ -336,26 +356,9 @@ class SQLiteDialect:
         self, lessons: Sequence[Lesson], reinforced: Callable[[Lesson, Sequence[str]], Lesson]
     ) -> tuple[int, int]:
         """Bulk write in one transaction (see :meth:`import_prepared`)."""
-        return self.import_prepared(self.prepare_import(lessons))
+        return self.import_prepared(import_rows(lessons))
 
-    def prepare_import(self, lessons: Sequence[Lesson]) -> ImportRows:
-        """The rows of a bulk write and the new lessons' term vectors (computed here once, not by a
-        call back into Python per row), made before its transaction: the write lock is then held
-        for SQLite's own work only."""
-        rows: list[tuple[Any, ...]] = []
-        repeats: list[tuple[Any, ...]] = []
-        vectors: dict[tuple[str, str], bytes] = {}
-        for lesson in lessons:
-            row = (*_params(lesson), CONFIDENCE_STEP)
-            key = (lesson.namespace, lesson.content_hash)
-            # A repeat inside the batch must wait until its first copy is indexed: reinforcing a row
-            # the index has not seen would hand FTS5 a delete for a row it does not hold.
-            if key in vectors:
-                repeats.append(row)
-            else:
-                rows.append(row)
-                vectors[key] = lesson_term_vector(lesson)
-        return ImportRows(rows, repeats, vectors)
+    import_rows = staticmethod(import_rows)  # an import's worker process runs it (store.import_preparer)
 
     def import_prepared(self, prepared: ImportRows) -> tuple[int, int]:
         """Bulk write in one transaction, one upsert statement for the whole batch (the reinforce rule

@@ -24,6 +24,7 @@ holds what is the same. Invariants:
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
@@ -253,6 +254,28 @@ class SQLStore(ForwardsJobs, FinishesJobs, ForwardsVectors, ForwardsConsolidatio
         for: that costs a search per lesson). An imported id already taken by other content gets a
         fresh id."""
         return self.dialect.import_lessons([self.writer.prepared(x) for x in lessons], self.writer.reinforced)
+
+    def import_preparer(self) -> Callable[[Sequence[Lesson]], Any] | None:
+        """What makes lessons into the payload :meth:`import_prepared` writes, apart from any
+        connection (a picklable function, so an import's worker process can run it), or None when
+        the dialect writes lessons as they are."""
+        importer = self._importer()
+        return None if importer is None else functools.partial(import_payload, importer.import_rows)
+
+    def import_prepared(self, payload: Any) -> tuple[int, int]:
+        """Write what the :meth:`import_preparer` made, as :meth:`import_lessons` writes lessons."""
+        importer = self._importer()
+        assert importer is not None, "import_prepared without an import_preparer"
+        added, reinforced = importer.import_prepared(payload)
+        return int(added), int(reinforced)
+
+    def _importer(self) -> Any:
+        """Who makes import rows apart from the transaction and writes them (``import_rows``,
+        ``import_prepared``): SQLite's dialect, PostgreSQL's bulk importer; None elsewhere."""
+        for owner in (self.dialect, getattr(self.dialect, "importer", None)):
+            if owner is not None and hasattr(owner, "import_rows"):
+                return owner
+        return None
 
     def update_lesson(self, lesson: Lesson, *, audit: AuditEntry | None = None) -> Lesson:
         lesson = self.writer.prepared(lesson)
@@ -523,3 +546,8 @@ def _by_id(record_id: str, namespace: str | None, *, column: str = "id") -> tupl
     if namespace is None:
         return f"{column} = ?", (record_id,)
     return f"{column} = ? AND namespace = ?", (record_id, namespace)
+
+
+def import_payload(rows: Callable[[Sequence[Lesson]], Any], lessons: Sequence[Lesson]) -> Any:
+    """``lessons`` as stored (content hash set, tags capped), made into the dialect's import rows."""
+    return rows([LessonWriter.prepared(lesson) for lesson in lessons])

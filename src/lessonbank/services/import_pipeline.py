@@ -1,0 +1,270 @@
+"""An import written by this process while a worker process prepares the batches after it.
+
+Preparing a batch (:func:`~lessonbank.services.import_records.prepare_batch`: validation, redaction,
+the injection screen, the store's rows and term vectors) is pure Python and most of an import's CPU;
+threads would share one interpreter lock, so a second process does it. The worker is started once
+per import, and only for an import of :data:`MIN_BATCHES` batches or more; it is a plain
+``python -c`` child (not ``multiprocessing``: its ``spawn`` and ``forkserver`` run the caller's main
+module again in the child, and ``fork`` copies a threaded server's locks). Batches travel pickled
+over its pipes. This process shares the preparing too: whenever the batch to write next is not ready,
+it prepares one the worker has not been given (the worker's first answer comes only after it has
+imported the library), so the two cores stay busy.
+
+Invariants:
+
+- The store sees what an import in one process gives it, in the same order: batches are written in
+  the order read, each as one call, with the same lessons; counts and the logged skips (with their
+  record numbers) are the same, and each batch's log records are logged just before it is written.
+- Records are read lazily, at most :data:`AHEAD` batches ahead of the one being written.
+- A failure keeps the batches before it, as an import in one process does: a record source that
+  raises, after the batches read before are written; an error preparing a batch, when that batch's
+  turn comes (it is prepared here again, so the error raised is the one this process would raise); a
+  store error, at once. A worker that stops, or errs, costs nothing but time: what it held is prepared
+  here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pickle
+import subprocess
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from queue import SimpleQueue
+from typing import IO, Any
+
+from lessonbank.services.import_records import Batch, ImportJob, Prepared, prepare_batch
+
+log = logging.getLogger("lessonbank")
+
+MIN_BATCHES = 2  # a smaller import is prepared here: a worker costs ~1 s of CPU to start
+AHEAD = 4  # batches read and not yet written, at most (the one written, two at the worker, one here)
+WORKER_QUEUE = 2  # batches handed to the worker and not yet answered, at most
+
+
+class _Slot:
+    """One batch on its way: read, prepared (here or by the worker), written."""
+
+    __slots__ = ("at_worker", "batch", "error", "here_only", "logs", "prepared")
+
+    def __init__(self, batch: Batch) -> None:
+        self.batch = batch
+        self.prepared: Prepared | None = None
+        self.error: Exception | None = None  # raised when the batch's turn comes
+        self.logs: list[logging.LogRecord] = []  # made while preparing it here
+        self.at_worker = False
+        self.here_only = False  # its records cannot travel (they do not pickle)
+
+
+class _Held(logging.Filter):
+    """This thread's records of the ``lessonbank`` logger, held back (the others pass)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.thread = threading.get_ident()
+        self.records: list[logging.LogRecord] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.thread != self.thread:
+            return True
+        self.records.append(record)
+        return False
+
+
+class Worker:
+    """The preparing process of one import, and the two threads that feed it and read its answers."""
+
+    def __init__(self, job: ImportJob) -> None:
+        root = str(Path(__file__).resolve().parents[2])  # where this lessonbank is imported from
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        self.process = subprocess.Popen(
+            # not ``-m``: its classes must pickle under their module's name, not ``__main__``
+            [sys.executable, "-c", "from lessonbank.services.import_records import main; main()"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        self.sent: deque[_Slot] = deque()  # handed over, not yet answered, in order
+        self.ready = False  # it has imported the library: until then this process prepares alone
+        self._outbox: SimpleQueue[bytes | None] = SimpleQueue()
+        self._inbox: SimpleQueue[tuple[str, Any] | None] = SimpleQueue()
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self._threads = [
+            threading.Thread(target=self._send, args=(self.process.stdin,), daemon=True),
+            threading.Thread(target=self._receive, args=(self.process.stdout,), daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+        self._outbox.put(pickle.dumps((job, log.getEffectiveLevel()), pickle.HIGHEST_PROTOCOL))
+
+    def give(self, slot: _Slot) -> bool:
+        """Hand ``slot`` over; False (and it stays here) when its records cannot be pickled."""
+        try:
+            data = pickle.dumps(slot.batch, pickle.HIGHEST_PROTOCOL)
+        except Exception:
+            slot.here_only = True
+            return False
+        slot.at_worker = True
+        self.sent.append(slot)
+        self._outbox.put(data)
+        return True
+
+    def collect(self, *, wait: bool) -> bool:
+        """Take the worker's answers (at least one when ``wait``); False once the worker has stopped,
+        its unanswered batches handed back to this process."""
+        while self.sent or not self.ready:
+            if not wait and self._inbox.empty():
+                return True
+            answer = self._inbox.get()
+            wait = False
+            if answer is not None and answer[0] == "ready":
+                self.ready = True
+                continue
+            if answer is None:
+                log.warning("import: the preparing process stopped; the rest is prepared in this one")
+                for slot in self.sent:
+                    slot.at_worker = False
+                self.sent.clear()
+                return False
+            slot = self.sent.popleft()
+            slot.at_worker = False
+            if slot.prepared is not None or slot.error is not None:
+                continue  # prepared here meanwhile
+            kind, value = answer
+            if kind == "ok":
+                slot.prepared = value
+            # else: prepared here again when its turn comes, so the error raised is this process's
+        return True
+
+    def close(self) -> None:
+        self._outbox.put(None)
+        if self.process.poll() is None:
+            self.process.terminate()  # it holds nothing but batches already written or dropped
+        self.process.wait()
+        for thread in self._threads:
+            thread.join()
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+
+    def _send(self, pipe: IO[bytes]) -> None:
+        try:
+            while (data := self._outbox.get()) is not None:
+                pipe.write(data)
+                pipe.flush()
+        except OSError:  # the worker has stopped: _receive says so
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                pipe.close()
+
+    def _receive(self, pipe: IO[bytes]) -> None:
+        try:
+            while True:
+                self._inbox.put(pickle.load(pipe))
+        except Exception:  # end of its output: it stopped, or was stopped
+            self._inbox.put(None)
+
+
+def start_worker(job: ImportJob) -> Worker | None:
+    """A worker for ``job``, or None when none can be started (the import is then prepared here)."""
+    if not sys.executable:
+        return None
+    try:
+        return Worker(job)
+    except OSError as exc:
+        log.warning("import: no preparing process (%s); preparing in this one", exc)
+        return None
+
+
+def pipelined_import(
+    batches: Iterator[Batch],
+    job: ImportJob,
+    write: Callable[[Any], tuple[int, int]],
+    *,
+    worker: bool = True,
+) -> dict[str, int]:
+    """Prepare and write ``batches`` in order (``write`` takes a batch's payload, returns added and
+    reinforced), preparing ahead in a worker process when ``worker`` and the import is large enough.
+    Returns the counts ``added``, ``reinforced``, ``skipped``."""
+    counts = {"added": 0, "reinforced": 0, "skipped": 0}
+    pending: deque[_Slot] = deque()
+    helper: Worker | None = None
+    started = False
+    read_error: Exception | None = None
+    try:
+        while True:
+            while read_error is None and len(pending) < AHEAD:
+                try:
+                    pending.append(_Slot(next(batches)))
+                except StopIteration:
+                    break
+                except Exception as exc:  # raised once the batches read before it are written
+                    read_error = exc
+            if not pending:
+                break
+            if worker and not started and len(pending) >= MIN_BATCHES:
+                started, helper = True, start_worker(job)
+            if helper is not None:
+                if not helper.collect(wait=False):
+                    helper = None
+                elif helper.ready:
+                    for slot in list(pending)[1:]:
+                        if len(helper.sent) >= WORKER_QUEUE:
+                            break
+                        if _unsent(slot) and not slot.here_only:
+                            helper.give(slot)
+            head = pending[0]
+            if head.prepared is None and head.error is None:
+                spare = next((slot for slot in pending if _unsent(slot)), None)
+                if spare is not None:
+                    _prepare_here(spare, job)
+                elif helper is not None and not helper.collect(wait=True):
+                    helper = None
+                continue
+            pending.popleft()
+            _write(head, write, counts)
+    finally:
+        if helper is not None:
+            helper.close()
+    if read_error is not None:
+        raise read_error
+    return counts
+
+
+def _unsent(slot: _Slot) -> bool:
+    return slot.prepared is None and slot.error is None and not slot.at_worker
+
+
+def _prepare_here(slot: _Slot, job: ImportJob) -> None:
+    """Prepare ``slot`` in this process, its log records held for its turn."""
+    held = _Held()
+    log.addFilter(held)
+    try:
+        slot.prepared = prepare_batch(job, slot.batch)
+    except Exception as exc:
+        slot.error = exc
+    finally:
+        log.removeFilter(held)
+        slot.logs = held.records
+
+
+def _write(slot: _Slot, write: Callable[[Any], tuple[int, int]], counts: dict[str, int]) -> None:
+    for record in slot.logs:
+        logging.getLogger(record.name).handle(record)
+    if slot.error is not None:
+        raise slot.error
+    assert slot.prepared is not None
+    payload, skipped, logs = slot.prepared
+    for name, level, message in logs:
+        logging.getLogger(name).log(level, "%s", message)
+    counts["skipped"] += skipped
+    if payload is not None:
+        added, reinforced = write(payload)
+        counts["added"] += added
+        counts["reinforced"] += reinforced
