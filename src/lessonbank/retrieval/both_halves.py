@@ -1,0 +1,58 @@
+"""Work over a search's slots on both cores: the slots cut in two halves, one per thread.
+
+A pruned search's cost at a million lessons is mostly adding words' upper bounds into its per-slot
+array (:mod:`lessonbank.retrieval.pruning`); each slot's sum depends only on that slot's postings,
+so two threads can each add the same words, in the same order, into their own half of the slots and
+leave every sum as one thread would, to the bit. The calling thread takes the first half and one
+pool thread the second (numpy releases the interpreter lock while it adds); the call returns once
+both are done, whatever either raised, so nothing writes the array after the search moves on.
+Small batches stay on the calling thread (``SPLIT_FROM``): the hand-off would cost more than it
+spares.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+SPLIT_FROM = 131_072  # postings added at once from which two threads share them ...
+SPLIT_SLOTS = 65_536  # ... over this many slots or more
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def worth_splitting(postings: int, slots: int) -> bool:
+    return postings >= SPLIT_FROM and slots >= SPLIT_SLOTS and (os.cpu_count() or 1) > 1
+
+
+def run_halved(task: Callable[[int, int], None], slots: int) -> None:
+    """``task(first, end)`` for the slots ``0 ≤ slot < slots / 2`` here and the rest on the pool
+    thread, at once; ``task`` must touch only the slots it is given."""
+    middle = slots // 2
+    other = _the_pool().submit(task, middle, slots)
+    try:
+        task(0, middle)
+    finally:
+        other.result()  # waited for even when this half raised
+
+
+def _the_pool() -> ThreadPoolExecutor:
+    """The one thread that takes second halves (made on first use; searches of several indexes
+    queue for it, and none of its tasks waits on another)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lessonbank-halves")
+        return _pool
+
+
+def _forget_pool() -> None:
+    """In a forked child: the parent's pool thread does not exist there, so a new one is made."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool)
