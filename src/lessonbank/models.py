@@ -20,6 +20,7 @@ import unicodedata
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
+import pydantic.main
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 EPISODE_MAX_BYTES = 1024 * 1024
@@ -61,6 +62,13 @@ TriggerName = Literal[
     "failure_streak",
     "manual",
 ]
+
+# Each record builds its validator on its first validation, not at import: a process that opens a bank
+# and recalls validates none of them (it rebuilds stored lessons without validation), and building
+# every record's schema was ~a third of importing this module. Only where pydantic builds a deferred
+# model under its lock (2.14): before, two threads validating a record for the first time at once
+# could each rebuild it, one validating with the parent's schema meanwhile.
+DEFER_BUILD = hasattr(pydantic.main, "_rebuild_lock")
 
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 
@@ -165,7 +173,7 @@ def clean_tags(tags: list[str]) -> list[str]:
 
 
 class Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+    model_config = ConfigDict(extra="forbid", validate_assignment=False, defer_build=DEFER_BUILD)
 
     @model_validator(mode="before")
     @classmethod
@@ -466,6 +474,8 @@ class Job(Record):
 class Hit(BaseModel):
     """One recalled lesson with its blended score and the parts it was made of."""
 
+    model_config = ConfigDict(defer_build=DEFER_BUILD)
+
     lesson: Lesson
     score: float
     lexical: float = 0.0  # BM25 relevance (0 when the lesson came from the vector search alone)
@@ -476,6 +486,8 @@ class Hit(BaseModel):
 
 class ContextBlock(BaseModel):
     """Text to put in a prompt, the lessons it holds, and its size in tokens (never over the budget)."""
+
+    model_config = ConfigDict(defer_build=DEFER_BUILD)
 
     text: str
     lesson_ids: list[str] = Field(default_factory=list)

@@ -404,14 +404,16 @@ class Retriever:
             lesson.id: lesson
             for lesson in self.store.get_lessons([e.candidate.lesson_id for *_, e in ranked])
         }
+        # Built without validation (the lessons are the store's, each part a float as validation
+        # makes it): a recall then builds no record's validator (see lessonbank.models.DEFER_BUILD).
         return [
-            Hit(
+            Hit.model_construct(
                 lesson=lessons[entry.candidate.lesson_id],
-                score=score * scale,
-                lexical=entry.lexical,
-                vector=entry.vector,
-                temporal=pri,
-                utility=use,
+                score=float(score * scale),
+                lexical=float(entry.lexical),
+                vector=float(entry.vector),
+                temporal=float(pri),
+                utility=float(use),
             )
             for score, pri, use, entry in ranked
             if entry.candidate.lesson_id in lessons

@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -63,6 +64,7 @@ M = TypeVar("M", bound=BaseModel)
 
 CHANNEL = "lessonbank_jobs"
 _OPTIONS = ("schema", "pool_min", "pool_max", "retry_s")
+LESSON_TIMES = ("last_accessed", "expires_at", "created_at", "updated_at")  # ISO strings in a lesson's JSON
 
 
 def parse_url(url: str) -> tuple[str, dict[str, str]]:
@@ -287,7 +289,13 @@ class PostgresDialect:
 
     @staticmethod
     def decode_lesson(row: Sequence[Any]) -> Lesson:
-        return Lesson.model_validate(row[0])
+        """A lesson this store wrote (its JSON, validated on the way in), rebuilt without validating
+        it again, as SQLite does: a recall builds no validator and checks no stored text."""
+        data = dict(row[0])
+        for key in LESSON_TIMES:
+            if data.get(key) is not None:
+                data[key] = datetime.fromisoformat(data[key])
+        return Lesson.model_construct(**data)
 
     def insert_lesson(self, conn: Connection, lesson: Lesson) -> bool:
         row, terms = self.lexical.values_and_terms(lesson)
