@@ -13,16 +13,17 @@ Importing this package imports neither NumPy, a model nor the openai SDK: they l
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lessonbank.errors import ConfigError
+from lessonbank.lazy_names import lazy_names
 from lessonbank.retrieval.embedders.base import Embedder, cosine
 from lessonbank.retrieval.embedders.hash import HashEmbedder
-from lessonbank.retrieval.embedders.minilm import MiniLMEmbedder, minilm_available
-from lessonbank.retrieval.embedders.static import StaticEmbedder
 
 if TYPE_CHECKING:
+    from lessonbank.retrieval.embedders.minilm import MiniLMEmbedder, minilm_available
     from lessonbank.retrieval.embedders.openai import OpenAIEmbedder
+    from lessonbank.retrieval.embedders.static import StaticEmbedder
 
 __all__ = [
     "Embedder",
@@ -36,13 +37,18 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # OpenAIEmbedder needs the openai SDK: it loads when first asked for, not with the package
-    if name == "OpenAIEmbedder":
-        from lessonbank.retrieval.embedders.openai import OpenAIEmbedder
-
-        return OpenAIEmbedder
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Each model's module loads when first asked for, not with the package: the openai SDK for
+# OpenAIEmbedder, and a lexical recall (no embedder) loads neither MiniLM's nor the static model's code.
+__getattr__, __dir__ = lazy_names(
+    __name__,
+    {
+        "MiniLMEmbedder": f"{__name__}.minilm",
+        "minilm_available": f"{__name__}.minilm",
+        "OpenAIEmbedder": f"{__name__}.openai",
+        "StaticEmbedder": f"{__name__}.static",
+    },
+    globals(),
+)
 
 
 def make_embedder(spec: str | Embedder | None) -> Embedder | None:
@@ -67,16 +73,20 @@ def make_embedder(spec: str | Embedder | None) -> Embedder | None:
         if not size.isdigit():
             raise ConfigError(f"bad embedder spec {spec!r}: use 'hash' or 'hash:DIM' with DIM a number")
         return HashEmbedder(int(size))
-    if lowered == "minilm":
+    if lowered in ("minilm", "auto"):
+        from lessonbank.retrieval.embedders.minilm import MiniLMEmbedder, minilm_available
+
+        if lowered == "auto":
+            return MiniLMEmbedder() if minilm_available() else None
         embedder = MiniLMEmbedder()
         embedder.check_installed()
         return embedder
     if lowered == "static":
+        from lessonbank.retrieval.embedders.static import StaticEmbedder
+
         static = StaticEmbedder()
         static.check_installed()
         return static
-    if lowered == "auto":
-        return MiniLMEmbedder() if minilm_available() else None
     if lowered.startswith("openai:"):
         model, base_url = _split_base_url(text[len("openai:") :])
         if not model:
