@@ -102,6 +102,8 @@ class SyncBankBase(BankBase):
         # with the first worker (a bank that never runs one never loads the worker's code).
         self._gate: ThreadGate | None = None
         self._closed = False
+        if not self._runs_worker:
+            return  # nothing to start: _kick() would do nothing, so the queue is not counted
         # What recorder.pending() reads, without building the recorder for a bank that only recalls.
         pending = self.store.count_jobs([self.namespace])
         if pending.get("queued") or (pending.get("waiting") and self.reflection_llm is not None):
