@@ -243,6 +243,35 @@ class VectorIndex:
             self._unchecked = self._sums = None
         return True
 
+    def _checked_rows(self, rows: np.ndarray) -> np.ndarray | None:
+        """The matrix's ``rows`` (as :meth:`_gather` reads them), those not yet checked checked against
+        the snapshot's checksums from the same read; None when one does not match (then, as
+        :meth:`_checked`, the index has reloaded in full and the caller starts over)."""
+        if self._unchecked is None:
+            return self._gather(rows)
+        numpy = self._np
+        order = numpy.argsort(rows, kind="stable")
+        ordered = rows[order]
+        gathered = self._gather(ordered)  # in file order: the pages are read in turn
+        todo = ordered < len(self._unchecked)
+        todo[todo] = self._unchecked[ordered[todo]]
+        if todo.any():
+            part = ordered[todo]
+            bad = numpy.flatnonzero(row_sums(gathered[todo]) != self._sums[part])
+            if len(bad):
+                assert self._snapshot is not None
+                self._snapshot.refuse(f"row {int(part[bad[0]])} does not match its checksum")
+                self._reload()
+                if len(self._ids) >= SNAPSHOT_MIN:
+                    self._save()
+                return None
+            self._unchecked[part] = False
+            if not self._unchecked.any():
+                self._unchecked = self._sums = None
+        vectors: np.ndarray = numpy.empty_like(gathered)
+        vectors[order] = gathered
+        return vectors
+
     def _save(self) -> None:
         """Write the snapshot of the index as it stands, its sign bits computed afresh first."""
         assert self._snapshot is not None
@@ -294,7 +323,9 @@ class VectorIndex:
             if self._unchecked is not None and (self._bits is None or size >= 2 * self._centred_at):
                 self._checked(None)  # every row is about to be read (a scan, or the sign bits afresh)
             rows = self._shortlist(query, len(self._ids), min(len(self._ids), limit + len(exclude)))
-            if not self._checked(rows):  # a damaged snapshot row: reloaded in full, start over
+            # The shortlist's rows, read once: checked against the snapshot and scored from one read.
+            vectors = self._checked_rows(rows) if rows is not None else None
+            if rows is not None and vectors is None:  # a damaged snapshot row: reloaded in full, start over
                 rows = self._shortlist(query, len(self._ids), min(len(self._ids), limit + len(exclude)))
             size = len(self._ids)
             if size == 0:
@@ -306,7 +337,7 @@ class VectorIndex:
                 top = np.argpartition(-scores, wanted - 1)[:wanted] if wanted < size else np.arange(size)
             else:  # the shortlist's scores only (an array of every row would cost more than them)
                 with one_blas_thread():
-                    scores = self._gather(rows) @ query
+                    scores = (vectors if vectors is not None else self._gather(rows)) @ query
                 top = np.argpartition(-scores, wanted - 1)[:wanted]
             rank = np.argsort(-scores[top], kind="stable")
             order = top[rank] if rows is None else rows[top[rank]]
@@ -377,12 +408,15 @@ class VectorIndex:
         """Cosine of ``query`` with each given lesson that has a vector."""
         self.sync()
         with self._lock:
-            known = [self._row_of[i] for i in lesson_ids if i in self._row_of]
-            self._checked(self._np.array(known, dtype=self._np.int64))  # (or reloaded in full)
             rows = [(i, self._row_of[i]) for i in lesson_ids if i in self._row_of]
             if not rows:
                 return {}
-            vectors = self._gather(self._np.array([row for _, row in rows], dtype=self._np.int64))
+            vectors = self._checked_rows(self._np.array([row for _, row in rows], dtype=self._np.int64))
+            if vectors is None:  # a damaged snapshot row: reloaded in full, its rows read afresh
+                rows = [(i, self._row_of[i]) for i in lesson_ids if i in self._row_of]
+                if not rows:
+                    return {}
+                vectors = self._gather(self._np.array([row for _, row in rows], dtype=self._np.int64))
         scores = vectors @ query.astype(self._np.float32, copy=False)
         return {lesson_id: float(score) for (lesson_id, _), score in zip(rows, scores, strict=True)}
 

@@ -103,13 +103,16 @@ class RowFile:
         no checksum of a written row matches)."""
         import numpy as np
 
+        # Each row read straight into its place in one buffer (no bytes object and no array
+        # assignment per row: a first hybrid recall reads ~4,000 rows at 100k, twice the time so).
         width = 4 * self.dim
-        out = np.zeros((len(rows), self.dim), dtype=np.float32)
+        buffer = bytearray(len(rows) * width)
+        view = memoryview(buffer)
         for at, row in enumerate(rows.tolist()):
-            data = os.pread(self.fd, width, self.start + row * width)
-            if len(data) == width:
-                out[at] = np.frombuffer(data, dtype="<f4")
-        return out
+            place = view[at * width : (at + 1) * width]
+            if os.preadv(self.fd, [place], self.start + row * width) != width:
+                place[:] = bytes(width)
+        return np.frombuffer(buffer, dtype="<f4").reshape(len(rows), self.dim)
 
     def __del__(self) -> None:
         with contextlib.suppress(OSError):
