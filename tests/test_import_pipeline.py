@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import signal
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from lessonbank import LessonBank, Settings
 from lessonbank.models import Lesson
 from lessonbank.services import import_pipeline, writing
 from lessonbank.services.import_pipeline import Worker
+from tests.contract.conftest import POSTGRES_URL, REDIS_URL, drop_postgres_schema, drop_redis_prefix, require
 
 BATCH = 40  # small batches: many of them in a quick test
 SETTINGS = Settings(untrusted_agents="scraper")
@@ -238,3 +240,35 @@ def test_a_worker_that_dies_costs_nothing_but_time(
         shared = imported(tmp_path, "shared.db", records, worker=True)
     assert shared[:2] == alone[:2]
     assert "the preparing process stopped" in caplog.text
+
+
+@pytest.fixture
+def server_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    backend = request.param
+    if backend == "memory":
+        yield f"memory://pipeline-{uuid.uuid4().hex[:8]}"
+        return
+    require(backend)
+    name = f"lbtest_{uuid.uuid4().hex[:12]}"
+    if backend == "postgres":
+        try:
+            yield f"{POSTGRES_URL}?schema={name}"
+        finally:
+            drop_postgres_schema(name)
+    else:
+        try:
+            yield f"{REDIS_URL}?prefix={name}:"
+        finally:
+            drop_redis_prefix(f"{name}:")
+
+
+@pytest.mark.parametrize("server_url", ["postgres", "redis", "memory"], indirect=True)
+def test_every_store_holds_what_one_process_gives(
+    tmp_path: Path, server_url: str, workers: list[Worker]
+) -> None:
+    records = mixed_records(6 * BATCH + 3)
+    alone = imported(tmp_path, "alone.db", records, worker=False)
+    with LessonBank(server_url, settings=SETTINGS, worker=False) as bank:
+        counts = bank.services.intake.import_lessons(records, worker=True)
+        assert (counts, stored(bank)) == alone[:2]
+    assert len(workers) == 1

@@ -15,6 +15,8 @@ import pytest
 
 from lessonbank import LessonBank
 from lessonbank.ports import LessonQuery
+from lessonbank.services.import_pipeline import AHEAD
+from lessonbank.services.transfer import IMPORT_BATCH
 from lessonbank.stores.sql.postgres_bulk import DEFERRED
 from tests.contract.conftest import POSTGRES_URL, drop_postgres_schema, require
 
@@ -48,9 +50,14 @@ def _found(bank: Any) -> list[str]:
     return [lesson.content for lesson in bank.store.get_lessons([hit.lesson_id for hit in hits])]
 
 
+# Mid-import, between batches of the service: the records are read a few batches ahead of the
+# writes, so the first batch is written when the one after those is read.
+PROBE_AT = (AHEAD + 1) * IMPORT_BATCH - IMPORT_BATCH // 2
+
+
 def _records(count: int, during: list[Any], *, fail_at: int | None = None, bank: Any = None) -> Iterator[Any]:
     for number in range(count):
-        if number == count // 2 and bank is not None:  # mid-import, between batches of the service
+        if number == PROBE_AT and bank is not None:
             during.append(
                 (
                     [name for name, _ in _indexes(bank.store.dialect.schema)],
@@ -76,8 +83,8 @@ def _fresh(tmp_path: Path) -> list[tuple[str, str]]:
 def test_an_import_into_an_empty_bank_builds_the_indexes_at_the_end(schema: str, tmp_path: Path) -> None:
     during: list[Any] = []
     with _bank(schema, tmp_path) as bank:
-        counts = bank.import_lessons(_records(2_500, during, bank=bank))
-        assert counts["added"] == 2_500
+        counts = bank.import_lessons(_records(PROBE_AT + 1_000, during, bank=bank))
+        assert counts["added"] == PROBE_AT + 1_000
         found = _found(bank)
     names, found_during, stats_during = during[0]
     assert not set(DEFERRED) & set(names)
@@ -91,7 +98,7 @@ def test_an_import_into_a_bank_with_lessons_keeps_the_indexes(schema: str, tmp_p
     during: list[Any] = []
     with _bank(schema, tmp_path) as bank:
         bank.add_lesson("a lesson already there")
-        bank.import_lessons(_records(2_500, during, bank=bank))
+        bank.import_lessons(_records(PROBE_AT + 1, during, bank=bank))
     assert set(DEFERRED) <= set(during[0][0])
     assert _indexes(schema) == _fresh(tmp_path)
 

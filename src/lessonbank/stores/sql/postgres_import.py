@@ -19,18 +19,107 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
+from lessonbank.lessons import LessonWriter
 from lessonbank.models import Lesson
-from lessonbank.stores.lexical import LEXICAL_SPACE
+from lessonbank.stores.lexical import (
+    FIELD_WEIGHTS,
+    LEXICAL_SPACE,
+    bm25_factors,
+    weighted_term_vector,
+    weighted_terms,
+)
 from lessonbank.stores.sql.dialect import Connection
-from lessonbank.stores.sql.postgres_search import COLUMNS, CORPUS_STATS_TTL_S, copy_row_and_terms
+from lessonbank.stores.sql.postgres_search import (
+    COLUMNS,
+    CORPUS_STATS_TTL_S,
+    _joined_quoted,
+    copy_row_and_terms,
+    factors_json,
+)
 
 if TYPE_CHECKING:
     from lessonbank.stores.sql.postgres import PgConnection, PostgresDialect
 
 Reinforce = Callable[[Lesson, Sequence[str]], Lesson]
-DOC_LEN = [name.strip() for name in COLUMNS.split(",")].index("doc_len")
+_NAMES = [name.strip() for name in COLUMNS.split(",")]
+DOC_LEN, WEIGHTS, DATA = _NAMES.index("doc_len"), _NAMES.index("weights"), _NAMES.index("data")
+
+
+class NewRow(NamedTuple):
+    """A lesson's ``COPY`` row made apart from any transaction (:func:`import_rows`), all but its BM25
+    factors (``weights``), which take the namespace's mean length as the chunk's transaction finds it.
+    Its first fields are the lesson's, as a chunk reads them."""
+
+    id: str
+    namespace: str
+    content_hash: str
+    tags: list[str]
+    row: tuple[Any, ...]  # copy_row_and_terms' row, weights None
+    frequencies: dict[str, float]
+    length: int
+    vector: bytes
+
+    def lesson(self) -> Lesson:
+        """The lesson the row was made of (read back from its JSON: only for a reinforce or a new id)."""
+        return Lesson.model_validate_json(self.row[DATA])
+
+    def written(self, mean: float) -> tuple[tuple[Any, ...], bytes]:
+        """:func:`copy_row_and_terms` of the lesson with ``mean``: the row with its factors, the vector."""
+        factors = factors_json(bm25_factors(self.frequencies, self.length, mean))
+        return (*self.row[:WEIGHTS], factors, *self.row[WEIGHTS + 1 :]), self.vector
+
+
+Item = Lesson | NewRow
+
+
+def import_rows(lessons: Sequence[Lesson]) -> list[NewRow]:
+    """Each lesson's row as :func:`copy_row_and_terms` makes it but its factors, and its term vector.
+    Pure and picklable both ways: an import's worker process runs it (``SQLStore.import_preparer``)."""
+    rows = []
+    for lesson in lessons:
+        frequencies, length = weighted_terms(lesson, FIELD_WEIGHTS)
+        row = (
+            lesson.id,
+            lesson.namespace,
+            lesson.kind,
+            lesson.content_hash,
+            lesson.status,
+            lesson.task_type,
+            lesson.agent,
+            lesson.goal_id,
+            "{" + _joined_quoted(lesson.tags, ",", '"', '\\"') + "}",
+            lesson.importance,
+            lesson.confidence,
+            lesson.access_count,
+            lesson.helpful,
+            lesson.harmful,
+            lesson.pinned,
+            None if lesson.expires_at is None else lesson.expires_at.timestamp(),
+            lesson.superseded_by,
+            (lesson.last_accessed or lesson.created_at).timestamp(),
+            lesson.created_at.timestamp(),
+            length,
+            _joined_quoted(frequencies, " ", "'", "''"),
+            None,
+            lesson.model_dump_json(),
+            lesson.learned_from,
+        )
+        vector = weighted_term_vector(frequencies, length, lesson)
+        rows.append(
+            NewRow(
+                lesson.id,
+                lesson.namespace,
+                lesson.content_hash,
+                lesson.tags,
+                row,
+                frequencies,
+                length,
+                vector,
+            )
+        )
+    return rows
 
 
 class BulkImport:
@@ -44,13 +133,21 @@ class BulkImport:
         # what a chunk left for its commit to keep (see committed), by thread
         self._pending: dict[int, dict[str, tuple[float, int, int]]] = {}
 
-    def chunk(self, conn: Connection, chunk: Sequence[Lesson], reinforced: Reinforce) -> tuple[int, int]:
-        """Write ``chunk`` in the transaction ``conn``; returns (added, reinforced). Call
-        :meth:`committed` once the transaction has committed."""
+    import_rows = staticmethod(import_rows)  # an import's worker process runs it (SQLStore.import_preparer)
+
+    def import_prepared(self, rows: Sequence[NewRow]) -> tuple[int, int]:
+        """Write rows :func:`import_rows` made, as the dialect's ``import_lessons`` writes lessons
+        (its chunks come to :meth:`chunk`, which takes either)."""
+        writer = LessonWriter(self.dialect.clock)
+        return self.dialect.import_lessons(cast("Sequence[Lesson]", rows), writer.reinforced)
+
+    def chunk(self, conn: Connection, chunk: Sequence[Item], reinforced: Reinforce) -> tuple[int, int]:
+        """Write ``chunk`` (lessons, or rows :func:`import_rows` made) in the transaction ``conn``;
+        returns (added, reinforced). Call :meth:`committed` once the transaction has committed."""
         namespaces = {lesson.namespace for lesson in chunk}
         with self._lock:  # taken out until the commit: a chunk that fails leaves them to be read again
             known = {ns: self._lengths.pop(ns) for ns in namespaces if ns in self._lengths}
-        stored: dict[tuple[str, str], Lesson] = {}
+        stored: dict[tuple[str, str], Item] = {}
         for namespace in namespaces:
             rows = conn.execute(
                 "SELECT data FROM lessons WHERE namespace = ? AND content_hash = ANY(?) FOR UPDATE",
@@ -63,16 +160,17 @@ class BulkImport:
         taken = {
             row[0] for row in conn.execute("SELECT id FROM lessons WHERE id = ANY(?)", (ids,)).fetchall()
         }
-        new: list[Lesson] = []
+        new: list[Item] = []
         changed: dict[str, Lesson] = {}
         for lesson in chunk:
             key = (lesson.namespace, lesson.content_hash)
             if key in stored:
-                stored[key] = reinforced(stored[key], lesson.tags)
-                changed[stored[key].id] = stored[key]
+                first = stored[key]
+                stored[key] = again = reinforced(_lesson(first), lesson.tags)
+                changed[again.id] = again
                 continue
             if lesson.id in taken:
-                lesson = lesson.model_copy(
+                lesson = _lesson(lesson).model_copy(
                     update={"id": Lesson.model_fields["id"].get_default(call_default_factory=True)}
                 )
             taken.add(lesson.id)
@@ -112,7 +210,7 @@ class BulkImport:
         ).fetchone()
         return (time.monotonic(), int(row[0]), int(row[1])) if row else (time.monotonic(), 0, 0)
 
-    def copy_new(self, conn: Connection, lessons: Sequence[Lesson], means: dict[str, float]) -> list[int]:
+    def copy_new(self, conn: Connection, lessons: Sequence[Item], means: dict[str, float]) -> list[int]:
         """Lessons no row holds yet (neither their id nor their content), and their term vectors,
         written by ``COPY``: one stream per table instead of a statement per row; returns their
         lengths. Each row is made as it is written, so the server stores the rows sent while the
@@ -124,7 +222,10 @@ class BulkImport:
         lengths: list[int] = []
         with raw.cursor() as cur, cur.copy(f"COPY lessons ({COLUMNS}) FROM STDIN") as copy:
             for lesson in lessons:
-                row, vector = copy_row_and_terms(lesson, means[lesson.namespace])
+                mean = means[lesson.namespace]
+                row, vector = (
+                    lesson.written(mean) if isinstance(lesson, NewRow) else copy_row_and_terms(lesson, mean)
+                )
                 copy.write_row(row)
                 lengths.append(int(row[DOC_LEN]))
                 by_namespace.setdefault(lesson.namespace, []).append((lesson.id, vector))
@@ -142,6 +243,10 @@ class BulkImport:
                 for lesson_id, vector in by_namespace[namespace]:
                     copy.write_row((lesson_id, LEXICAL_SPACE, namespace, "", vector))
         return lengths
+
+
+def _lesson(item: Item) -> Lesson:
+    return item.lesson() if isinstance(item, NewRow) else item
 
 
 def _mean(conn: Connection, count: int, total: int) -> float:
