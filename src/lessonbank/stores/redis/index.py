@@ -28,7 +28,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from lessonbank.lessons import matches
+from lessonbank.lessons import LessonWriter, matches
 from lessonbank.models import Decision, Episode, Lesson
 from lessonbank.ports import Candidate, LessonQuery
 from lessonbank.stores.lexical import (
@@ -90,6 +90,27 @@ class Derived(NamedTuple):
     row: list[str]
     factors: str
     vector: bytes
+
+
+class Made(NamedTuple):
+    """A new lesson as stored and what writing it takes but its BM25 factors (:func:`import_rows`)."""
+
+    lesson: Lesson
+    frequencies: dict[str, float]
+    length: int
+    row: list[str]
+    vector: bytes
+
+
+def import_rows(lessons: Sequence[Lesson]) -> list[Made]:
+    """Each lesson as stored (``LessonWriter.prepared``), its row, term frequencies and term vector:
+    pure and picklable both ways, so an import's worker process makes them (``RedisStore.import_preparer``)."""
+    made = []
+    for lesson in map(LessonWriter.prepared, lessons):
+        frequencies, length = weighted_terms(lesson, FIELD_WEIGHTS)
+        vector = weighted_term_vector(frequencies, length, lesson)
+        made.append(Made(lesson, frequencies, length, _flat(_row(lesson)), vector))
+    return made
 
 
 CORPUS_TTL_S = 5.0
@@ -157,11 +178,21 @@ class RedisLessonIndex:
         for queue, lesson in mirrored:
             queue(pipe, lesson)
 
-    def derive(self, lessons: Sequence[Lesson]) -> None:
+    def derive(self, lessons: Sequence[Lesson], made: Sequence[Made] | None = None) -> None:
         """Work out ahead what writing each of ``lessons`` as a new lesson takes (its row, postings
-        and term vector), so a bulk import does it while Redis runs the previous chunk's writes."""
-        for lesson in lessons:
-            self.derived[lesson.id] = (lesson, self._derive(lesson))
+        and term vector), so a bulk import does it while Redis runs the previous chunk's writes;
+        with ``made`` (:func:`import_rows` of them, by an import's worker process), only the BM25
+        factors, which take the namespace's mean length as this process reads it."""
+        if made is None:
+            for lesson in lessons:
+                self.derived[lesson.id] = (lesson, self._derive(lesson))
+            return
+        for lesson, ahead in zip(lessons, made, strict=True):
+            factors = factors_field(ahead.frequencies, ahead.length, self.avg_len(lesson.namespace))
+            self.derived[lesson.id] = (
+                lesson,
+                Derived(ahead.frequencies, ahead.length, ahead.row, factors, ahead.vector),
+            )
 
     def _derive(self, lesson: Lesson) -> Derived:
         frequencies, length = weighted_terms(lesson, FIELD_WEIGHTS)

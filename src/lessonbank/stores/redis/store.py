@@ -73,9 +73,11 @@ from lessonbank.stores.redis.consolidation import BuildsConsolidation
 from lessonbank.stores.redis.db import Clock, Pipe, RedisDatabase
 from lessonbank.stores.redis.index import (
     LESSON_FIELDS,
+    Made,
     RedisLessonIndex,
     candidate_of,
     episode_of,
+    import_rows,
     lesson_of,
     row_passes,
 )
@@ -296,16 +298,24 @@ class RedisStore(
 
         Near duplicates are not looked for here. An imported id already taken gets a fresh id.
         """
+        return self.import_prepared(import_rows(lessons))
+
+    def import_preparer(self) -> Callable[[Sequence[Lesson]], list[Made]]:
+        """What an import's worker process runs on its lessons (rows, terms, vectors; no connection)."""
+        return import_rows
+
+    def import_prepared(self, made: Sequence[Made]) -> tuple[int, int]:
+        """Write what :meth:`import_preparer` made, as :meth:`import_lessons` writes lessons."""
         added = 0
-        items = [self.writer.prepared(lesson) for lesson in lessons]
+        items = [ahead.lesson for ahead in made]
         chunks = [items[start : start + IMPORT_CHUNK] for start in range(0, len(items), IMPORT_CHUNK)]
         # Two stages: while a thread waits for Redis to run one chunk's transaction, this one works
         # out the next chunk's rows, postings and term vectors (the socket wait releases the GIL).
         try:
             with ThreadPoolExecutor(1, thread_name_prefix="lessonbank-import") as pool:
                 running = None
-                for chunk in chunks:
-                    self.index.derive(chunk)
+                for start, chunk in zip(range(0, len(items), IMPORT_CHUNK), chunks, strict=True):
+                    self.index.derive(chunk, made[start : start + IMPORT_CHUNK])
                     if running is not None:
                         added += running.result()
                     running = pool.submit(self.db.transact, partial(self._plan_import, chunk=chunk))
