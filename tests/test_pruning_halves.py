@@ -12,8 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lessonbank.retrieval import both_halves, pruning
+from lessonbank.retrieval.membership import Membership
 from tests.test_pruning import exhaustive, postings
 
 
@@ -34,6 +36,16 @@ def split_always(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         real(named, slots)
 
     monkeypatch.setattr(both_halves, "run_halved", recorded)
+    mapped = both_halves.map_halved
+
+    def recorded_map(function: Any, items: Any) -> Any:
+        def named(part: Any) -> Any:
+            threads.append(threading.current_thread().name)
+            return function(part)
+
+        return mapped(named, items)
+
+    monkeypatch.setattr(both_halves, "map_halved", recorded_map)
     return threads
 
 
@@ -126,3 +138,25 @@ def test_concurrent_split_searches_each_rank_as_the_exhaustive_scorer(split_alwa
     for words, (found, scores) in zip(cases * 4, answers, strict=True):
         expected_slots, expected_scores = exhaustive(words, norm, None, 10)
         assert (found, scores) == (expected_slots.tolist(), expected_scores.tolist())
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(postings(), st.integers(0, 2**32 - 1))
+def test_split_lookups_and_exact_scores_are_the_values_of_one_thread(
+    split_always: list[str], case: tuple[list[pruning.Word], Any, Any, int, int], pick: int
+) -> None:
+    """Many candidates looked up, or scored, half on each core: each value as one thread gives it
+    (a long list's bits, not built yet, are built once before the threads share them)."""
+    words, norm, keep, want, _ = case
+    rng = np.random.default_rng(pick)
+    slots = np.sort(rng.choice(len(norm), size=min(len(norm), 1 + pick % 80), replace=False)).astype(np.int32)
+    for word in words:
+        if len(word.docs) and pick % 2:
+            word.member = Membership(word.docs, len(norm))
+    search = pruning._Search(words, norm, keep, want, np.zeros(len(norm), dtype=np.float32), 16)
+    split_always.clear()
+    for word in words:
+        looked = search._looked_up(word, slots)
+        assert looked.tolist() == pruning._looked_up(word, slots, norm).tolist()
+    assert search._exact(slots).tolist() == pruning.exact_scores(words, slots, norm).tolist()
+    assert any(name.startswith("lessonbank-halves") for name in split_always)

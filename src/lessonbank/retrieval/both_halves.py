@@ -16,6 +16,9 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
 
 SPLIT_FROM = 131_072  # postings added at once from which two threads share them ...
 SPLIT_SLOTS = 65_536  # ... over this many slots or more
@@ -37,6 +40,18 @@ def run_halved(task: Callable[[int, int], None], slots: int) -> None:
         task(0, middle)
     finally:
         other.result()  # waited for even when this half raised
+
+
+def map_halved(function: Callable[[Any], Any], items: Any) -> Any:
+    """``function(items)`` as the two halves of ``items``, one here and one on the pool thread, at
+    once, joined in order; ``function`` must compute each item's value from that item alone."""
+    middle = len(items) // 2
+    other = _the_pool().submit(function, items[middle:])
+    try:
+        first = function(items[:middle])
+    finally:
+        second = other.result()  # waited for even when this half raised
+    return np.concatenate((first, second))
 
 
 def _the_pool() -> ThreadPoolExecutor:

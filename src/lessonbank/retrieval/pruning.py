@@ -27,6 +27,10 @@ the base arrays (``Word.within``) and the arithmetic of every word at once; with
 calls per word are most of their cost, with many the searches, so few lessons are scored
 (``SEED_SHARE``).
 
+Both cores (:mod:`lessonbank.retrieval.both_halves`): a read of many postings is shared by two
+threads, each adding every word into its own half of the slots; lookups of many candidates and
+exact scores of many lessons take half the candidates each. Every value is the one thread's.
+
 Exactness: a lesson is dropped only when an upper bound of its score is below a score that
 ``want`` lessons reach exactly, with a relative margin (``UPPER_MARGIN``) far above the rounding of
 float32 sums; the survivors' scores are then summed again in float64 word by word in the query's
@@ -307,7 +311,7 @@ class _Search:
             if stale and len(candidates) < NARROW_SHARE * size:  # a pass over them may spare reading it
                 candidates, stale = self._reaching(candidates, float(left[position])), False
             if len(candidates) * LOOKUP_COST < size:
-                self.partial[candidates] += _looked_up(word, candidates, self.norm)
+                self.partial[candidates] += self._looked_up(word, candidates)
                 candidates = self._reaching(candidates, float(left[position + 1]))
             else:  # many candidates: narrowed again only when that may spare a read
                 self._read([word])
@@ -401,8 +405,22 @@ class _Search:
             slots = slots[_best(values, size)]
         self.threshold = max(self.threshold, _kth(self._exact(slots), self.want))
 
+    def _looked_up(self, word: Word, candidates: Any) -> Any:
+        """``_looked_up``, each half of many candidates on its own core (each value is the same)."""
+        if not both_halves.worth_splitting(len(candidates) * LOOKUP_COST, len(self.partial)):
+            return _looked_up(word, candidates, self.norm)
+        if word.member is not None:
+            word.member.ready()  # built once, before two threads could each start it
+        return both_halves.map_halved(lambda part: _looked_up(word, part, self.norm), candidates)
+
     def _exact(self, slots: Any) -> Any:
-        return exact_scores(self.words, slots, self.norm)
+        """``exact_scores``, each half of many slots on its own core (each score is the same)."""
+        if not both_halves.worth_splitting(len(slots) * len(self.words) * LOOKUP_COST, len(self.partial)):
+            return exact_scores(self.words, slots, self.norm)
+        for word in self.words:
+            if word.member is not None:
+                word.member.ready()
+        return both_halves.map_halved(lambda part: exact_scores(self.words, part, self.norm), slots)
 
 
 def _distinct(parts: list[Any]) -> Any:
