@@ -43,6 +43,7 @@ def test_the_same_lesson_retyped_is_a_cluster_and_siblings_are_not() -> None:
         "paraphrases": 0,
         "vectors": 0,
         "opposed": 0,  # after / before: two lessons, neither merged nor opposed
+        "offered": 1,  # e, the same advice in other words, for the LLM phase to confirm
     }
 
 

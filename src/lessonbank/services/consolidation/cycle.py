@@ -46,12 +46,13 @@ from lessonbank.proposals import PROPOSAL_STATUSES, CycleTrigger, DreamRun, Oper
 from lessonbank.redact import redact
 from lessonbank.requests import ApproveRequest
 from lessonbank.retrieval import Retriever
+from lessonbank.services.consolidation import offers
 from lessonbank.services.consolidation.applying import changes
 from lessonbank.services.consolidation.documents import EMPTY_CORE, Documents, with_pinned
 from lessonbank.services.consolidation.edits import CORE_ID, apply_edits, keep_pinned
 from lessonbank.services.consolidation.flags import open_flags
 from lessonbank.services.consolidation.inputs import gather, pending_review
-from lessonbank.services.consolidation.merges import prefer_model_wording
+from lessonbank.services.consolidation.merges import guarded_merges, prefer_model_wording
 from lessonbank.services.consolidation.mirror import mirror_decision
 from lessonbank.services.consolidation.operations import admissions, deterministic_operations, validate
 from lessonbank.services.consolidation.phases import Budget, PhaseResult, Phases, past_deadline
@@ -139,6 +140,7 @@ class Consolidator:
             store.save_proposal(proposal)
         state = store.cycle_state(namespace)
         state["last_reflection"] = run.started_at.isoformat()
+        offers.remember(state, spent.offered)
         newest = proposal.metadata.get("newest_episode")
         if newest:
             state["last_reflection_episode"] = newest
@@ -180,6 +182,7 @@ class Consolidator:
         )
         store, namespace = self.scope.store, self.scope.namespace
         state = store.cycle_state(namespace)
+        candidates.offers = offers.unseen(candidates.offers, state)
         remembered = decided_on(state)
         operations = deterministic_operations(candidates, by_id, now, rejected=remembered)
         operations += [op for op in admissions(pending_review(lessons)) if op.fingerprint not in remembered]
@@ -198,6 +201,8 @@ class Consolidator:
             run_sync(Phases(llm, budget, self.count_tokens, deadline=deadline).run(data, spent))
             seen = remembered | {op.fingerprint for op in operations}
             model = [op for op in spent.operations if op.fingerprint not in seen]
+            model, refused = guarded_merges(model, by_id, candidates.clusters, now)
+            spent.dropped += refused  # shown with why: the guards outweigh the model's word
             operations = prefer_model_wording(operations, model, by_id, now)
             core = with_pinned(spent.core_memory or core, pinned, self.count_tokens)
         pending = store.list_proposals(namespace, statuses=["pending"], limit=PENDING_SCAN)

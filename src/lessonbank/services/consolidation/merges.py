@@ -10,6 +10,10 @@
 - **Counters**: uses, helpful and harmful are the sums of the sources' as they are when the merge is
   applied (:func:`summed_counters`), the latest use the latest of theirs.
 - **Provenance**: ``metadata["merged_from"]`` lists the sources, best first.
+- **Guards**: a model's MERGE (of a pair the pre-pass offered to confirm, or any other) is refused
+  when two of its sources, with those of the pre-pass clusters it touches, fail the guards the
+  pre-pass uses (:func:`guarded_merges`): opposed, siblings, naming different things. The model's
+  word does not outweigh them; the refused merge is shown with why.
 """
 
 from __future__ import annotations
@@ -20,7 +24,10 @@ from typing import Any
 
 from lessonbank.models import Lesson
 from lessonbank.proposals import Operation
+from lessonbank.services.consolidation.offers import refusal
 from lessonbank.services.consolidation.operations import merged_lesson, validate
+from lessonbank.services.consolidation.paraphrase import Weights
+from lessonbank.services.consolidation.prepass import is_live, scope_key
 from lessonbank.services.consolidation.screens import screened_operation
 
 
@@ -95,3 +102,38 @@ def _worded(
         return None
     kept, _ = validate([candidate], lessons_by_id, now=now)
     return candidate if kept else None
+
+
+def guarded_merges(
+    model: Sequence[Operation],
+    lessons_by_id: Mapping[str, Lesson],
+    clusters: Sequence[Sequence[str]],
+    now: datetime,
+) -> tuple[list[Operation], list[Operation]]:
+    """(kept, refused): the model's operations, each MERGE whose sources (with the members of the
+    pre-pass clusters it shares one with, which it would join) fail the guards refused, dropped with
+    the reason. Other operations and merges naming unknown lessons are left to validation."""
+    weights: dict[tuple[str, ...], Weights] = {}
+
+    def weights_of(lesson: Lesson) -> Weights:
+        key = scope_key(lesson)
+        if key not in weights:
+            scope = [x.content for x in lessons_by_id.values() if scope_key(x) == key and is_live(x, now)]
+            weights[key] = Weights.of(scope or [lesson.content])
+        return weights[key]
+
+    kept: list[Operation] = []
+    refused: list[Operation] = []
+    for op in model:
+        ids = list(op.lesson_ids)
+        if op.kind != "merge" or any(i not in lessons_by_id for i in ids):
+            kept.append(op)
+            continue
+        ids += [i for cluster in clusters if set(cluster) & set(op.lesson_ids) for i in cluster]
+        sources = [lessons_by_id[i] for i in dict.fromkeys(ids) if i in lessons_by_id]
+        why = refusal(sources, clusters, weights_of)
+        if why is None:
+            kept.append(op)
+        else:
+            refused.append(op.model_copy(update={"status": "dropped", "note": why}))
+    return kept, refused

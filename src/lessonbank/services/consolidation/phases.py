@@ -41,7 +41,7 @@ from lessonbank.models import LESSON_MAX_CHARS, Episode, Lesson
 from lessonbank.proposals import LinkType, Operation, OperationKind
 from lessonbank.redact import redact
 from lessonbank.reflectors.budget import OMITTED, Field, fit_fields
-from lessonbank.services.consolidation import prompts
+from lessonbank.services.consolidation import offers, prompts
 from lessonbank.services.consolidation.documents import (
     CORE_CAP_TOKENS,
     CORE_SECTIONS,
@@ -112,6 +112,7 @@ class PhaseResult:
     withheld: Withheld = field(default_factory=list)  # texts kept out: they read as instructions
     usage: list[PhaseUsage] = field(default_factory=list)
     cost_usd: float | None = None
+    offered: list[offers.Offer] = field(default_factory=list)  # pairs to confirm shown to phase 3
 
     @property
     def tokens_in(self) -> int:
@@ -190,9 +191,16 @@ class Phases:
         survey = await self._call("survey", _survey_fields(data), prompts.SURVEY, result)
         meta = await self._call("meta", _meta_fields(data), prompts.META, result, data=data)
         named = _named_lessons(survey, data)
+        share = int(self.budget.allowance("consolidate")[0] * offers.PROMPT_SHARE)
+        pairs, result.offered = offers.render(data.candidates.offers, data.by_id, self.count, share)
         reply = await self._call(
             "consolidate",
-            [Field("survey", survey, 12_000), Field("meta", meta, 4_000), Field("named", named, 16_000)],
+            [
+                Field("survey", survey, 12_000),
+                Field("meta", meta, 4_000),
+                Field("pairs", pairs or "none", max(len(pairs), 10)),  # bounded by tokens already
+                Field("named", named, 16_000),
+            ],
             prompts.CONSOLIDATE,
             result,
         )
@@ -391,6 +399,8 @@ def describe_candidates(candidates: Candidates) -> str:
     lines += [f"contradiction: {a} vs {b}" for a, b in candidates.contradictions]
     lines += [f"archive (decay below 0.05): {i} ({score:.3f})" for i, score in candidates.archive]
     lines += [f"rule due for promotion to strategic: {i}" for i in candidates.promotions]
+    if candidates.offers:
+        lines.append(f"pairs to confirm in the consolidation step: {len(candidates.offers)}")
     return "\n".join(lines)
 
 

@@ -84,6 +84,7 @@ from lessonbank.models import Lesson
 from lessonbank.ports import LessonQuery
 from lessonbank.services.consolidation import scorer
 from lessonbank.services.consolidation.decay import decay_score, tier_of
+from lessonbank.services.consolidation.offers import FLOOR, PER_LESSON, Offer, offered
 from lessonbank.services.consolidation.paraphrase import (
     Relation,
     Weights,
@@ -131,7 +132,8 @@ class Candidates:
     ``clusters``: lesson ids of near duplicates (each sorted, two or more); ``contradictions``:
     pairs of ids (sorted); ``archive``: (id, decay score below 0.05); ``promotions``: tactical rules
     due. ``counts``: ``lessons`` given, ``live`` taking part, and the near-duplicate pairs found
-    by ``marks``, ``words`` and ``vectors``.
+    by ``marks``, ``words`` and ``vectors``, and the pairs ``offered``. ``offers``: the pairs not
+    joined that the LLM phase may confirm, likeliest first.
     """
 
     clusters: list[list[str]] = field(default_factory=list)
@@ -139,6 +141,7 @@ class Candidates:
     archive: list[tuple[str, float]] = field(default_factory=list)
     promotions: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    offers: list[Offer] = field(default_factory=list)  # pairs for the LLM phase to confirm (:mod:`.offers`)
 
     @property
     def empty(self) -> bool:
@@ -169,8 +172,11 @@ def find_candidates(
     *,
     vectors: Mapping[str, np.ndarray] | None = None,
     cosine: float = COSINE,
+    offers_per_lesson: int = PER_LESSON,
+    offer_floor: float = FLOOR,
 ) -> Candidates:
-    """The candidates of one namespace's lessons at ``now`` (see the module docstring)."""
+    """The candidates of one namespace's lessons at ``now`` (see the module docstring); each lesson
+    offers its ``offers_per_lesson`` likeliest unjoined pairs from ``offer_floor`` (:mod:`.offers`)."""
     live = {lesson.id: lesson for lesson in lessons if is_live(lesson, now)}
     archive: list[tuple[str, float]] = []
     for lesson in live.values():
@@ -193,6 +199,7 @@ def find_candidates(
     same = set(_same_lesson_pairs(groups.values()))
     trusted = marked | same
     clusters: list[list[str]] = []
+    offers: list[Offer] = []
     found_counts = {"paraphrases": 0, "vectors": 0}
     for key, group in groups.items():
         pairs = _Pairs(group, weights[key], vectors)
@@ -213,7 +220,9 @@ def find_candidates(
                 pairs.candidate(found, "paraphrases")
         for found, close in near:
             pairs.candidate(found, "vectors", forced=close >= cosine)
-        clusters += pairs.clusters(trusted, same, opposed_pairs)
+        joined = pairs.clusters(trusted, same, opposed_pairs)
+        clusters += joined
+        offers += offered(pairs, joined, opposed_pairs, per_lesson=offers_per_lesson, floor=offer_floor)
         for source, count in pairs.joined.items():
             found_counts[source] += count
     clusters = sorted(sorted(members) for members in clusters)
@@ -233,7 +242,9 @@ def find_candidates(
             "paraphrases": found_counts["paraphrases"],
             "vectors": found_counts["vectors"],
             "opposed": len(found_by_words),
+            "offered": len(offers),
         },
+        offers=sorted(offers, key=lambda o: (-o.probability, o.a, o.b)),
     )
 
 
@@ -366,6 +377,7 @@ class _Pairs:
                 self.matrix = _normalized(members, vectors)
                 self.row = {lesson.id: n for n, lesson in enumerate(members)}
         self.scores: dict[Pair, float] = {}
+        self.bounds: dict[Pair, float] = {}  # each scored pair's probability before word order counts
         self.relations: dict[Pair, Relation | None] = {}
         self.edges: dict[Pair, float] = {}
         self.joined: Counter[str] = Counter()
@@ -422,6 +434,7 @@ class _Pairs:
             probabilities(self.model, values, cosine) if self.model.vectors else 0.0,
             probabilities(scorer.LEXICAL, values),
         )
+        self.bounds.update(zip(todo, bound.tolist(), strict=True))
         member = np.where(with_vector, self.model.member, scorer.LEXICAL.member)
         template = scorer.FEATURES.index("template")
         exact: list[tuple[int, Pair]] = []

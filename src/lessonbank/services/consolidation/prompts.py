@@ -4,7 +4,8 @@ The seed reads MEMORY.md, a graph of entities and episode files; a cycle here re
 memory document, the live lessons (the graph's entities: id, kind, tier, uses, text), the episodes
 since the last cycle, the pre-pass candidates and the lessons of untrusted agents awaiting review.
 Phase 3 names lessons by id instead of file paths, and MERGE is added to the seed's operations
-(the pre-pass finds the clusters; the model may word the merged lesson). Each template is filled
+(the pre-pass finds the clusters; the model may word the merged lesson, and confirms the pairs the
+pre-pass offers but is not sure of: :mod:`.offers`). Each template is filled
 with :meth:`str.format`; the values are cut to the cycle's budget before (see :mod:`.phases`).
 """
 
@@ -83,12 +84,16 @@ SURVEY PLAN:
 META-REFLECTION INSIGHTS:
 {meta}
 
+PAIRS TO CONFIRM (found without a model, maybe one lesson told twice; two lines a pair, id | text):
+{pairs}
+
 LESSONS NAMED IN THE PLAN (id | kind | text):
 {named}
 
 For each item, produce the specific operations needed:
 - EXTRACT: a new lesson from episodes (TARGET: the episode ids, or none)
-- MERGE: near duplicates into one lesson (TARGET: the lesson ids; CONTENT: the merged lesson)
+- MERGE: near duplicates into one lesson (TARGET: the lesson ids; CONTENT: the merged lesson); a pair \
+to confirm only when both lessons say the same thing, else leave it
 - CONNECT: a link between two lessons (TARGET: les_a -> related|refines|depends_on|example_of|contradicts -> les_b)
 - FLAG: a contradiction found (TARGET: the conflicting lesson ids; REASON: both facts)
 - ARCHIVE: a lesson proposed for archival (TARGET: its id; REASON: why)
