@@ -160,3 +160,24 @@ def test_split_lookups_and_exact_scores_are_the_values_of_one_thread(
         assert looked.tolist() == pruning._looked_up(word, slots, norm).tolist()
     assert search._exact(slots).tolist() == pruning.exact_scores(words, slots, norm).tolist()
     assert any(name.startswith("lessonbank-halves") for name in split_always)
+
+
+def test_a_search_does_both_halves_itself_while_the_pool_thread_is_busy() -> None:
+    """Searches of several indexes at once never queue behind one another's halves."""
+    ran: list[tuple[str, int]] = []
+
+    def task(first: int, end: int) -> None:
+        ran.append((threading.current_thread().name, first))
+
+    assert both_halves._free.acquire(timeout=10)  # as if another search's half were running
+    try:
+        both_halves.run_halved(task, 100)
+        whole = both_halves.map_halved(lambda part: part * 2, np.arange(10))
+    finally:
+        both_halves._free.release()
+    here = threading.current_thread().name
+    assert ran == [(here, 0), (here, 50)]
+    assert whole.tolist() == list(range(0, 20, 2))
+    both_halves.run_halved(task, 100)  # free again: the second half on the pool thread
+    by_half = {first: name for name, first in ran[2:]}
+    assert by_half[0] == here and by_half[50].startswith("lessonbank-halves")
