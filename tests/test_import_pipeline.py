@@ -37,11 +37,13 @@ def workers(monkeypatch: pytest.MonkeyPatch) -> list[Worker]:
     started: list[Worker] = []
     real = import_pipeline.start_worker
 
-    def ready_worker(job: Any) -> Worker | None:
-        worker = real(job)
+    def ready_worker(job: Any, inbox: Any) -> Worker | None:
+        worker = real(job, inbox)
         assert worker is not None
         while not worker.ready:
-            assert worker.collect(wait=True)
+            sender, answer = inbox.get()
+            assert sender is worker and answer is not None
+            worker.take(answer)
         started.append(worker)
         return worker
 
@@ -114,7 +116,7 @@ def test_a_worker_prepares_batches_and_the_bank_holds_what_one_process_gives(
     alone = imported(tmp_path, "alone.db", records, worker=False)
     assert workers == []
     shared = imported(tmp_path, "shared.db", records, worker=True)
-    assert len(workers) == 1 and workers[0].ready  # it was started, and answered
+    assert len(workers) == import_pipeline.WORKERS and workers[0].ready
     assert shared[0] == alone[0] and alone[0]["skipped"] > 0 and alone[0]["reinforced"] > 0
     assert shared[1] == alone[1]
 
@@ -239,7 +241,7 @@ def test_a_worker_that_dies_costs_nothing_but_time(
     with caplog.at_level(logging.WARNING, logger="lessonbank"):
         shared = imported(tmp_path, "shared.db", records, worker=True)
     assert shared[:2] == alone[:2]
-    assert "the preparing process stopped" in caplog.text
+    assert "a preparing process stopped" in caplog.text
 
 
 @pytest.fixture
@@ -271,4 +273,4 @@ def test_every_store_holds_what_one_process_gives(
     with LessonBank(server_url, settings=SETTINGS, worker=False) as bank:
         counts = bank.services.intake.import_lessons(records, worker=True)
         assert (counts, stored(bank)) == alone[:2]
-    assert len(workers) == 1
+    assert len(workers) == import_pipeline.WORKERS

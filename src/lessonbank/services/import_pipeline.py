@@ -1,14 +1,13 @@
-"""An import written by this process while a worker process prepares the batches after it.
+"""An import written by this process while worker processes prepare the batches after it.
 
 Preparing a batch (:func:`~lessonbank.services.import_records.prepare_batch`: validation, redaction,
 the injection screen, the store's rows and term vectors) is pure Python and most of an import's CPU;
-threads would share one interpreter lock, so a second process does it. The worker is started once
-per import, and only for an import of :data:`MIN_BATCHES` batches or more; it is a plain
+threads would share one interpreter lock, so other processes do it. The workers (:data:`WORKERS`) are
+started once per import, and only for an import of :data:`MIN_BATCHES` batches or more; each is a plain
 ``python -c`` child (not ``multiprocessing``: its ``spawn`` and ``forkserver`` run the caller's main
-module again in the child, and ``fork`` copies a threaded server's locks). Batches travel pickled
-over its pipes. This process shares the preparing too: whenever the batch to write next is not ready,
-it prepares one the worker has not been given (the worker's first answer comes only after it has
-imported the library), so the two cores stay busy.
+module again in the child, and ``fork`` copies a threaded server's locks). Batches travel pickled over
+their pipes. This process writes, and prepares a batch itself only when its turn comes and no worker
+could take it (until the workers have imported the library, or if they stop).
 
 Invariants:
 
@@ -42,9 +41,16 @@ from lessonbank.services.import_records import Batch, ImportJob, Prepared, prepa
 
 log = logging.getLogger("lessonbank")
 
-MIN_BATCHES = 2  # a smaller import is prepared here: a worker costs ~1 s of CPU to start
-AHEAD = 4  # batches read and not yet written, at most (the one written, two at the worker, one here)
-WORKER_QUEUE = 2  # batches handed to the worker and not yet answered, at most
+# A smaller import is prepared here alone: a worker takes ~0.6-1 s of CPU to import the library, about
+# what preparing three batches takes, so it would be ready only as such an import ends.
+MIN_BATCHES = 4
+# Batches read and not yet written, at most (the one written, two at the worker, one here); not below
+# MIN_BATCHES, so the first read tells whether to start a worker.
+AHEAD = 4
+WORKER_QUEUE = 2  # batches handed to a worker and not yet answered, at most
+# Preparing processes per import: with two, this process mostly writes while the system shares the
+# cores among the three (one worker left this process preparing a third of the batches besides writing).
+WORKERS = 2 if (os.cpu_count() or 1) >= 2 else 0
 
 
 class _Slot:
@@ -76,10 +82,14 @@ class _Held(logging.Filter):
         return False
 
 
-class Worker:
-    """The preparing process of one import, and the two threads that feed it and read its answers."""
+Answer = tuple[str, Any] | None  # ("ready", None), ("ok", Prepared), ("error", text); None: it stopped
 
-    def __init__(self, job: ImportJob) -> None:
+
+class Worker:
+    """A preparing process of one import, and the two threads that feed it and read its answers
+    (into ``inbox``, shared by the import's workers, each answer with the worker it came from)."""
+
+    def __init__(self, job: ImportJob, inbox: SimpleQueue[tuple[Worker, Answer]]) -> None:
         root = str(Path(__file__).resolve().parents[2])  # where this lessonbank is imported from
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
@@ -91,9 +101,10 @@ class Worker:
             env=env,
         )
         self.sent: deque[_Slot] = deque()  # handed over, not yet answered, in order
-        self.ready = False  # it has imported the library: until then this process prepares alone
+        self.ready = False  # it has imported the library: until then it is given nothing
+        self.stopped = False
         self._outbox: SimpleQueue[bytes | None] = SimpleQueue()
-        self._inbox: SimpleQueue[tuple[str, Any] | None] = SimpleQueue()
+        self._inbox = inbox
         assert self.process.stdin is not None and self.process.stdout is not None
         self._threads = [
             threading.Thread(target=self._send, args=(self.process.stdin,), daemon=True),
@@ -103,44 +114,36 @@ class Worker:
             thread.start()
         self._outbox.put(pickle.dumps((job, log.getEffectiveLevel()), pickle.HIGHEST_PROTOCOL))
 
-    def give(self, slot: _Slot) -> bool:
-        """Hand ``slot`` over; False (and it stays here) when its records cannot be pickled."""
+    def give(self, slot: _Slot) -> None:
+        """Hand ``slot`` over, unless its records cannot be pickled (it is then prepared here)."""
         try:
             data = pickle.dumps(slot.batch, pickle.HIGHEST_PROTOCOL)
         except Exception:
             slot.here_only = True
-            return False
+            return
         slot.at_worker = True
         self.sent.append(slot)
         self._outbox.put(data)
-        return True
 
-    def collect(self, *, wait: bool) -> bool:
-        """Take the worker's answers (at least one when ``wait``); False once the worker has stopped,
-        its unanswered batches handed back to this process."""
-        while self.sent or not self.ready:
-            if not wait and self._inbox.empty():
-                return True
-            answer = self._inbox.get()
-            wait = False
-            if answer is not None and answer[0] == "ready":
-                self.ready = True
-                continue
-            if answer is None:
-                log.warning("import: the preparing process stopped; the rest is prepared in this one")
-                for slot in self.sent:
-                    slot.at_worker = False
-                self.sent.clear()
-                return False
-            slot = self.sent.popleft()
-            slot.at_worker = False
-            if slot.prepared is not None or slot.error is not None:
-                continue  # prepared here meanwhile
-            kind, value = answer
-            if kind == "ok":
-                slot.prepared = value
-            # else: prepared here again when its turn comes, so the error raised is this process's
-        return True
+    def take(self, answer: Answer) -> None:
+        """One answer of this worker's, in the order its batches were sent."""
+        if answer is None:
+            if not self.stopped:
+                log.warning("import: a preparing process stopped; its batches are prepared in this one")
+            self.stopped = True
+            for slot in self.sent:
+                slot.at_worker = False
+            self.sent.clear()
+            return
+        kind, value = answer
+        if kind == "ready":
+            self.ready = True
+            return
+        slot = self.sent.popleft()
+        slot.at_worker = False
+        if kind == "ok":
+            slot.prepared = value
+        # else: prepared here again when its turn comes, so the error raised is this process's
 
     def close(self) -> None:
         self._outbox.put(None)
@@ -166,17 +169,53 @@ class Worker:
     def _receive(self, pipe: IO[bytes]) -> None:
         try:
             while True:
-                self._inbox.put(pickle.load(pipe))
+                self._inbox.put((self, pickle.load(pipe)))
         except Exception:  # end of its output: it stopped, or was stopped
-            self._inbox.put(None)
+            self._inbox.put((self, None))
 
 
-def start_worker(job: ImportJob) -> Worker | None:
+class Workers:
+    """The preparing processes of one import (:data:`WORKERS`, or none where they cannot start)."""
+
+    def __init__(self, job: ImportJob, count: int) -> None:
+        self.inbox: SimpleQueue[tuple[Worker, Answer]] = SimpleQueue()
+        self.all: list[Worker] = []
+        for _ in range(count):
+            worker = start_worker(job, self.inbox)
+            if worker is None:
+                break
+            self.all.append(worker)
+
+    def hand_over(self, pending: deque[_Slot]) -> None:
+        """Give the batches no one prepares yet, in order, to the ready workers with room."""
+        for slot in pending:
+            if not _unsent(slot) or slot.here_only:
+                continue
+            free = [w for w in self.all if w.ready and not w.stopped and len(w.sent) < WORKER_QUEUE]
+            if not free:
+                return
+            min(free, key=lambda w: len(w.sent)).give(slot)
+
+    def collect(self, *, wait: bool) -> None:
+        """Take the answers in, waiting for one when ``wait`` and any worker may still answer."""
+        while True:
+            if self.inbox.empty() and not (wait and any(not w.stopped for w in self.all)):
+                return
+            worker, answer = self.inbox.get()
+            worker.take(answer)
+            wait = False
+
+    def close(self) -> None:
+        for worker in self.all:
+            worker.close()
+
+
+def start_worker(job: ImportJob, inbox: SimpleQueue[tuple[Worker, Answer]]) -> Worker | None:
     """A worker for ``job``, or None when none can be started (the import is then prepared here)."""
     if not sys.executable:
         return None
     try:
-        return Worker(job)
+        return Worker(job, inbox)
     except OSError as exc:
         log.warning("import: no preparing process (%s); preparing in this one", exc)
         return None
@@ -190,12 +229,11 @@ def pipelined_import(
     worker: bool = True,
 ) -> dict[str, int]:
     """Prepare and write ``batches`` in order (``write`` takes a batch's payload, returns added and
-    reinforced), preparing ahead in a worker process when ``worker`` and the import is large enough.
+    reinforced), preparing ahead in worker processes when ``worker`` and the import is large enough.
     Returns the counts ``added``, ``reinforced``, ``skipped``."""
     counts = {"added": 0, "reinforced": 0, "skipped": 0}
     pending: deque[_Slot] = deque()
-    helper: Worker | None = None
-    started = False
+    helpers: Workers | None = None
     read_error: Exception | None = None
     try:
         while True:
@@ -208,30 +246,23 @@ def pipelined_import(
                     read_error = exc
             if not pending:
                 break
-            if worker and not started and len(pending) >= MIN_BATCHES:
-                started, helper = True, start_worker(job)
-            if helper is not None:
-                if not helper.collect(wait=False):
-                    helper = None
-                elif helper.ready:
-                    for slot in list(pending)[1:]:
-                        if len(helper.sent) >= WORKER_QUEUE:
-                            break
-                        if _unsent(slot) and not slot.here_only:
-                            helper.give(slot)
+            if worker and helpers is None and len(pending) >= MIN_BATCHES and WORKERS > 0:
+                helpers = Workers(job, WORKERS)
+            if helpers is not None:
+                helpers.collect(wait=False)
+                helpers.hand_over(pending)
             head = pending[0]
             if head.prepared is None and head.error is None:
-                spare = next((slot for slot in pending if _unsent(slot)), None)
-                if spare is not None:
-                    _prepare_here(spare, job)
-                elif helper is not None and not helper.collect(wait=True):
-                    helper = None
+                if _unsent(head):  # no worker can take it (none ready yet, or none left)
+                    _prepare_here(head, job)
+                elif helpers is not None:
+                    helpers.collect(wait=True)
                 continue
             pending.popleft()
             _write(head, write, counts)
     finally:
-        if helper is not None:
-            helper.close()
+        if helpers is not None:
+            helpers.close()
     if read_error is not None:
         raise read_error
     return counts

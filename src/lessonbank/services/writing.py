@@ -219,7 +219,7 @@ class LessonIntake:
 
         ``records`` is read lazily and written :data:`IMPORT_BATCH` at a time, so an import of any size
         holds a few batches in memory; should ``records`` raise, the batches before are kept. An
-        import of two batches or more is prepared in a worker process while this one writes
+        import of a few batches or more is prepared in a worker process while this one writes
         (:mod:`~lessonbank.services.import_pipeline`), unless ``worker`` is false."""
         from lessonbank.services.import_pipeline import pipelined_import
         from lessonbank.services.import_records import ImportJob
