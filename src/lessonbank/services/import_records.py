@@ -1,8 +1,8 @@
 """The preparation of an import's records, in the importing process or in a worker process.
 
 A batch of numbered records becomes what the store writes: each record validated, moved into the
-import's namespace, secrets redacted, screened (:func:`~lessonbank.services.writing.guarded`,
-:func:`~lessonbank.services.writing.untrusted`), then made into the store's rows by the store's own
+import's namespace, secrets redacted, screened (:func:`~lessonbank.services.gate.guarded`,
+:func:`~lessonbank.services.gate.untrusted`), then made into the store's rows by the store's own
 preparer (``store.import_preparer()``: a picklable function, pure Python, no connection), or kept as
 lessons for ``store.import_lessons`` when the store has none. A record that is not a lesson is skipped,
 logged with its number. Nothing here touches the store, so it runs the same in either process.
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from lessonbank.models import Lesson
+from lessonbank.services.gate import guarded, untrusted
 from lessonbank.services.transfer import STATE_KEY
-from lessonbank.services.writing import guarded, untrusted
 
 log = logging.getLogger("lessonbank")
 
