@@ -10,7 +10,9 @@
   file as the short ones, so no tool or download is needed).
 
 Each (store, kind) imports into a fresh bank in one ``import_lessons()`` call, no embedder; the rate is
-lessons added per second of that call. ``--profile`` prints the top functions of a cProfile run instead
+lessons added per second of that call. Beside it, the importing process's CPU and its preparing workers'
+(``worker CPU s``: child processes, counted once they have ended); ``--no-worker`` prepares every batch
+in the importing process. ``--profile`` prints the top functions of a cProfile run instead
 of timing (profiling slows Python down; its figures are shares, not rates). Prints a table and writes
 JSON (default ``bench/results/import_speed.json``) with the load average beside each row.
 """
