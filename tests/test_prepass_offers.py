@@ -88,7 +88,7 @@ def test_each_lesson_offers_its_few_likeliest_neighbours() -> None:
     assert floored and all(o.probability >= 0.5 for o in floored) and len(floored) < len(every.offers)
 
 
-def test_the_pairs_shown_are_the_likeliest_that_fit_the_tokens() -> None:
+def test_the_pairs_shown_are_the_likeliest_per_token_that_fit_the_tokens() -> None:
     lessons = {i: lesson(f"Lesson number {i} says something about deploys and staging.", i) for i in "abcdef"}
     found = [offers.Offer("a", "b", 0.7), offers.Offer("c", "d", 0.5), offers.Offer("e", "f", 0.2)]
     text, shown = offers.render(found, lessons, estimate_tokens, 10_000)
@@ -97,9 +97,14 @@ def test_the_pairs_shown_are_the_likeliest_that_fit_the_tokens() -> None:
         and text.splitlines()[0].startswith("1. a | ")
         and text.splitlines()[1].startswith("   b | ")
     )
-    one_pair = estimate_tokens(text.split("\n2.")[0]) + 1
+    one_pair = estimate_tokens(text.split("\n2.")[0]) + 5
     text, shown = offers.render(found, lessons, estimate_tokens, one_pair)
     assert shown == found[:1] and "c |" not in text
+    lessons["g"] = lesson("A long lesson about deploys. " * 6, "g")
+    lessons["h"] = lesson("Another long lesson about staging. " * 6, "h")
+    # A pair more likely but five times longer comes after a shorter one: fewer merges per token.
+    text, shown = offers.render([offers.Offer("g", "h", 0.8), *found], lessons, estimate_tokens, 10_000)
+    assert shown[:2] == found[:2] and shown.index(offers.Offer("g", "h", 0.8)) > 1
 
 
 # ---------------------------------------------------------------------------- through a cycle
@@ -193,21 +198,23 @@ def test_a_pair_shown_and_left_is_not_shown_again_so_the_next_cycle_shows_the_ne
 
     def one_pair_a_cycle(found: Any, lessons: Any, count: Any, budget: int) -> Any:
         first, _ = render(found[:1], lessons, count, budget)
-        return render(found, lessons, count, count(first) + 1)
+        return render(found, lessons, count, count(first) + 5)
 
     monkeypatch.setattr(offers, "render", one_pair_a_cycle)
     rows = [{"id": f"les_t{n}", "content": text} for n, text in enumerate(PIP_TELLINGS)]
     llm, sent = judge("NONE")  # a model that merges nothing
     with bank_with(tmp_path, llm, rows) as bank:
         lessons = [Lesson(**row, created_at=NOW - timedelta(days=1)) for row in rows]
-        every = [(o.a, o.b) for o in find_candidates(lessons, NOW).offers]
+        every = find_candidates(lessons, NOW).offers
+        by_id = {lesson.id: lesson for lesson in lessons}
         seen: list[tuple[str, str]] = []
         assert len(every) >= 2
         for _ in every:
             proposal = bank.consolidate()
             shown = shown_in(sent)
             sent.clear()
-            assert shown == [pair for pair in every if pair not in seen][:1]  # the likeliest not shown yet
+            _, order = render([o for o in every if (o.a, o.b) not in seen], by_id, estimate_tokens, 10**6)
+            assert shown == [(order[0].a, order[0].b)]  # the first of those not shown yet
             seen += shown
             if proposal is not None:
                 bank.reject(proposal.id, reason="nothing to merge")

@@ -11,8 +11,8 @@ so besides its joins the pre-pass **offers** each live lesson's few nearest guar
   its :data:`PER_LESSON` likeliest (a pair is offered when it is among either side's), so a lesson
   with many neighbours does not crowd the others out; a cluster counts as one lesson (its likeliest
   pair with another lesson is offered, not one per member);
-- per cycle, the likeliest first, as many as fit the tokens the consolidation phase gives them
-  (:func:`render`, half of that phase's input by default); a pair shown to a model once is not shown
+- per cycle, the most likely per token first, as many as fit the tokens the consolidation phase
+  gives them (:func:`render`, half of that phase's input by default); a pair shown to a model once is not shown
   again (:func:`remember` keeps it in the namespace's cycle state), so successive cycles work down
   the list instead of showing the same pairs.
 
@@ -163,19 +163,24 @@ def _probabilities(pairs: _Pairs, todo: Sequence[Pair]) -> dict[Pair, float]:
 def render(
     offers: Sequence[Offer], lessons: Mapping[str, Lesson], count: Callable[[str], int], budget: int
 ) -> tuple[str, list[Offer]]:
-    """The pairs to confirm as phase 3 reads them, the likeliest first, as many as fit ``budget``
-    tokens: (text, the pairs shown). Each pair is numbered, one lesson a line (id | text)."""
+    """The pairs to confirm as phase 3 reads them, as many as fit ``budget`` tokens: (text, the pairs
+    shown). The most likely per token first: the merges a cycle's tokens may buy (on the tuning bank,
+    within the 4.6k tokens of a default cycle, 0.24 of the duplicate pairs joined or shown against 0.08
+    likeliest first: the likeliest unjoined pairs are long reflections on one problem). Each pair is
+    numbered, one lesson a line (id | text)."""
+    blocks = []
+    for offer in offers:
+        if offer.a in lessons and offer.b in lessons:
+            block = f"{_row(lessons[offer.a])}\n   {_row(lessons[offer.b])}"
+            blocks.append((count(block) + 3, block, offer))  # + the number and the line break
+    blocks.sort(key=lambda item: (-item[2].probability / item[0], item[2].a, item[2].b))
     shown: list[str] = []
     pairs: list[Offer] = []
     spent = 0
-    for offer in offers:
-        if offer.a not in lessons or offer.b not in lessons:
-            continue
-        block = f"{len(shown) + 1}. {_row(lessons[offer.a])}\n   {_row(lessons[offer.b])}"
-        cost = count(block) + 1
+    for cost, block, offer in blocks:
         if spent + cost > budget:
             break
-        shown.append(block)
+        shown.append(f"{len(shown) + 1}. {block}")
         pairs.append(offer)
         spent += cost
     return "\n".join(shown), pairs
