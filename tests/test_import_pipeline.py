@@ -223,6 +223,25 @@ def test_an_error_preparing_a_batch_is_raised_in_its_turn(tmp_path: Path, worker
         assert count(bank) == 5 * BATCH
 
 
+class Boom(dict):  # type: ignore[type-arg]
+    """A record that travels to a worker (it pickles) and fails there, as it would here."""
+
+    def __reduce__(self) -> Any:
+        return (Boom, ())
+
+    def items(self) -> Any:
+        raise KeyError("a record that breaks")
+
+
+def test_an_error_in_a_worker_is_raised_here_in_its_turn(tmp_path: Path, workers: list[Worker]) -> None:
+    records: list[Any] = [{"content": f"lesson {n}"} for n in range(8 * BATCH)]
+    records[7 * BATCH + 1] = Boom(content="boom")  # the last batch: a worker is free to take it again
+    with LessonBank(f"sqlite:///{tmp_path / 'bank.db'}", worker=False) as bank:
+        with pytest.raises(KeyError, match="a record that breaks"):
+            bank.import_lessons(records)
+        assert count(bank) == 7 * BATCH
+
+
 def test_a_worker_that_dies_costs_nothing_but_time(
     tmp_path: Path, workers: list[Worker], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

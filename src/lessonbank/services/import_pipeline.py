@@ -143,7 +143,8 @@ class Worker:
         slot.at_worker = False
         if kind == "ok":
             slot.prepared = value
-        # else: prepared here again when its turn comes, so the error raised is this process's
+        else:  # prepared here when its turn comes, so the error raised is this process's
+            slot.here_only = True
 
     def close(self) -> None:
         self._outbox.put(None)
@@ -253,7 +254,7 @@ def pipelined_import(
                 helpers.hand_over(pending)
             head = pending[0]
             if head.prepared is None and head.error is None:
-                if _unsent(head):  # no worker can take it (none ready yet, or none left)
+                if _unsent(head):  # no worker could take it (none ready yet, none left, or it errs there)
                     _prepare_here(head, job)
                 elif helpers is not None:
                     helpers.collect(wait=True)
