@@ -44,8 +44,8 @@ log = logging.getLogger("lessonbank")
 # A smaller import is prepared here alone: a worker takes ~0.6-1 s of CPU to import the library, about
 # what preparing three batches takes, so it would be ready only as such an import ends.
 MIN_BATCHES = 4
-# Batches read and not yet written, at most (the one written, two at the worker, one here); not below
-# MIN_BATCHES, so the first read tells whether to start a worker.
+# Batches read and not yet written, at most (the one written next and three at the workers); not below
+# MIN_BATCHES, so the first read tells whether to start workers.
 AHEAD = 4
 WORKER_QUEUE = 2  # batches handed to a worker and not yet answered, at most
 # Preparing processes per import: with two, this process mostly writes while the system shares the
@@ -54,7 +54,7 @@ WORKERS = 2 if (os.cpu_count() or 1) >= 2 else 0
 
 
 class _Slot:
-    """One batch on its way: read, prepared (here or by the worker), written."""
+    """One batch on its way: read, prepared (here or by a worker), written."""
 
     __slots__ = ("at_worker", "batch", "error", "here_only", "logs", "prepared")
 
