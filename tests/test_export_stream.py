@@ -169,30 +169,28 @@ def test_a_failed_export_leaves_the_last_backup_whole(
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".backup")] == []
 
 
-def test_import_reads_its_records_a_batch_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_import_reads_its_records_a_few_batches_ahead_of_its_writes(tmp_path: Path) -> None:
+    from lessonbank.services.import_pipeline import AHEAD
+
     pulled = 0
 
     def records() -> Iterator[dict[str, Any]]:
         nonlocal pulled
-        for n in range(3 * IMPORT_BATCH + 7):
+        for n in range(6 * IMPORT_BATCH + 7):
             pulled += 1
             yield {"content": f"streamed lesson {n}"}
 
+    seen: list[tuple[int, int]] = []  # (lessons written so far, records pulled by then)
     with LessonBank(f"sqlite:///{tmp_path / 'bank.db'}") as bank:
-        real, seen = bank.store.import_lessons, []
-
-        def spy(lessons: Any) -> tuple[int, int]:
-            seen.append((len(lessons), pulled))
-            return real(lessons)
-
-        monkeypatch.setattr(bank.store, "import_lessons", spy)
-        assert bank.import_lessons(records()) == {
-            "added": 3 * IMPORT_BATCH + 7,
-            "reinforced": 0,
-            "skipped": 0,
-        }
-    # Each store write came before the next batch was pulled.
-    assert seen[0] == (IMPORT_BATCH, IMPORT_BATCH) and seen[-1] == (7, 3 * IMPORT_BATCH + 7)
+        counts = bank.import_lessons(records(), on_written=lambda c: seen.append((c["added"], pulled)))
+        assert counts == {"added": 6 * IMPORT_BATCH + 7, "reinforced": 0, "skipped": 0}
+        assert sum(bank.stats()["lessons"].values()) == 6 * IMPORT_BATCH + 7
+    # One report per batch written, in order; the reading never ran more than a few batches ahead.
+    assert [written for written, _ in seen] == [IMPORT_BATCH * n for n in range(1, 7)] + [
+        6 * IMPORT_BATCH + 7
+    ]
+    assert all(read <= written + AHEAD * IMPORT_BATCH for written, read in seen)
+    assert seen[0][1] < 6 * IMPORT_BATCH  # the first batch was written before the last was read
 
 
 def test_async_export_to_and_lazy_import(tmp_path: Path) -> None:

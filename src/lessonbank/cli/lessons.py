@@ -143,8 +143,6 @@ def import_(
 
     The input is read a piece at a time, so a backup of any size imports in flat memory. A file
     holding a JSON array is read through once first: if it is broken, nothing is imported."""
-    from lessonbank.services.transfer import IMPORT_BATCH, batched
-
     if path != "-" and (Path(path).is_dir() or path.lower().endswith(".md")):
         _import_agent_files(ctx, Path(path))
         return
@@ -164,15 +162,19 @@ def import_(
             total = {"added": 0, "reinforced": 0, "skipped": 0}
             size = Path(path).stat().st_size if path != "-" else None
             try:
-                # Batches from here, so a read that breaks half way (stdin) can say what was kept.
+                # One import for the whole stream (a large one is prepared by worker processes); the
+                # counts after each batch written say what was kept should a read break half way.
                 with progress(f"importing {what}", total=size) as advance:
                     done = 0
-                    for batch in batched(records, IMPORT_BATCH):
-                        result = bank.import_lessons(batch)
-                        total = {key: total[key] + result[key] for key in total}
-                        read = stream.tell() if size is not None else done + len(batch)
+
+                    def written(counts: dict[str, int]) -> None:
+                        nonlocal total, done
+                        total = {key: counts[key] for key in total}
+                        read = stream.tell() if size is not None else sum(total.values())
                         advance(read - done)
                         done = read
+
+                    bank.import_lessons(records, on_written=written)
             except InputError as exc:
                 if any(total.values()):
                     fail(f"{exc}; imported before it: {_counts(total, reader.skipped)}", 2)

@@ -228,10 +228,12 @@ def pipelined_import(
     write: Callable[[Any], tuple[int, int]],
     *,
     worker: bool = True,
+    on_written: Callable[[dict[str, int]], None] | None = None,
 ) -> dict[str, int]:
     """Prepare and write ``batches`` in order (``write`` takes a batch's payload, returns added and
     reinforced), preparing ahead in worker processes when ``worker`` and the import is large enough.
-    Returns the counts ``added``, ``reinforced``, ``skipped``."""
+    Returns the counts ``added``, ``reinforced``, ``skipped``; ``on_written`` is handed a copy of them
+    after each batch is written (what is kept should a later batch fail)."""
     counts = {"added": 0, "reinforced": 0, "skipped": 0}
     pending: deque[_Slot] = deque()
     helpers: Workers | None = None
@@ -261,6 +263,8 @@ def pipelined_import(
                 continue
             pending.popleft()
             _write(head, write, counts)
+            if on_written is not None:
+                on_written(dict(counts))
     finally:
         if helpers is not None:
             helpers.close()

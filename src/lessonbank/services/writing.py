@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -180,14 +180,19 @@ class LessonIntake:
             after = missing[-1].id
 
     def import_lessons(
-        self, records: Iterable[Lesson | dict[str, Any]], *, worker: bool = True
+        self,
+        records: Iterable[Lesson | dict[str, Any]],
+        *,
+        worker: bool = True,
+        on_written: Callable[[dict[str, int]], None] | None = None,
     ) -> dict[str, int]:
         """Bulk-add lessons (same content reinforces). Invalid records are skipped and counted.
 
         ``records`` is read lazily and written :data:`IMPORT_BATCH` at a time, so an import of any size
         holds a few batches in memory; should ``records`` raise, the batches before are kept. An
         import of a few batches or more is prepared in a worker process while this one writes
-        (:mod:`~lessonbank.services.import_pipeline`), unless ``worker`` is false."""
+        (:mod:`~lessonbank.services.import_pipeline`), unless ``worker`` is false. ``on_written`` is
+        handed the counts so far after each batch is written."""
         from lessonbank.services.import_pipeline import pipelined_import
         from lessonbank.services.import_records import ImportJob
 
@@ -200,7 +205,9 @@ class LessonIntake:
         # A store may prepare for the whole import (SQLite builds some indexes once, at the end).
         bulk = getattr(store, "bulk_import", None)
         with bulk() if bulk is not None else contextlib.nullcontext():
-            counts = pipelined_import(batched(enumerate(records, 1), IMPORT_BATCH), job, write, worker=worker)
+            counts = pipelined_import(
+                batched(enumerate(records, 1), IMPORT_BATCH), job, write, worker=worker, on_written=on_written
+            )
         if self.retriever.embedder is not None and counts["added"]:
             counts["embedded"] = self.embed_missing()
         return counts
