@@ -30,11 +30,6 @@ class Membership:
         self.bits: Any = None
         self.before: Any = None  # postings below each word (and in all)
 
-    def ready(self) -> None:
-        """Build the bits now if they are not yet (before threads share them)."""
-        if self.bits is None:
-            self.build()
-
     def build(self) -> None:
         words = (self.slots + 63) // 64
         flags = np.zeros(words * 64, dtype=bool)

@@ -27,10 +27,6 @@ the base arrays (``Word.within``) and the arithmetic of every word at once; with
 calls per word are most of their cost, with many the searches, so few lessons are scored
 (``SEED_SHARE``).
 
-Both cores (:mod:`lessonbank.retrieval.both_halves`): a read of many postings is shared by two
-threads, each adding every word into its own half of the slots; lookups of many candidates and
-exact scores of many lessons take half the candidates each. Every value is the one thread's.
-
 Exactness: a lesson is dropped only when an upper bound of its score is below a score that
 ``want`` lessons reach exactly, with a relative margin (``UPPER_MARGIN``) far above the rounding of
 float32 sums; the survivors' scores are then summed again in float64 word by word in the query's
@@ -47,7 +43,6 @@ from typing import Any
 
 import numpy as np
 
-from lessonbank.retrieval import both_halves
 from lessonbank.retrieval.membership import Membership
 from lessonbank.stores.lexical import BM25_B, BM25_K1
 
@@ -288,12 +283,13 @@ class _Search:
         # threshold (with fewer there is none: every word would be read whole).
         enough = int(np.searchsorted(held, SEED_SHARE * self.want)) + 1
         seed = min(len(order), max(1, int(np.searchsorted(held, self.seed, side="right")), enough))
-        self._read([words[index] for index in order[:seed]])
+        for index in order[:seed]:
+            self._read(words[index])
         self._raise(self._kept(_distinct(self.touched)))
-        done = seed  # then every word while those left could reach the threshold (it stays put)
+        done = seed
         while done < len(order) and not _below(float(left[done]), self.threshold):
+            self._read(words[order[done]])
             done += 1
-        self._read([words[index] for index in order[seed:done]])
         above = self._above()  # the slots whose bound alone reaches the threshold: few
         if len(above) >= self.want:  # raised first, so that fewer slots are candidates
             self._raise(above)
@@ -311,10 +307,10 @@ class _Search:
             if stale and len(candidates) < NARROW_SHARE * size:  # a pass over them may spare reading it
                 candidates, stale = self._reaching(candidates, float(left[position])), False
             if len(candidates) * LOOKUP_COST < size:
-                self.partial[candidates] += self._looked_up(word, candidates)
+                self.partial[candidates] += _looked_up(word, candidates, self.norm)
                 candidates = self._reaching(candidates, float(left[position + 1]))
             else:  # many candidates: narrowed again only when that may spare a read
-                self._read([word])
+                self._read(word)
                 stale = True
         candidates = self._reaching(candidates, 0.0)
         # Exact scores, summed in the query's order as the exhaustive scorer sums them.
@@ -323,38 +319,20 @@ class _Search:
         ranked = np.lexsort((candidates, -exact))[: self.want]
         return candidates[ranked].astype(np.int64), exact[ranked]
 
-    def _read(self, words: Sequence[Word]) -> None:
-        """Add an upper bound of each word's contribution to every slot holding it, word after word
-        (many postings: on both cores, each adding every word into its half of the slots)."""
-        parts = [
-            (docs, tf, codes, word)
-            for word in words
-            for docs, tf, codes in ((word.docs, word.tf, word.codes), (word.extra_docs, word.extra_tf, None))
-            if len(docs)
-        ]
-        size = sum(len(part[0]) for part in parts)
-        if both_halves.worth_splitting(size, len(self.partial)):
-            both_halves.run_halved(lambda first, end: self._add(parts, first, end), len(self.partial))
-        else:
-            self._add(parts, None, None)
-        for docs, *_ in parts:
-            self.touched.append(docs)
-        self.read += size
-
-    def _add(self, parts: list[tuple[Any, Any, Any, Word]], first: int | None, end: int | None) -> None:
-        """``_read``'s sums over the slots ``first`` ≤ slot < ``end`` (None: every slot)."""
-        for docs, tf, codes, word in parts:
-            lo, hi = 0, len(docs)
-            if first is not None and end is not None:
-                lo, hi = np.searchsorted(docs, np.array([first, end], dtype=docs.dtype)).tolist()
-                if lo == hi:
-                    continue
+    def _read(self, word: Word) -> None:
+        """Add an upper bound of ``word``'s contribution to every slot holding it."""
+        parts = [(word.docs, word.tf, word.codes), (word.extra_docs, word.extra_tf, None)]
+        for docs, tf, codes in parts:
+            if not len(docs):
+                continue
             if codes is not None:
-                upper = codes[lo:hi].astype(np.float32)
+                upper = codes.astype(np.float32)
                 upper *= np.float32(word.weight * word.unit)
             else:
-                upper = _contribution(word.weight, tf[lo:hi], self.norm[docs[lo:hi]]).astype(np.float32)
-            np.add.at(self.partial, docs[lo:hi], upper)
+                upper = _contribution(word.weight, tf, self.norm[docs]).astype(np.float32)
+            np.add.at(self.partial, docs, upper)
+            self.touched.append(docs)
+            self.read += len(docs)
 
     def _above(self) -> Any:
         """The slots read whose partial bound alone reaches the threshold, each once."""
@@ -405,22 +383,8 @@ class _Search:
             slots = slots[_best(values, size)]
         self.threshold = max(self.threshold, _kth(self._exact(slots), self.want))
 
-    def _looked_up(self, word: Word, candidates: Any) -> Any:
-        """``_looked_up``, each half of many candidates on its own core (each value is the same)."""
-        if not both_halves.worth_splitting(len(candidates) * LOOKUP_COST, len(self.partial)):
-            return _looked_up(word, candidates, self.norm)
-        if word.member is not None:
-            word.member.ready()  # built once, before two threads could each start it
-        return both_halves.map_halved(lambda part: _looked_up(word, part, self.norm), candidates)
-
     def _exact(self, slots: Any) -> Any:
-        """``exact_scores``, each half of many slots on its own core (each score is the same)."""
-        if not both_halves.worth_splitting(len(slots) * len(self.words) * LOOKUP_COST, len(self.partial)):
-            return exact_scores(self.words, slots, self.norm)
-        for word in self.words:
-            if word.member is not None:
-                word.member.ready()
-        return both_halves.map_halved(lambda part: exact_scores(self.words, part, self.norm), slots)
+        return exact_scores(self.words, slots, self.norm)
 
 
 def _distinct(parts: list[Any]) -> Any:
