@@ -46,13 +46,15 @@ from typing import Any
 
 import _pairdata
 import _ruffdocs
+import consolidation_judges
 from consolidation_pairs import _join, item_of, unknown
 from lessonbank import LessonBank
 from lessonbank.errors import NotFoundError
 from lessonbank.llm.base import Message
 from lessonbank.llm.fake import FakeLLM
-from lessonbank.services.consolidation import prompts
+from lessonbank.services.consolidation import cycle, offers, prompts
 from lessonbank.services.consolidation.paraphrase import Weights
+from lessonbank.settings import Settings
 from lessonbank.text import same_lesson
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -269,15 +271,39 @@ def _join_retypes(texts: Mapping[str, str], items: dict[str, str]) -> None:
 
 
 def run(
-    half: str, embedder: str | None, rules: Sequence[Mapping[str, Any]], model: str = "follower"
+    half: str,
+    embedder: str | None,
+    rules: Sequence[Mapping[str, Any]],
+    model: str = "follower",
+    *,
+    per_lesson: int = offers.PER_LESSON,
+    floor: float = offers.FLOOR,
+    budget: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     now = datetime.now(UTC)
     bank_spec = build(half, rules, now)
     items: dict[str, str] = bank_spec["items"]
+    if model in consolidation_judges.STAND_INS:
+        seen = consolidation_judges.STAND_INS[model](REPLIES, items)
+    else:
+        seen = consolidation_judges.Seen(MODELS[model]().default)
+    found: list[Any] = []  # the pre-pass's candidates, every offer before the prompt's token cut
+
+    def find_candidates(*args: Any, **kwargs: Any) -> Any:
+        found.append(original(*args, **kwargs, offers_per_lesson=per_lesson, offer_floor=floor))
+        return found[-1]
+
+    original, cycle.find_candidates = cycle.find_candidates, find_candidates
     with (
         tempfile.TemporaryDirectory(prefix="lb-consolidation-bank-") as tmp,
         LessonBank(
-            f"sqlite:///{tmp}/bank.db", embedder=_embedder(embedder), llm=MODELS[model](), worker=False
+            f"sqlite:///{tmp}/bank.db",
+            embedder=_embedder(embedder),
+            llm=seen.llm(),
+            worker=False,
+            settings=None
+            if budget is None
+            else Settings(consolidation_max_tokens_in=budget[0], consolidation_max_tokens_out=budget[1]),
         ) as bank,
     ):
         bank.import_lessons(bank_spec["rows"])
@@ -286,6 +312,7 @@ def run(
         proposal = bank.consolidate()
         merges = [] if proposal is None else [op for op in proposal.operations if op.kind == "merge"]
         archives = [] if proposal is None else [op for op in proposal.operations if op.kind == "archive"]
+        cycle.find_candidates = original
         if proposal is not None:
             bank.approve(proposal.id)
         after = len(bank.lessons(limit=100_000))
@@ -326,6 +353,12 @@ def run(
             [r for r in bank_spec["rows"] if r["id"] in state], items, duplicates, embedder
         )
     reachable = _CEILINGS[key]
+    offered = _offered(found[0], seen, duplicates, items)
+    refused = (
+        []
+        if proposal is None
+        else [op for op in proposal.operations if (op.note or "").startswith("guards:")]
+    )
     unsure = [(a, b) for a, b in merged_pairs if unknown(items[a], items[b])]
     wrong = [(a, b) for a, b in merged_pairs if items[a] != items[b] and not unknown(items[a], items[b])]
     return {
@@ -366,8 +399,51 @@ def run(
         "archived": len(archives),
         "tokens_in": 0 if proposal is None else proposal.tokens_in,
         "tokens_out": 0 if proposal is None else proposal.tokens_out,
+        **offered,
+        "refused_by_guards": len(refused),
         "lost_examples": [state[i].content[:120] for i in lost[:10]],
         "wrong_merges": [[state[a].content[:100], state[b].content[:100]] for a, b in wrong[:10]],
+    }
+
+
+def _offered(
+    candidates: Any,
+    seen: consolidation_judges.Seen,
+    duplicates: Sequence[tuple[str, str]],
+    items: Mapping[str, str],
+) -> dict[str, Any]:
+    """Discovery: the share of duplicate pairs the pre-pass joins or offers to confirm (in the prompt, and
+    all it offered before the prompt's token cut), how many pairs it offers and what they cost. A pair is
+    offered when its two lessons, or the clusters they are in, are: confirming it merges them."""
+    unit = {member: cluster[0] for cluster in candidates.clusters for member in cluster}
+
+    def units(a: str, b: str) -> tuple[str, str]:
+        one, other = unit.get(a, a), unit.get(b, b)
+        return (one, other) if one < other else (other, one)
+
+    every = {units(o.a, o.b) for o in candidates.offers}
+    shown = {units(a, b) for a, b in seen.offered}
+
+    def share(pairs: set[tuple[str, str]]) -> float | None:
+        hits = sum(unit.get(a, a) == unit.get(b, b) or units(a, b) in pairs for a, b in duplicates)
+        return round(hits / len(duplicates), 3) if duplicates else None
+
+    def kinds(pairs: Sequence[tuple[str, str]]) -> tuple[int, int]:
+        same = sum(items[a] == items[b] for a, b in pairs)
+        apart = sum(items[a] != items[b] and not unknown(items[a], items[b]) for a, b in pairs)
+        return same, apart
+
+    live = candidates.counts.get("live", 0)
+    same_shown, apart_shown = kinds(seen.offered)
+    return {
+        "discovery_share": share(shown),
+        "discovery_share_uncut": share(every),
+        "offered_pairs": len(candidates.offers),
+        "offers_per_lesson": round(2 * len(candidates.offers) / live, 2) if live else None,
+        "offered_in_prompt": len(seen.offered),
+        "offered_one_item": same_shown,
+        "offered_two_items": apart_shown,
+        "offer_tokens": seen.tokens,
     }
 
 
@@ -399,6 +475,15 @@ ROWS = (
     "stale_archived",
     "tokens_in",
     "tokens_out",
+    "discovery_share",
+    "discovery_share_uncut",
+    "offered_pairs",
+    "offers_per_lesson",
+    "offered_in_prompt",
+    "offered_one_item",
+    "offered_two_items",
+    "offer_tokens",
+    "refused_by_guards",
 )
 
 
@@ -415,20 +500,88 @@ def table(results: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def sweep_offers(half: str, embedder: str | None, rules: Sequence[Mapping[str, Any]]) -> None:
+    """Discovery against the tokens the offers cost, over per-lesson counts and floors: the pre-pass alone
+    on the half's bank (no cycle), every offer rendered as phase 3 shows it, and the likeliest that fit
+    ``CUT`` tokens (about what phase 3 gives them in a cycle of the default budget)."""
+    from lessonbank.models import Lesson
+    from lessonbank.services.consolidation.prepass import find_candidates
+    from lessonbank.text import estimate_tokens
+
+    now = datetime.now(UTC)
+    spec = build(half, rules, now)
+    lessons = [Lesson(**row) for row in spec["rows"]]
+    by_id = {lesson.id: lesson for lesson in lessons}
+    vectors = None
+    if embedder is not None:
+        found_vectors = vectors_of([lesson.content for lesson in lessons], embedder)
+        vectors = {lesson.id: vector for lesson, vector in zip(lessons, found_vectors, strict=True)}
+    for per_lesson in (1, 2, 3, 4):
+        for floor in (0.02, 0.05, 0.1, 0.2, 0.3):
+            candidates = find_candidates(
+                lessons, now, vectors=vectors, offers_per_lesson=per_lesson, offer_floor=floor
+            )
+            every = consolidation_judges.Seen(lambda _: "")
+            text, _ = offers.render(candidates.offers, by_id, estimate_tokens, 10**9)
+            every.offered, every.tokens = consolidation_judges.offered_in(_section(text))
+            cut = consolidation_judges.Seen(lambda _: "")
+            text, _ = offers.render(candidates.offers, by_id, estimate_tokens, CUT)
+            cut.offered, cut.tokens = consolidation_judges.offered_in(_section(text))
+            full = _offered(candidates, every, spec["duplicates"], spec["items"])
+            shown = _offered(candidates, cut, spec["duplicates"], spec["items"])
+            print(
+                embedder or "none", per_lesson, floor,
+                f"discovery={full['discovery_share']}", f"pairs={full['offered_pairs']}",
+                f"per_lesson={full['offers_per_lesson']}", f"one_item={full['offered_one_item']}",
+                f"two_items={full['offered_two_items']}", f"tokens={full['offer_tokens']}",
+                f"in_{CUT}_tokens={shown['discovery_share']}", flush=True,
+            )  # fmt: skip
+
+
+CUT = 4_600
+
+
+def _section(text: str) -> str:
+    return f"PAIRS TO CONFIRM (...):\n{text or 'none'}\n\nLESSONS NAMED IN THE PLAN"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--embedders", nargs="+", default=["none", "minilm"])
-    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    choices = [*MODELS, *consolidation_judges.STAND_INS]
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=choices)
+    parser.add_argument("--per-lesson", type=int, default=offers.PER_LESSON, help="pairs each lesson offers")
+    parser.add_argument("--floor", type=float, default=offers.FLOOR, help="least probability offered")
+    parser.add_argument(
+        "--budget", type=int, nargs=2, metavar=("IN", "OUT"), help="the cycle's tokens (30000 8000)"
+    )
+    parser.add_argument(
+        "--sweep-offers", action="store_true", help="the tuning half over --per-lesson 1-4 and floors"
+    )
     args = parser.parse_args(argv)
     rules = [rule for rule in _ruffdocs.ruff_rules(_ruffdocs.ruff_binary()) if rule.get("code")]
+    if args.sweep_offers:  # the tuning half only: the held half is reported, never tuned on
+        for embedder in args.embedders:
+            sweep_offers("tune", None if embedder == "none" else embedder, rules)
+        return 0
     results = []
     for embedder in args.embedders:
         for model in args.models:
             for half in ("tune", "held"):
-                found = run(half, None if embedder == "none" else embedder, rules, model)
+                spec = None if embedder == "none" else embedder
+                found = run(
+                    half, spec, rules, model, per_lesson=args.per_lesson, floor=args.floor, budget=args.budget
+                )
                 assert found["lessons_before"] >= MIN_LESSONS, found["lessons_before"]
                 results.append(found)
-    print(table(results))
+    print(f"offers: {args.per_lesson} per lesson from probability {args.floor}; cycle tokens {args.budget}")
+    product = [r for r in results if r["model"] in MODELS]
+    stand_ins = [r for r in results if r["model"] not in MODELS]
+    if product:
+        print(table(product))
+    if stand_ins:  # not a judge: an upper bound (perfect-judge) and a careless one (confirm-all), apart
+        print("\nstand-ins that read the labels or say yes to everything (bounds, not the bank's figure):")
+        print(table(stand_ins))
     for found in results:
         for label in ("wrong_merges", "lost_examples"):
             for example in found[label]:

@@ -17,7 +17,11 @@ scope), and the pre-pass runs once on that bank. Reported:
   apart: most are two diagnoses (the label audit), so neither recall nor a loss;
 - **contradiction precision / recall**: of every pair the pre-pass proposes as a contradiction, the share
   labelled contradiction; of the labelled contradictions, the share proposed;
-- **distinct merged**: labelled distinct pairs that end in one cluster (target 0).
+- **distinct merged**: labelled distinct pairs that end in one cluster (target 0);
+- **discovery**: labelled paraphrase pairs joined or offered to the LLM phase to confirm
+  (``services/consolidation/offers.py``: each lesson's few likeliest guarded pairs not joined; a pair
+  whose lessons' clusters are offered counts), the most a confirming model could merge; the pairs
+  offered, and of them the labelled distinct and contradiction pairs (a model must refuse those).
 
     .venv/bin/python bench/consolidation_pairs.py                   # words only (no embedder)
     .venv/bin/python bench/consolidation_pairs.py --embedder minilm   # with MiniLM vectors (cached)
@@ -117,6 +121,17 @@ def measure(
     )
     found = find_candidates(lessons, NOW, vectors=lesson_vectors, cosine=cosine)
     cluster_of = {member: n for n, cluster in enumerate(found.clusters) for member in cluster}
+    unit = {member: cluster[0] for cluster in found.clusters for member in cluster}
+
+    def units(a: str, b: str) -> tuple[str, str]:
+        one, other = unit.get(a, a), unit.get(b, b)
+        return (one, other) if one < other else (other, one)
+
+    offered = {units(o.a, o.b) for o in found.offers}
+
+    def discovered(record: Mapping[str, Any]) -> bool:
+        return together(record) or units(ids[record["a"]], ids[record["b"]]) in offered
+
     joined = {(a, b) for cluster in found.clusters for a, b in combinations(sorted(cluster), 2)}
     flagged = set(found.contradictions)
 
@@ -157,6 +172,10 @@ def measure(
         "contradiction_recall": _share(len(flagged & contradictions), len(contradictions)),
         "contradictions_proposed": len(flagged),
         "distinct_merged": sum(together(r) for r in by_label["distinct"]),
+        "discovery": _share(sum(discovered(r) for r in paraphrases), len(paraphrases)),
+        "offered_pairs": len(found.offers),
+        "offered_distinct": sum(discovered(r) and not together(r) for r in by_label["distinct"]),
+        "offered_contradictions": sum(discovered(r) and not together(r) for r in by_label["contradiction"]),
         "counts": found.counts,
     }
 
@@ -193,6 +212,10 @@ ROWS = (
     "contradiction_recall",
     "contradictions_proposed",
     "distinct_merged",
+    "discovery",
+    "offered_pairs",
+    "offered_distinct",
+    "offered_contradictions",
 )
 
 
