@@ -232,16 +232,21 @@ class VectorIndex:
             part = np.sort(todo[start : start + SLICE])  # in file order: the pages are read in turn
             bad = np.flatnonzero(row_sums(self._gather(part)) != self._sums[part])
             if len(bad):
-                assert self._snapshot is not None
-                self._snapshot.refuse(f"row {int(part[bad[0]])} does not match its checksum")
-                self._reload()
-                if len(self._ids) >= SNAPSHOT_MIN:
-                    self._save()
+                self._refuse_row(int(part[bad[0]]))
                 return False
             self._unchecked[part] = False
         if rows is None or not self._unchecked.any():
             self._unchecked = self._sums = None
         return True
+
+    def _refuse_row(self, row: int) -> None:
+        """A snapshot row failed its checksum: the snapshot is refused (logged) and the index reloaded
+        in full from the store, saved again when it is large enough to keep one."""
+        assert self._snapshot is not None
+        self._snapshot.refuse(f"row {row} does not match its checksum")
+        self._reload()
+        if len(self._ids) >= SNAPSHOT_MIN:
+            self._save()
 
     def _checked_rows(self, rows: np.ndarray) -> np.ndarray | None:
         """The matrix's ``rows`` (as :meth:`_gather` reads them), those not yet checked checked against
@@ -259,11 +264,7 @@ class VectorIndex:
             part = ordered[todo]
             bad = numpy.flatnonzero(row_sums(gathered[todo]) != self._sums[part])
             if len(bad):
-                assert self._snapshot is not None
-                self._snapshot.refuse(f"row {int(part[bad[0]])} does not match its checksum")
-                self._reload()
-                if len(self._ids) >= SNAPSHOT_MIN:
-                    self._save()
+                self._refuse_row(int(part[bad[0]]))
                 return None
             self._unchecked[part] = False
             if not self._unchecked.any():
