@@ -182,7 +182,8 @@ def test_import_reads_its_records_a_few_batches_ahead_of_its_writes(tmp_path: Pa
 
     seen: list[tuple[int, int]] = []  # (lessons written so far, records pulled by then)
     with LessonBank(f"sqlite:///{tmp_path / 'bank.db'}") as bank:
-        counts = bank.import_lessons(records(), on_written=lambda c: seen.append((c["added"], pulled)))
+        written = bank.services.intake.import_lessons
+        counts = written(records(), on_written=lambda c: seen.append((c["added"], pulled)))
         assert counts == {"added": 6 * IMPORT_BATCH + 7, "reinforced": 0, "skipped": 0}
         assert sum(bank.stats()["lessons"].values()) == 6 * IMPORT_BATCH + 7
     # One report per batch written, in order; the reading never ran more than a few batches ahead.

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lessonbank.bank.base import GoalState
@@ -280,19 +280,9 @@ class LessonBank(SyncBankBase):
         """The audit log of this namespace (of one lesson when given), newest first: who changed what, when."""
         return self._call(self.services.lifecycle.audit, lesson_id=lesson_id, limit=limit)
 
-    def import_lessons(
-        self,
-        records: Iterable[Lesson | dict[str, Any]],
-        *,
-        on_written: Callable[[dict[str, int]], None] | None = None,
-    ) -> dict[str, int]:
-        """Bulk-add lessons, read and written 1,000 at a time (same content reinforces); invalid ones
-        skipped. An import of a few thousand or more is prepared by worker processes while this one
-        writes. ``on_written`` is handed the counts so far after each batch is written (what is kept
-        should a later record fail)."""
-        return self._call(  # read by the service, lazily
-            self.services.intake.import_lessons, records, on_written=on_written
-        )
+    def import_lessons(self, records: Iterable[Lesson | dict[str, Any]]) -> dict[str, int]:
+        """Bulk-add lessons, read and written 1,000 at a time (same content reinforces); invalid ones skipped."""
+        return self._call(self.services.intake.import_lessons, records)  # read by the service, lazily
 
     def export(self, format: ExportFormat = "json", *, live_only: bool = False) -> str:
         return self._call(self.services.catalog.export, format, live_only=live_only)

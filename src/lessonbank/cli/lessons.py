@@ -174,7 +174,9 @@ def import_(
                         advance(read - done)
                         done = read
 
-                    bank.import_lessons(records, on_written=written)
+                    # The write service itself: the bank's import_lessons has the remote bank's
+                    # parameters, and a progress callback cannot travel in a request.
+                    bank.services.intake.import_lessons(records, on_written=written)
             except InputError as exc:
                 if any(total.values()):
                     fail(f"{exc}; imported before it: {_counts(total, reader.skipped)}", 2)
