@@ -293,3 +293,67 @@ def test_every_store_holds_what_one_process_gives(
         counts = bank.services.intake.import_lessons(records, worker=True)
         assert (counts, stored(bank)) == alone[:2]
     assert len(workers) == import_pipeline.WORKERS
+
+
+def test_the_setting_says_how_many_workers_prepare(tmp_path: Path, workers: list[Worker]) -> None:
+    records = [{"content": f"lesson {n}"} for n in range(6 * BATCH)]
+    for setting, expected in ((1, 1), (0, 0)):
+        workers.clear()
+        settings = Settings(untrusted_agents="scraper", import_workers=setting)
+        with LessonBank(
+            f"sqlite:///{tmp_path / f'bank{setting}.db'}", settings=settings, worker=False
+        ) as bank:
+            counts = bank.services.intake.import_lessons(records)
+            assert counts == {"added": 6 * BATCH, "reinforced": 0, "skipped": 0}
+        assert len(workers) == expected
+    assert import_pipeline.BUDGET.running == 0
+
+
+def test_concurrent_imports_share_the_process_limit(
+    tmp_path: Path, workers: list[Worker], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three imports at once in one process (a server's concurrent requests) start no more preparing
+    processes together than the process's limit; the others prepare their batches themselves."""
+    import threading
+
+    monkeypatch.setattr(import_pipeline, "PROCESS_LIMIT", 2)
+    imports = 3
+    running_together: list[int] = []
+    together = threading.Barrier(
+        imports, action=lambda: running_together.append(import_pipeline.BUDGET.running)
+    )
+
+    def records(n: int) -> Iterator[dict[str, Any]]:
+        for number in range(8 * BATCH):
+            if number == 5 * BATCH:  # every import has started its workers (after 4 batches) by now
+                together.wait(timeout=120)
+            yield {"content": f"import {n} lesson {number}"}
+
+    results: dict[int, dict[str, int]] = {}
+    errors: list[BaseException] = []
+
+    def run(n: int) -> None:
+        try:
+            with LessonBank(f"sqlite:///{tmp_path / f'bank{n}.db'}", settings=SETTINGS, worker=False) as bank:
+                results[n] = bank.services.intake.import_lessons(records(n))
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+            together.abort()
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(imports)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert all(counts == {"added": 8 * BATCH, "reinforced": 0, "skipped": 0} for counts in results.values())
+    assert len(results) == imports
+    assert running_together == [2] and len(workers) == 2  # not two per import
+    assert import_pipeline.BUDGET.running == 0  # given back when each import ended
+
+
+def test_a_bad_worker_count_is_refused_with_its_setting() -> None:
+    from lessonbank.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="LESSONBANK_IMPORT_WORKERS"):
+        Settings(import_workers=-1)

@@ -40,6 +40,7 @@ PRIVATE_FOLDER_MODE = 0o700
 # The least input budget of a consolidation cycle: what its five phases' prompts need, cut to the
 # bone, with every phase before spending its whole share (services.consolidation.phases.least_tokens_in).
 CONSOLIDATION_MIN_TOKENS_IN = 5_000
+MAX_IMPORT_WORKERS = 64  # preparing processes per import, at most (a process runs no more than its cores)
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
 
@@ -67,6 +68,7 @@ def _expand_home(value: Any) -> Any:
 Switch = Annotated[bool, BeforeValidator(_switch)]
 OptionalText = Annotated[str | None, BeforeValidator(_blank_is_none)]
 OptionalFloat = Annotated[float | None, BeforeValidator(_blank_is_none)]
+OptionalInt = Annotated[int | None, BeforeValidator(_blank_is_none)]
 HomeDir = Annotated[Path, BeforeValidator(_expand_home)]
 
 
@@ -119,6 +121,9 @@ class Settings(BaseModel):
     backoff_jitter: float = 0.2  # LESSONBANK_BACKOFF_JITTER
     lease_s: OptionalFloat = None  # LESSONBANK_LEASE_S: default job timeout + 30 s
     poll_interval_s: float = 1.0  # LESSONBANK_POLL_INTERVAL_S: how often an idle worker looks for jobs
+    # LESSONBANK_IMPORT_WORKERS: processes preparing an import of 3,001 records or more while this one
+    # writes (0: none; default 2 on two cores or more); a process runs at most as many as it has cores
+    import_workers: OptionalInt = None
     # The policy table (see lessonbank.policy): which reflector each situation selects, or "off".
     route_loop: str = "reflexion"  # LESSONBANK_ROUTE_LOOP
     route_goal: str = "insight"  # LESSONBANK_ROUTE_GOAL
@@ -219,6 +224,11 @@ class Settings(BaseModel):
                 raise ConfigError(
                     f"{name} ({env_variable(name)}) must be 0 or more, got {getattr(self, name)}"
                 )
+        if self.import_workers is not None and not 0 <= self.import_workers <= MAX_IMPORT_WORKERS:
+            raise ConfigError(
+                f"import_workers (LESSONBANK_IMPORT_WORKERS) must be 0 to {MAX_IMPORT_WORKERS} "
+                f"(0: prepare in the importing process), got {self.import_workers}"
+            )
         for name in ("consolidation_max_cost_usd", "consolidation_daily_cost_usd"):
             cost = getattr(self, name)
             if cost is not None and not 0.0 <= cost < float("inf"):

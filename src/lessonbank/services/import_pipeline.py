@@ -48,9 +48,35 @@ MIN_BATCHES = 4
 # MIN_BATCHES, so the first read tells whether to start workers.
 AHEAD = 4
 WORKER_QUEUE = 2  # batches handed to a worker and not yet answered, at most
-# Preparing processes per import: with two, this process mostly writes while the system shares the
-# cores among the three (one worker left this process preparing a third of the batches besides writing).
+# Preparing processes per import (``Settings.import_workers`` overrides it): with two, this process
+# mostly writes while the system shares the cores among the three (one worker left this process
+# preparing a third of the batches besides writing).
 WORKERS = 2 if (os.cpu_count() or 1) >= 2 else 0
+# Preparing processes alive at once in this process, over every import it runs: a server handling
+# several import requests together would otherwise start two per request. An import that finds
+# none left prepares its batches itself, as a small one does; more processes than cores gain nothing.
+PROCESS_LIMIT = max(WORKERS, os.cpu_count() or 1)
+
+
+class _Budget:
+    """How many preparing processes this process may still start (:data:`PROCESS_LIMIT` in all)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.running = 0
+
+    def take(self, wanted: int) -> int:
+        with self._lock:
+            granted = max(0, min(wanted, PROCESS_LIMIT - self.running))
+            self.running += granted
+            return granted
+
+    def give_back(self, count: int) -> None:
+        with self._lock:
+            self.running -= count
+
+
+BUDGET = _Budget()
 
 
 class _Slot:
@@ -176,12 +202,14 @@ class Worker:
 
 
 class Workers:
-    """The preparing processes of one import (:data:`WORKERS`, or none where they cannot start)."""
+    """The preparing processes of one import: ``count``, or as many as this process's budget
+    (:data:`BUDGET`) has left, or none where they cannot start."""
 
     def __init__(self, job: ImportJob, count: int) -> None:
         self.inbox: SimpleQueue[tuple[Worker, Answer]] = SimpleQueue()
         self.all: list[Worker] = []
-        for _ in range(count):
+        self._granted = BUDGET.take(count)
+        for _ in range(self._granted):
             worker = start_worker(job, self.inbox)
             if worker is None:
                 break
@@ -207,8 +235,12 @@ class Workers:
             wait = False
 
     def close(self) -> None:
-        for worker in self.all:
-            worker.close()
+        try:
+            for worker in self.all:
+                worker.close()
+        finally:
+            BUDGET.give_back(self._granted)
+            self._granted = 0
 
 
 def start_worker(job: ImportJob, inbox: SimpleQueue[tuple[Worker, Answer]]) -> Worker | None:
@@ -229,12 +261,15 @@ def pipelined_import(
     *,
     worker: bool = True,
     on_written: Callable[[dict[str, int]], None] | None = None,
+    workers: int | None = None,
 ) -> dict[str, int]:
     """Prepare and write ``batches`` in order (``write`` takes a batch's payload, returns added and
-    reinforced), preparing ahead in worker processes when ``worker`` and the import is large enough.
+    reinforced), preparing ahead in ``workers`` processes (default :data:`WORKERS`; 0: none) when
+    ``worker`` and the import is large enough.
     Returns the counts ``added``, ``reinforced``, ``skipped``; ``on_written`` is handed a copy of them
     after each batch is written (what is kept should a later batch fail)."""
     counts = {"added": 0, "reinforced": 0, "skipped": 0}
+    count = WORKERS if workers is None else workers
     pending: deque[_Slot] = deque()
     helpers: Workers | None = None
     read_error: Exception | None = None
@@ -249,8 +284,8 @@ def pipelined_import(
                     read_error = exc
             if not pending:
                 break
-            if worker and helpers is None and len(pending) >= MIN_BATCHES and WORKERS > 0:
-                helpers = Workers(job, WORKERS)
+            if worker and helpers is None and len(pending) >= MIN_BATCHES and count > 0:
+                helpers = Workers(job, count)
             if helpers is not None:
                 helpers.collect(wait=False)
                 helpers.hand_over(pending)

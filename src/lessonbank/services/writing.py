@@ -190,8 +190,9 @@ class LessonIntake:
 
         ``records`` is read lazily and written :data:`IMPORT_BATCH` at a time, so an import of any size
         holds a few batches in memory; should ``records`` raise, the batches before are kept. An
-        import of a few batches or more is prepared in a worker process while this one writes
-        (:mod:`~lessonbank.services.import_pipeline`), unless ``worker`` is false. ``on_written`` is
+        import of a few batches or more is prepared in worker processes while this one writes
+        (:mod:`~lessonbank.services.import_pipeline`; how many: ``Settings.import_workers``), unless
+        ``worker`` is false. ``on_written`` is
         handed the counts so far after each batch is written."""
         from lessonbank.services.import_pipeline import pipelined_import
         from lessonbank.services.import_records import ImportJob
@@ -206,7 +207,12 @@ class LessonIntake:
         bulk = getattr(store, "bulk_import", None)
         with bulk() if bulk is not None else contextlib.nullcontext():
             counts = pipelined_import(
-                batched(enumerate(records, 1), IMPORT_BATCH), job, write, worker=worker, on_written=on_written
+                batched(enumerate(records, 1), IMPORT_BATCH),
+                job,
+                write,
+                worker=worker,
+                on_written=on_written,
+                workers=self.scope.settings.import_workers,
             )
         if self.retriever.embedder is not None and counts["added"]:
             counts["embedded"] = self.embed_missing()
