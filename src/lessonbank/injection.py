@@ -309,12 +309,15 @@ def _may_match(reason: str, lowered: str) -> bool:
 assert not any(char.isspace() for needs in _NEEDS.values() for fragment in needs for char in fragment)
 _WORD_REASONS: dict[str, frozenset[str]] = {}
 _WORD_REASONS_MAX = 1 << 17
+# One object per distinct set of reasons: a set of equal but distinct frozensets compares each new one
+# to the one it holds (found by identity, it does not), and most words share a few sets.
+_SAME_REASONS: dict[frozenset[str], frozenset[str]] = {}
 
 
 def _word_reasons(word: str) -> frozenset[str]:
     reasons = frozenset(reason for reason in _NEEDS if _may_match(reason, word))
     if len(_WORD_REASONS) < _WORD_REASONS_MAX:
-        _WORD_REASONS[word] = reasons
+        _WORD_REASONS[word] = reasons = _SAME_REASONS.setdefault(reasons, reasons)
     return reasons
 
 

@@ -213,10 +213,13 @@ def _replace(kind: str, pattern: re.Pattern[str], text: str) -> str:
     return pattern.sub(one, text)
 
 
-# A pattern whose fragment is in most text (a discord token's "."): it runs only where this shorter
-# pattern, which every text it matches holds, is found first (a scan from the literal "." instead of a
-# match tried at every word start).
-_GATES: dict[str, re.Pattern[str]] = {"discord-token": re.compile(r"\.[A-Za-z\d_-]{6}\.")}
+# A pattern whose fragment is in most text (a discord token's ".", a twilio key's "sk" as in "task"):
+# it runs only where this shorter pattern, which every text it matches holds, is found first (a scan
+# from a literal instead of a match tried at every word start).
+_GATES: dict[str, re.Pattern[str]] = {
+    "discord-token": re.compile(r"\.[A-Za-z\d_-]{6}\."),
+    "twilio-key": re.compile(r"SK[0-9a-fA-F]{32}"),
+}
 
 # A fragment without whitespace is in a text exactly when it is in one of the text's words (split at
 # whitespace). Words repeat from text to text: the patterns a word's fragments call for are worked out
@@ -229,6 +232,9 @@ _NEEDS += [(index, fragments) for index, (_kind, _pattern, fragments) in enumera
 _SPACED = [(f, index) for index, fragments in _NEEDS for f in fragments if any(c.isspace() for c in f)]
 _WORD_HITS: dict[str, frozenset[int]] = {}
 _WORD_HITS_MAX = 1 << 17
+# One object per distinct set of hits: most words hit nothing, and a set of equal but distinct
+# frozensets compares each new one to the one it holds (found by identity, it does not).
+_SAME_HITS: dict[frozenset[int], frozenset[int]] = {}
 
 
 def _hits(lowered: str) -> set[int]:
@@ -241,7 +247,7 @@ def _hits(lowered: str) -> set[int]:
             hits = frozenset(index for index, needs in _NEEDS if any(f in word for f in needs))
             found.add(hits)
             if len(_WORD_HITS) < _WORD_HITS_MAX:
-                _WORD_HITS[word] = hits
+                _WORD_HITS[word] = _SAME_HITS.setdefault(hits, hits)
     spaced = {index for fragment, index in _SPACED if fragment in lowered}
     return spaced.union(*found)  # type: ignore[arg-type]
 

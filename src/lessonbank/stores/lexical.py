@@ -19,7 +19,8 @@ import json
 import math
 import re
 import struct
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -94,6 +95,9 @@ def word_frequencies(
 def weighted_terms(lesson: Lesson, weights: Mapping[str, float]) -> tuple[dict[str, float], int]:
     """Each token's term frequency summed over the fields, each field's scaled by its weight
     (missing: 1.0), and the document length in tokens (all fields, unweighted, as FTS5 counts)."""
+    aside = weights.get("learned_from", 1.0)
+    if weights.get("content", 1.0) == 1.0 and weights.get("tags", 1.0) == 1.0 and _exact_weight(aside):
+        return _counted_terms(lesson.content, lesson.tags, lesson.learned_from, aside, _STEMS, _stem_kept)
     by_word, length = word_frequencies(lesson.content, lesson.tags, lesson.learned_from, weights)
     stems: list[Any] = list(map(_STEMS.get, by_word))  # None for a word not kept yet
     if None in stems:
@@ -102,6 +106,42 @@ def weighted_terms(lesson: Lesson, weights: Mapping[str, float]) -> tuple[dict[s
     get = frequencies.get
     for term, tf in zip(stems, by_word.values(), strict=True):
         frequencies[term] = get(term, 0.0) + tf
+    return frequencies, length
+
+
+def _exact_weight(weight: float) -> bool:
+    """Whether sums of ``weight`` and whole counts are exact in a double whatever their order: a
+    multiple of 1/4, small (a lesson holds at most ``LESSON_MAX_CHARS`` tokens)."""
+    return (weight * 4.0).is_integer() and abs(weight) <= 1024.0
+
+
+def _counted_terms(
+    content: str,
+    tags: Sequence[str],
+    learned_from: str | None,
+    aside: float,
+    kept: Mapping[str, Any],
+    keep: Callable[[str], Any],
+) -> tuple[dict[Any, float], int]:
+    """Term frequencies (content and tags weighing 1, ``learned_from`` weighing ``aside``) keyed by
+    what ``kept`` holds for each word (``keep`` adds a missing one), in order of first appearance, and
+    the length: counted in C (``Counter`` over the mapped words) rather than a dict update per word.
+    The same floats as adding the weights one word at a time: with an exact weight every partial sum
+    is exact, so the order of the additions does not matter."""
+    found = tokens(content)
+    if tags:
+        found += tokens(" ".join(tags))
+    counts = Counter(map(kept.get, found))
+    if None in counts:  # a word met for the first time
+        counts = Counter(map(keep, found))
+    frequencies = dict(zip(counts, map(float, counts.values()), strict=True))
+    length = len(found)
+    if learned_from:
+        found = tokens(learned_from)
+        length += len(found)
+        get = frequencies.get
+        for key in map(keep, found):
+            frequencies[key] = get(key, 0.0) + aside
     return frequencies, length
 
 
@@ -172,6 +212,15 @@ _WORD_HASHES: dict[str, int] = {}
 _WORD_HASHES_MAX = 1 << 18
 
 
+def _word_hash(word: str) -> int:
+    hashed = _WORD_HASHES.get(word)
+    if hashed is None:
+        hashed = term_hash(stem(word))
+        if len(_WORD_HASHES) < _WORD_HASHES_MAX:
+            _WORD_HASHES[word] = hashed
+    return hashed
+
+
 SCOPE_FIELDS = ("kind", "agent", "task_type", "goal_id")
 # The lesson fields a term vector is made of.
 TERM_VECTOR_FIELDS = ("content", "tags", "learned_from", *SCOPE_FIELDS)
@@ -191,7 +240,10 @@ def term_vector(
     """A lesson's term vector (see above) from its indexed fields: the terms of
     :func:`text_field_terms`, weighted as :func:`weighted_frequencies` weighs them, then its scope
     (``scope``: values of SCOPE_FIELDS, and the tags)."""
-    known = _WORD_HASHES
+    aside = FIELD_WEIGHTS["learned_from"]
+    if FIELD_WEIGHTS["content"] == FIELD_WEIGHTS["tags"] == 1.0 and _exact_weight(aside):
+        counted, length = _counted_terms(content, tags, learned_from, aside, _WORD_HASHES, _word_hash)
+        return _packed(counted, length, scope or {}, tags)
     frequencies: dict[int, float] = {}
     get = frequencies.get
     length = 0
@@ -204,12 +256,7 @@ def term_vector(
             continue
         found = tokens(text)
         length += len(found)
-        for word in found:
-            hashed = known.get(word)
-            if hashed is None:
-                hashed = term_hash(stem(word))
-                if len(known) < _WORD_HASHES_MAX:
-                    known[word] = hashed
+        for hashed in map(_word_hash, found):
             frequencies[hashed] = get(hashed, 0.0) + weight
     return _packed(frequencies, length, scope or {}, tags)
 
