@@ -16,6 +16,7 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -36,7 +37,6 @@ from lessonbank.stores.sql.postgres_search import (
     CORPUS_STATS_TTL_S,
     _joined_quoted,
     copy_row_and_terms,
-    factors_json,
 )
 
 if TYPE_CHECKING:
@@ -45,6 +45,42 @@ if TYPE_CHECKING:
 Reinforce = Callable[[Lesson, Sequence[str]], Lesson]
 _NAMES = [name.strip() for name in COLUMNS.split(",")]
 DOC_LEN, WEIGHTS, DATA = _NAMES.index("doc_len"), _NAMES.index("weights"), _NAMES.index("data")
+
+
+class Factors(NamedTuple):
+    """A lesson's BM25 factors as :func:`factors_json` writes them, made before the mean length they
+    take is known: the JSON with ``%s`` where each factor goes, and each term's place among the
+    distinct term frequencies. A lesson's terms take few distinct frequencies, so the importing
+    process works out a factor per frequency and fills the text in one C call, instead of a factor
+    and a piece of text per term (and pickling every term's frequency across)."""
+
+    text: str
+    frequencies: tuple[float, ...]  # distinct, in order of first appearance
+    places: bytes | tuple[int, ...]  # each term's index into ``frequencies`` (bytes: 256 or fewer)
+
+    @classmethod
+    def of(cls, frequencies: dict[str, float]) -> Factors:
+        distinct = tuple(dict.fromkeys(frequencies.values()))
+        kept: Any = frequencies
+        if not all(tf > 0 for tf in distinct):  # bm25_factors leaves these terms out
+            kept = {term: tf for term, tf in frequencies.items() if tf > 0}
+            distinct = tuple(dict.fromkeys(kept.values()))
+        index = {tf: place for place, tf in enumerate(distinct)}
+        places = map(index.__getitem__, kept.values())
+        words = "".join(kept)
+        if not kept:
+            text = "{}"
+        elif words.isascii() and words.isalnum():  # as factors_json writes them, no "%" among them
+            text = '{"' + '": %s, "'.join(kept) + '": %s}'
+        else:  # as json.dumps writes each key
+            text = "{" + ", ".join(json.dumps(term).replace("%", "%%") + ": %s" for term in kept) + "}"
+        return cls(text, distinct, bytes(places) if len(distinct) <= 256 else tuple(places))
+
+    def json(self, length: int, mean: float) -> str:
+        """``factors_json(bm25_factors(frequencies, length, mean))`` of the frequencies made of."""
+        named = dict(zip(map(str, range(len(self.frequencies))), self.frequencies, strict=True))  # all > 0
+        texts = list(map(repr, bm25_factors(named, length, mean).values()))
+        return self.text % tuple(map(texts.__getitem__, self.places))
 
 
 class NewRow(NamedTuple):
@@ -57,7 +93,7 @@ class NewRow(NamedTuple):
     content_hash: str
     tags: list[str]
     row: tuple[Any, ...]  # copy_row_and_terms' row, weights None
-    frequencies: dict[str, float]
+    factors: Factors
     length: int
     vector: bytes
 
@@ -67,7 +103,7 @@ class NewRow(NamedTuple):
 
     def written(self, mean: float) -> tuple[tuple[Any, ...], bytes]:
         """:func:`copy_row_and_terms` of the lesson with ``mean``: the row with its factors, the vector."""
-        factors = factors_json(bm25_factors(self.frequencies, self.length, mean))
+        factors = self.factors.json(self.length, mean)
         return (*self.row[:WEIGHTS], factors, *self.row[WEIGHTS + 1 :]), self.vector
 
 
@@ -114,7 +150,7 @@ def import_rows(lessons: Sequence[Lesson]) -> list[NewRow]:
                 lesson.content_hash,
                 lesson.tags,
                 row,
-                frequencies,
+                Factors.of(frequencies),
                 length,
                 vector,
             )
