@@ -357,3 +357,15 @@ def test_a_bad_worker_count_is_refused_with_its_setting() -> None:
 
     with pytest.raises(ConfigError, match="LESSONBANK_IMPORT_WORKERS"):
         Settings(import_workers=-1)
+
+
+def test_workers_that_fail_to_start_give_their_share_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(job: Any, inbox: Any) -> Worker | None:
+        raise RuntimeError("cannot start")
+
+    monkeypatch.setattr(import_pipeline, "start_worker", broken)
+    with pytest.raises(RuntimeError, match="cannot start"):
+        imported(tmp_path, "bank.db", [{"content": f"lesson {n}"} for n in range(6 * BATCH)], worker=True)
+    assert import_pipeline.BUDGET.running == 0

@@ -209,11 +209,15 @@ class Workers:
         self.inbox: SimpleQueue[tuple[Worker, Answer]] = SimpleQueue()
         self.all: list[Worker] = []
         self._granted = BUDGET.take(count)
-        for _ in range(self._granted):
-            worker = start_worker(job, self.inbox)
-            if worker is None:
-                break
-            self.all.append(worker)
+        try:
+            for _ in range(self._granted):
+                worker = start_worker(job, self.inbox)
+                if worker is None:
+                    break
+                self.all.append(worker)
+        except BaseException:  # the import never sees this object: stop what started, give all back
+            self.close()
+            raise
 
     def hand_over(self, pending: deque[_Slot]) -> None:
         """Give the batches no one prepares yet, in order, to the ready workers with room."""
