@@ -49,24 +49,21 @@ DOC_LEN, WEIGHTS, DATA = _NAMES.index("doc_len"), _NAMES.index("weights"), _NAME
 
 class Factors(NamedTuple):
     """A lesson's BM25 factors as :func:`factors_json` writes them, made before the mean length they
-    take is known: the JSON with ``%s`` where each factor goes, and each term's place among the
-    distinct term frequencies. A lesson's terms take few distinct frequencies, so the importing
-    process works out a factor per frequency and fills the text in one C call, instead of a factor
-    and a piece of text per term (and pickling every term's frequency across)."""
+    take is known: the JSON with ``%s`` where each term's factor goes, and the terms' frequencies. A
+    lesson's terms take few distinct frequencies, so the importing process works out a factor per
+    frequency and fills the text in one C call, instead of a factor and a piece of text per term;
+    the frequencies travel as a tuple of floats (no term's text pickled twice)."""
 
     text: str
-    frequencies: tuple[float, ...]  # distinct, in order of first appearance
-    places: bytes | tuple[int, ...]  # each term's index into ``frequencies`` (bytes: 256 or fewer)
+    frequencies: tuple[float, ...]  # each term's, in the text's order
 
     @classmethod
     def of(cls, frequencies: dict[str, float]) -> Factors:
-        distinct = tuple(dict.fromkeys(frequencies.values()))
+        values = tuple(frequencies.values())
         kept: Any = frequencies
-        if not all(tf > 0 for tf in distinct):  # bm25_factors leaves these terms out
+        if values and not min(values) > 0:  # bm25_factors leaves these terms out
             kept = {term: tf for term, tf in frequencies.items() if tf > 0}
-            distinct = tuple(dict.fromkeys(kept.values()))
-        index = {tf: place for place, tf in enumerate(distinct)}
-        places = map(index.__getitem__, kept.values())
+            values = tuple(kept.values())
         words = "".join(kept)
         if not kept:
             text = "{}"
@@ -74,13 +71,14 @@ class Factors(NamedTuple):
             text = '{"' + '": %s, "'.join(kept) + '": %s}'
         else:  # as json.dumps writes each key
             text = "{" + ", ".join(json.dumps(term).replace("%", "%%") + ": %s" for term in kept) + "}"
-        return cls(text, distinct, bytes(places) if len(distinct) <= 256 else tuple(places))
+        return cls(text, values)
 
     def json(self, length: int, mean: float) -> str:
         """``factors_json(bm25_factors(frequencies, length, mean))`` of the frequencies made of."""
-        named = dict(zip(map(str, range(len(self.frequencies))), self.frequencies, strict=True))  # all > 0
-        texts = list(map(repr, bm25_factors(named, length, mean).values()))
-        return self.text % tuple(map(texts.__getitem__, self.places))
+        distinct = dict.fromkeys(self.frequencies)  # every one > 0
+        named = dict(zip(map(str, range(len(distinct))), distinct, strict=True))
+        texts = dict(zip(distinct, map(repr, bm25_factors(named, length, mean).values()), strict=True))
+        return self.text % tuple(map(texts.__getitem__, self.frequencies))
 
 
 class NewRow(NamedTuple):
