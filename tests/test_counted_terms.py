@@ -76,3 +76,17 @@ def test_words_met_for_the_first_time_are_counted_past_the_cache_limit(
     expected = _one_at_a_time(monkeypatch, lesson)[2]
     assert term_vector(lesson.content, lesson.tags, lesson.learned_from, {"kind": lesson.kind}) == expected
     assert lexical._STEMS == {} and lexical._WORD_HASHES == {}
+
+
+def test_terms_that_share_a_hash_are_one_record_of_the_vector(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, empty in (("_TERM_HASHES", {}), ("_HELD_HASHES", set()), ("_SHARED_HASHES", set())):
+        monkeypatch.setattr(lexical, name, empty)
+    monkeypatch.setattr(lexical, "term_hash", lambda term: 7 if term in ("run", "deploi") else 8)
+    lesson = Lesson(content="running quickly quickly", tags=["deploys"])
+    frequencies, length = weighted_terms(lesson, FIELD_WEIGHTS)
+    first = lexical.weighted_term_vector(frequencies, length, lesson)  # hashes kept as they are made
+    assert 7 in lexical._SHARED_HASHES and len(lexical._SHARED_HASHES) == 1
+    again = lexical.weighted_term_vector(frequencies, length, lesson)  # every hash kept already
+    # As a dict keyed by hash keeps them: the first term's place, the last one's frequency.
+    merged = lexical._packed([7, 8], [1.0, 2.0], length, {"kind": "lesson"}, lesson.tags)
+    assert first == again == merged

@@ -20,7 +20,7 @@ import math
 import re
 import struct
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -150,6 +150,11 @@ def _counted_terms(
 _STEMS: dict[str, str] = {}
 _TERM_HASHES: dict[str, int] = {}
 _CACHE_MAX = 1 << 18
+# The hashes _TERM_HASHES holds, and those two of its terms share (64 bits: none is known). While none
+# is shared, terms whose hashes it holds have distinct hashes: a term vector is packed from them as
+# they are, with no dict to merge terms of one hash.
+_HELD_HASHES: set[int] = set()
+_SHARED_HASHES: set[int] = set()
 
 
 def _stem_kept(word: str) -> str:
@@ -166,6 +171,9 @@ def _hash_kept(term: str) -> int:
     if hashed is None:
         hashed = term_hash(term)
         if len(_TERM_HASHES) < _CACHE_MAX:
+            if hashed in _HELD_HASHES:
+                _SHARED_HASHES.add(hashed)
+            _HELD_HASHES.add(hashed)
             _TERM_HASHES[term] = hashed
     return hashed
 
@@ -243,7 +251,7 @@ def term_vector(
     aside = FIELD_WEIGHTS["learned_from"]
     if FIELD_WEIGHTS["content"] == FIELD_WEIGHTS["tags"] == 1.0 and _exact_weight(aside):
         counted, length = _counted_terms(content, tags, learned_from, aside, _WORD_HASHES, _word_hash)
-        return _packed(counted, length, scope or {}, tags)
+        return _packed(counted.keys(), counted.values(), length, scope or {}, tags)
     frequencies: dict[int, float] = {}
     get = frequencies.get
     length = 0
@@ -258,7 +266,7 @@ def term_vector(
         length += len(found)
         for hashed in map(_word_hash, found):
             frequencies[hashed] = get(hashed, 0.0) + weight
-    return _packed(frequencies, length, scope or {}, tags)
+    return _packed(frequencies.keys(), frequencies.values(), length, scope or {}, tags)
 
 
 @lru_cache(maxsize=1024)
@@ -268,17 +276,22 @@ def _records(count: int) -> struct.Struct:
 
 
 def _packed(
-    frequencies: Mapping[int, float], length: int, scope: Mapping[str, str | None], tags: Sequence[str]
+    hashes: Collection[int],
+    frequencies: Iterable[float],
+    length: int,
+    scope: Mapping[str, str | None],
+    tags: Sequence[str],
 ) -> bytes:
-    """The records of a term vector: length, each term hash's frequency, then the scope's."""
+    """The records of a term vector: length, each term hash's frequency (``hashes`` distinct, with
+    ``frequencies`` in the same order), then the scope's."""
     scopes = [scope_hash(name, value) for name, value in scope.items() if value is not None]
     scopes += [scope_hash("tag", tag) for tag in dict.fromkeys(tags)]
     # One flat (hash, frequency, length) list packed in one call; slices fill it without a Python loop.
-    terms = len(frequencies)
+    terms = len(hashes)
     flat: list[float] = [0, 0.0, length] * (1 + terms + len(scopes))
     end = 3 * terms + 3
-    flat[3:end:3] = frequencies.keys()
-    flat[4:end:3] = frequencies.values()
+    flat[3:end:3] = hashes
+    flat[4:end:3] = frequencies
     flat[end::3] = scopes
     flat[end + 1 :: 3] = [0.0] * len(scopes)
     return _records(len(flat) // 3).pack(*flat)
@@ -308,11 +321,13 @@ def lesson_term_vector(lesson: Lesson) -> bytes:
 def weighted_term_vector(frequencies: Mapping[str, float], length: int, lesson: Lesson) -> bytes:
     """``lesson_term_vector(lesson)`` from what ``weighted_terms(lesson, FIELD_WEIGHTS)`` gave (the same
     terms in the same order): a store that already tokenised the lesson does not tokenise it again."""
+    scope = {name: getattr(lesson, name) for name in SCOPE_FIELDS}
     hashes: list[Any] = list(map(_TERM_HASHES.get, frequencies))  # None for a term not kept yet
-    if None in hashes:
-        hashes = [_hash_kept(term) for term in frequencies]
-    hashed = dict(zip(hashes, frequencies.values(), strict=True))
-    return _packed(hashed, length, {name: getattr(lesson, name) for name in SCOPE_FIELDS}, lesson.tags)
+    if None not in hashes and not _SHARED_HASHES:  # distinct (see _HELD_HASHES)
+        return _packed(hashes, frequencies.values(), length, scope, lesson.tags)
+    # Terms of one hash are one record, as a dict keyed by the hashes keeps them.
+    hashed = dict(zip(map(_hash_kept, frequencies), frequencies.values(), strict=True))
+    return _packed(hashed.keys(), hashed.values(), length, scope, lesson.tags)
 
 
 def term_vector_changed(lesson: Lesson, previous: Lesson | None) -> bool:
