@@ -1,14 +1,17 @@
-"""An import's worker makes a lesson's BM25 factor text but for the mean length (PostgreSQL's JSON,
-Redis's grouped field); the importing process fills it in. Filled in, it is the text made from every
-term's frequency in one go, for every shape of term and frequency."""
+"""A lesson's BM25 factor text worked out once per distinct term frequency is the text made from
+every term's factor, for every shape of term and frequency: PostgreSQL's JSON, made by an import's
+worker but for the mean length and filled in by the importing process, and Redis's field."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lessonbank.stores.lexical import bm25_factors
-from lessonbank.stores.redis.index import Grouped, factors_field
+from lessonbank.stores.redis import index
+from lessonbank.stores.redis.db import key_part
+from lessonbank.stores.redis.index import factors_field
 from lessonbank.stores.sql.postgres_import import Factors
 from lessonbank.stores.sql.postgres_search import factors_json
 
@@ -26,11 +29,18 @@ def test_filled_in_factors_are_those_of_every_term(
 ) -> None:
     factors = bm25_factors(frequencies, length, mean)
     assert Factors.of(frequencies).json(length, mean) == factors_json(factors)
-    field = Grouped.of(frequencies).field(length, mean)
-    if field is not None:
-        assert field == factors_field(frequencies, length, mean)
-    else:  # two frequencies took the same factor: the caller asks factors_field
-        assert len(set(factors.values())) < len({tf for tf in frequencies.values() if tf > 0})
+    assert factors_field(frequencies, length, mean) == _field_term_by_term(frequencies, length, mean)
+
+
+def _field_term_by_term(frequencies: dict[str, float], length: int, mean: float) -> str:
+    """Redis's field as grouping every term's factor gives it."""
+    groups: dict[float, list[str]] = {}
+    for term, factor in bm25_factors(frequencies, length, mean).items():
+        groups.setdefault(factor, []).append(term)
+    plain = "".join(frequencies)
+    if not (plain.isascii() and plain.isalnum()):
+        groups = {factor: [key_part(term) for term in words] for factor, words in groups.items()}
+    return "".join(f"{factor!r}={' '.join(words)};" for factor, words in groups.items())
 
 
 def test_many_distinct_frequencies_are_filled_in_too() -> None:
@@ -38,6 +48,8 @@ def test_many_distinct_frequencies_are_filled_in_too() -> None:
     assert Factors.of(frequencies).json(900, 180.5) == factors_json(bm25_factors(frequencies, 900, 180.5))
 
 
-def test_a_factor_two_frequencies_share_is_left_to_factors_field() -> None:
-    grouped = Grouped((1.0, 1.0), ("a", "b"))  # as if two frequencies rounded to one factor
-    assert grouped.field(10, 10.0) is None
+def test_two_frequencies_of_one_factor_are_one_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        index, "bm25_factors", lambda frequencies, length, mean: dict.fromkeys(frequencies, 0.5)
+    )
+    assert factors_field({"a": 1.0, "b": 2.0, "c": 1.0}, 10, 10.0) == "0.5=a b c;"

@@ -83,67 +83,33 @@ _SEP = "\x1f"
 
 
 class Derived(NamedTuple):
-    """What writing a lesson takes, worked out from the lesson alone (``RedisLessonIndex.derive``);
-    ``frequencies`` None when an import's worker made it (only a rewrite compares them)."""
+    """What writing a lesson takes, worked out from the lesson alone (``RedisLessonIndex.derive``)."""
 
-    frequencies: dict[str, float] | None
+    frequencies: dict[str, float]
     length: int
     row: list[str]
     factors: str
     vector: bytes
 
 
-class Grouped(NamedTuple):
-    """A lesson's terms as :func:`factors_field` groups them, made before the mean length their factors
-    take is known: the distinct term frequencies in order of first appearance, and each one's terms
-    as key parts joined by spaces. A lesson's terms take few distinct frequencies, so the importing
-    process works out a factor per group instead of one per term (and no term's frequency is pickled)."""
-
-    frequencies: tuple[float, ...]
-    words: tuple[str, ...]
-
-    @classmethod
-    def of(cls, frequencies: dict[str, float]) -> Grouped:
-        groups: dict[float, list[str]] = {}
-        for term, tf in frequencies.items():
-            if tf > 0:  # bm25_factors leaves the others out
-                words = groups.get(tf)
-                if words is None:
-                    words = groups[tf] = []
-                words.append(term)
-        plain = "".join(frequencies)
-        if plain.isascii() and plain.isalnum():  # plain words are their own key parts
-            return cls(tuple(groups), tuple(map(" ".join, groups.values())))
-        return cls(tuple(groups), tuple(" ".join(map(key_part, words)) for words in groups.values()))
-
-    def field(self, length: int, avg_len: float) -> str | None:
-        """``factors_field`` of the frequencies made of, or None when two frequencies take the same
-        factor (that field groups by factor: ask it)."""
-        named = dict(zip(map(str, range(len(self.frequencies))), self.frequencies, strict=True))
-        factors = list(bm25_factors(named, length, avg_len).values())
-        if len(set(factors)) < len(factors):
-            return None
-        return "".join(f"{factor!r}={words};" for factor, words in zip(factors, self.words, strict=True))
-
-
 class Made(NamedTuple):
     """A new lesson as stored and what writing it takes but its BM25 factors (:func:`import_rows`)."""
 
     lesson: Lesson
-    grouped: Grouped
+    frequencies: dict[str, float]
     length: int
     row: list[str]
     vector: bytes
 
 
 def import_rows(lessons: Sequence[Lesson]) -> list[Made]:
-    """Each lesson as stored (``LessonWriter.prepared``), its row, grouped terms and term vector:
+    """Each lesson as stored (``LessonWriter.prepared``), its row, term frequencies and term vector:
     pure and picklable both ways, so an import's worker process makes them (``RedisStore.import_preparer``)."""
     made = []
     for lesson in map(LessonWriter.prepared, lessons):
         frequencies, length = weighted_terms(lesson, FIELD_WEIGHTS)
         vector = weighted_term_vector(frequencies, length, lesson)
-        made.append(Made(lesson, Grouped.of(frequencies), length, _flat(_row(lesson)), vector))
+        made.append(Made(lesson, frequencies, length, _flat(_row(lesson)), vector))
     return made
 
 
@@ -222,11 +188,11 @@ class RedisLessonIndex:
                 self.derived[lesson.id] = (lesson, self._derive(lesson))
             return
         for lesson, ahead in zip(lessons, made, strict=True):
-            avg_len = self.avg_len(lesson.namespace)
-            factors = ahead.grouped.field(ahead.length, avg_len)
-            if factors is None:
-                factors = factors_field(*weighted_terms(lesson, FIELD_WEIGHTS), avg_len)
-            self.derived[lesson.id] = (lesson, Derived(None, ahead.length, ahead.row, factors, ahead.vector))
+            factors = factors_field(ahead.frequencies, ahead.length, self.avg_len(lesson.namespace))
+            self.derived[lesson.id] = (
+                lesson,
+                Derived(ahead.frequencies, ahead.length, ahead.row, factors, ahead.vector),
+            )
 
     def _derive(self, lesson: Lesson) -> Derived:
         frequencies, length = weighted_terms(lesson, FIELD_WEIGHTS)
@@ -243,15 +209,11 @@ class RedisLessonIndex:
         of the namespace's lesson count and length; return its new term vector, if it changed."""
         ns = lesson.namespace
         ahead = self.derived.pop(lesson.id, None)
-        frequencies: dict[str, float] | None
         if ahead is not None and ahead[0] is lesson:  # derived for this very lesson, not an older copy
             frequencies, length = ahead[1].frequencies, ahead[1].length
         else:
             ahead = None
             frequencies, length = weighted_terms(lesson, FIELD_WEIGHTS)
-        if frequencies is None:  # derived by an import's worker, which leaves them out (a new lesson's
-            # write needs none); only a rewrite of a stored lesson reads them
-            frequencies = weighted_terms(lesson, FIELD_WEIGHTS)[0] if old is not None else {}
         old_length, reindex = 0, True
         if old is not None:
             old_frequencies, old_length = weighted_terms(old, FIELD_WEIGHTS)
@@ -457,12 +419,27 @@ def factors_field(frequencies: dict[str, float], length: int, avg_len: float) ->
     ``factor=token token;`` for each distinct factor (a lesson's factors take few values, one per term
     frequency), the factor as ``repr`` writes it (the double round-trips exactly). No key part holds
     a space, ``=`` or ``;``, and none of them needs escaping in the batch's JSON."""
+    # Grouped by term frequency, then one factor worked out per group: distinct frequencies take
+    # distinct factors (the factor grows with the frequency), so these are the groups by factor, in
+    # the same order; should two round to one factor, they are grouped by factor term by term.
     groups: dict[float, list[str]] = {}
-    for term, factor in bm25_factors(frequencies, length, avg_len).items():
-        words = groups.get(factor)
-        if words is None:
-            words = groups[factor] = []
-        words.append(term)
+    for term, tf in frequencies.items():
+        if tf > 0:  # bm25_factors leaves the others out
+            words = groups.get(tf)
+            if words is None:
+                words = groups[tf] = []
+            words.append(term)
+    named = dict(zip(map(str, range(len(groups))), groups, strict=True))
+    factors = list(bm25_factors(named, length, avg_len).values())
+    if len(set(factors)) == len(factors):
+        groups = dict(zip(factors, groups.values(), strict=True))
+    else:
+        groups = {}
+        for term, factor in bm25_factors(frequencies, length, avg_len).items():
+            words = groups.get(factor)
+            if words is None:
+                words = groups[factor] = []
+            words.append(term)
     plain = "".join(frequencies)
     if not (plain.isascii() and plain.isalnum()):  # plain words are their own key parts
         groups = {factor: [key_part(term) for term in words] for factor, words in groups.items()}
