@@ -35,8 +35,8 @@ from lessonbank.stores.sql.dialect import Connection
 from lessonbank.stores.sql.postgres_search import (
     COLUMNS,
     CORPUS_STATS_TTL_S,
-    _joined_quoted,
     copy_row_and_terms,
+    copy_text_row,
 )
 
 if TYPE_CHECKING:
@@ -114,32 +114,7 @@ def import_rows(lessons: Sequence[Lesson]) -> list[NewRow]:
     rows = []
     for lesson in lessons:
         frequencies, length = weighted_terms(lesson, FIELD_WEIGHTS)
-        row = (
-            lesson.id,
-            lesson.namespace,
-            lesson.kind,
-            lesson.content_hash,
-            lesson.status,
-            lesson.task_type,
-            lesson.agent,
-            lesson.goal_id,
-            "{" + _joined_quoted(lesson.tags, ",", '"', '\\"') + "}",
-            lesson.importance,
-            lesson.confidence,
-            lesson.access_count,
-            lesson.helpful,
-            lesson.harmful,
-            lesson.pinned,
-            None if lesson.expires_at is None else lesson.expires_at.timestamp(),
-            lesson.superseded_by,
-            (lesson.last_accessed or lesson.created_at).timestamp(),
-            lesson.created_at.timestamp(),
-            length,
-            _joined_quoted(frequencies, " ", "'", "''"),
-            None,
-            lesson.model_dump_json(),
-            lesson.learned_from,
-        )
+        row = copy_text_row(lesson, frequencies, length, None)
         vector = weighted_term_vector(frequencies, length, lesson)
         rows.append(
             NewRow(

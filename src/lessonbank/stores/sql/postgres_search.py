@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -199,17 +199,28 @@ def copy_row_and_terms(lesson: Lesson, avg_len: float) -> tuple[tuple[Any, ...],
 def _row_and_terms(lesson: Lesson, avg_len: float, *, as_text: bool) -> tuple[tuple[Any, ...], bytes]:
     frequencies, length = weighted_terms(lesson, FIELD_WEIGHTS)
     factors = bm25_factors(frequencies, length, avg_len)
-    tags: Any
-    terms: Any
     if as_text:
-        tags = "{" + _joined_quoted(lesson.tags, ",", '"', '\\"') + "}"
-        terms = _joined_quoted(frequencies, " ", "'", "''")
-        factors_value: Any = factors_json(factors)
-        data: Any = lesson.model_dump_json()
+        row = copy_text_row(lesson, frequencies, length, factors_json(factors))
     else:
-        tags, terms = list(lesson.tags), list(frequencies)
-        factors_value, data = Jsonb(factors), Jsonb(lesson.model_dump(mode="json"))
-    row = (
+        data = Jsonb(lesson.model_dump(mode="json"))
+        row = _row(lesson, length, list(lesson.tags), list(frequencies), Jsonb(factors), data)
+    return row, weighted_term_vector(frequencies, length, lesson)
+
+
+def copy_text_row(
+    lesson: Lesson, frequencies: Mapping[str, float], length: int, factors: str | None
+) -> tuple[Any, ...]:
+    """The lesson's row as ``COPY`` takes it (:func:`copy_row_and_terms`), its terms' ``frequencies``
+    and ``length`` given, and its BM25 factors' JSON (None: filled in later, by an import that makes
+    rows before it knows the namespace's mean length)."""
+    tags = "{" + _joined_quoted(lesson.tags, ",", '"', '\\"') + "}"
+    terms = _joined_quoted(frequencies, " ", "'", "''")
+    return _row(lesson, length, tags, terms, factors, lesson.model_dump_json())
+
+
+def _row(lesson: Lesson, length: int, tags: Any, terms: Any, factors: Any, data: Any) -> tuple[Any, ...]:
+    """A row of ``COLUMNS``, the encoded columns given (as values the driver converts, or as text)."""
+    return (
         lesson.id,
         lesson.namespace,
         lesson.kind,
@@ -231,11 +242,10 @@ def _row_and_terms(lesson: Lesson, avg_len: float, *, as_text: bool) -> tuple[tu
         lesson.created_at.timestamp(),
         length,
         terms,
-        factors_value,
+        factors,
         data,
         lesson.learned_from,
     )
-    return row, weighted_term_vector(frequencies, length, lesson)
 
 
 def _quoted(text: str, quote: str, escaped: str) -> str:
