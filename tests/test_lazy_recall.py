@@ -7,10 +7,8 @@ What it returns is what validation would have made.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +17,7 @@ import pytest
 
 from lessonbank import LessonBank
 from lessonbank.models import Episode, Hit
-from tests.contract.conftest import POSTGRES_URL, drop_postgres_schema, require
+from tests.fresh_process import answer_of, sql_bank_url
 
 NO_EMBEDDER_MODULES = (
     "lessonbank.retrieval.embedders.minilm",
@@ -54,40 +52,19 @@ bank.close()
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def bank_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'bank.db'}"
-        return
-    require("postgres")
-    schema = f"lbtest_lazy_{uuid.uuid4().hex[:10]}"
-    try:
-        yield f"{POSTGRES_URL}?schema={schema}"
-    finally:
-        drop_postgres_schema(schema)
+    yield from sql_bank_url(request.param, tmp_path, "lazy")
 
 
 # pydantic defers a model only where it builds it under its lock (see lessonbank.models.DEFER_BUILD)
 @pytest.mark.skipif(
     not hasattr(pydantic.main, "_rebuild_lock"), reason="this pydantic builds models at import"
 )
-def test_a_lexical_recall_builds_no_record_validator_and_loads_no_embedder(
-    bank_url: str, tmp_path: Path
-) -> None:
+def test_a_lexical_recall_builds_no_record_validator_and_loads_no_embedder(bank_url: str) -> None:
     with LessonBank(bank_url, worker=False) as bank:
         bank.import_lessons(
             [{"content": "Run the migrations before the deploy."}, {"content": "Pin the lockfile."}]
         )
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, bank_url, json.dumps(NO_EMBEDDER_MODULES)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={
-            **{k: v for k, v in os.environ.items() if not k.startswith("LESSONBANK_")},
-            "LESSONBANK_HOME": str(tmp_path / "home"),
-        },
-    )
-    assert done.returncode == 0, done.stderr
-    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    answer = answer_of(SCRIPT, bank_url, json.dumps(NO_EMBEDDER_MODULES))
     assert answer["built"] == ["lessonbank.settings.Settings"]  # the one model a recall validates
     assert answer["loaded"] == []
     assert answer["content"] == "Run the migrations before the deploy."

@@ -7,18 +7,14 @@ facade stay unloaded until something asks for them; asked for, they work as befo
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from lessonbank import LessonBank
-from tests.contract.conftest import POSTGRES_URL, drop_postgres_schema, require
+from tests.fresh_process import answer_of, sql_bank_url
 
 # Modules a recall or a context does not need; each is loaded by the operations that use it.
 NOT_FOR_RECALL = (
@@ -66,18 +62,10 @@ print(json.dumps({
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def bank_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'bank.db'}"
-        return
-    require("postgres")
-    schema = f"lbtest_imports_{uuid.uuid4().hex[:10]}"
-    try:
-        yield f"{POSTGRES_URL}?schema={schema}"
-    finally:
-        drop_postgres_schema(schema)
+    yield from sql_bank_url(request.param, tmp_path, "imports")
 
 
-def test_a_recall_loads_no_module_it_does_not_need(bank_url: str, tmp_path: Path) -> None:
+def test_a_recall_loads_no_module_it_does_not_need(bank_url: str) -> None:
     with LessonBank(bank_url, worker=False) as bank:
         bank.import_lessons(
             [
@@ -86,18 +74,7 @@ def test_a_recall_loads_no_module_it_does_not_need(bank_url: str, tmp_path: Path
                 {"content": "Pin the lockfile when a build breaks."},
             ]
         )
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, bank_url, json.dumps(NOT_FOR_RECALL)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={
-            **{k: v for k, v in os.environ.items() if not k.startswith("LESSONBANK_")},
-            "LESSONBANK_HOME": str(tmp_path / "home"),
-        },
-    )
-    assert done.returncode == 0, done.stderr
-    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    answer = answer_of(SCRIPT, bank_url, json.dumps(NOT_FOR_RECALL))
     # psycopg imports asyncio itself, for its async connections.
     assert answer["after_recall"] == ([] if bank_url.startswith("sqlite") else ["asyncio"])
     assert answer["hit"] in ("Run the migrations before the deploy.", "run migrations before a deploy")
