@@ -263,13 +263,12 @@ def pipelined_import(
     job: ImportJob,
     write: Callable[[Any], tuple[int, int]],
     *,
-    worker: bool = True,
-    on_written: Callable[[dict[str, int]], None] | None = None,
     workers: int | None = None,
+    on_written: Callable[[dict[str, int]], None] | None = None,
 ) -> dict[str, int]:
     """Prepare and write ``batches`` in order (``write`` takes a batch's payload, returns added and
-    reinforced), preparing ahead in ``workers`` processes (default :data:`WORKERS`; 0: none) when
-    ``worker`` and the import is large enough.
+    reinforced), preparing ahead in ``workers`` processes (default :data:`WORKERS`; 0: none) when the
+    import is large enough.
     Returns the counts ``added``, ``reinforced``, ``skipped``; ``on_written`` is handed a copy of them
     after each batch is written (what is kept should a later batch fail)."""
     counts = {"added": 0, "reinforced": 0, "skipped": 0}
@@ -288,7 +287,7 @@ def pipelined_import(
                     read_error = exc
             if not pending:
                 break
-            if worker and helpers is None and len(pending) >= MIN_BATCHES and count > 0:
+            if helpers is None and len(pending) >= MIN_BATCHES and count > 0:
                 helpers = Workers(job, count)
             if helpers is not None:
                 helpers.collect(wait=False)

@@ -192,8 +192,7 @@ class LessonIntake:
         holds a few batches in memory; should ``records`` raise, the batches before are kept. An
         import of a few batches or more is prepared in worker processes while this one writes
         (:mod:`~lessonbank.services.import_pipeline`; how many: ``Settings.import_workers``), unless
-        ``worker`` is false. ``on_written`` is
-        handed the counts so far after each batch is written."""
+        ``worker`` is false. ``on_written`` is handed the counts so far after each batch is written."""
         from lessonbank.services.import_pipeline import pipelined_import
         from lessonbank.services.import_records import ImportJob
 
@@ -210,9 +209,8 @@ class LessonIntake:
                 batched(enumerate(records, 1), IMPORT_BATCH),
                 job,
                 write,
-                worker=worker,
+                workers=self.scope.settings.import_workers if worker else 0,
                 on_written=on_written,
-                workers=self.scope.settings.import_workers,
             )
         if self.retriever.embedder is not None and counts["added"]:
             counts["embedded"] = self.embed_missing()
