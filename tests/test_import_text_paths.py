@@ -35,14 +35,7 @@ _FACTORS = st.dictionaries(
 @settings(max_examples=300, deadline=None)
 @given(_FACTORS)
 def test_factors_are_the_json_of_the_factors(factors: dict[str, float]) -> None:
-    written = factors_json(factors)
-    assert json.loads(written) == factors
-    words = "".join(factors)
-    if words.isascii() and words.isalnum():  # keys as jsonb keeps them (length, then bytes): no sort left
-        ordered = sorted(factors, key=lambda term: (len(term), term))
-        assert written == json.dumps({term: factors[term] for term in ordered})
-    else:
-        assert written == json.dumps(factors)
+    assert factors_json(factors) == json.dumps(factors)
 
 
 _WORDS = ["running ", "runs ", "ran ", "Caf\u00e9 ", "x1 ", "\u0130i ", "a-b ", "RUN. "]

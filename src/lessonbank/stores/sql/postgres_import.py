@@ -37,7 +37,6 @@ from lessonbank.stores.sql.postgres_search import (
     CORPUS_STATS_TTL_S,
     copy_row_and_terms,
     copy_text_row,
-    server_key_order,
 )
 
 if TYPE_CHECKING:
@@ -59,23 +58,20 @@ class Factors(NamedTuple):
     frequencies: tuple[float, ...]  # each term's, in the text's order
 
     @classmethod
-    def of(cls, frequencies: dict[str, float], ordered: Sequence[str] | None = None) -> Factors:
-        """``ordered``: the frequencies' keys sorted, if the caller has them (a sort spared). The
-        text is :func:`factors_json`'s, keys in its order (plain words as ``jsonb`` keeps them)."""
-        terms: Any = frequencies
-        if not min(frequencies.values(), default=1.0) > 0:  # bm25_factors leaves these terms out
-            terms = {term: tf for term, tf in frequencies.items() if tf > 0}
-        words = "".join(terms)
-        if not terms:
+    def of(cls, frequencies: dict[str, float]) -> Factors:
+        values = tuple(frequencies.values())
+        kept: Any = frequencies
+        if values and not min(values) > 0:  # bm25_factors leaves these terms out
+            kept = {term: tf for term, tf in frequencies.items() if tf > 0}
+            values = tuple(kept.values())
+        words = "".join(kept)
+        if not kept:
             text = "{}"
         elif words.isascii() and words.isalnum():  # as factors_json writes them, no "%" among them
-            terms = server_key_order(
-                sorted(terms) if ordered is None or terms is not frequencies else ordered
-            )
-            text = '{"' + '": %s, "'.join(terms) + '": %s}'
+            text = '{"' + '": %s, "'.join(kept) + '": %s}'
         else:  # as json.dumps writes each key
-            text = "{" + ", ".join(json.dumps(term).replace("%", "%%") + ": %s" for term in terms) + "}"
-        return cls(text, tuple(map(frequencies.__getitem__, terms)))
+            text = "{" + ", ".join(json.dumps(term).replace("%", "%%") + ": %s" for term in kept) + "}"
+        return cls(text, values)
 
     def json(self, length: int, mean: float) -> str:
         """``factors_json(bm25_factors(frequencies, length, mean))`` of the frequencies made of."""
@@ -118,8 +114,7 @@ def import_rows(lessons: Sequence[Lesson]) -> list[NewRow]:
     rows = []
     for lesson in lessons:
         frequencies, length = weighted_terms(lesson, FIELD_WEIGHTS)
-        terms = sorted(frequencies)  # as a tsvector keeps them: the server checks, it need not sort
-        row = copy_text_row(lesson, terms, length, None)
+        row = copy_text_row(lesson, frequencies, length, None)
         vector = weighted_term_vector(frequencies, length, lesson)
         rows.append(
             NewRow(
@@ -128,7 +123,7 @@ def import_rows(lessons: Sequence[Lesson]) -> list[NewRow]:
                 lesson.content_hash,
                 lesson.tags,
                 row,
-                Factors.of(frequencies, terms),
+                Factors.of(frequencies),
                 length,
                 vector,
             )
