@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from lessonbank.stores.lexical import bm25_factors
 from lessonbank.stores.redis import index
 from lessonbank.stores.redis.db import key_part
-from lessonbank.stores.redis.index import factors_field
+from lessonbank.stores.redis.index import FactorsField, factors_field
 from lessonbank.stores.sql.postgres_import import Factors
 from lessonbank.stores.sql.postgres_search import factors_json
 
@@ -30,6 +30,8 @@ def test_filled_in_factors_are_those_of_every_term(
     factors = bm25_factors(frequencies, length, mean)
     assert Factors.of(frequencies).json(length, mean) == factors_json(factors)
     assert factors_field(frequencies, length, mean) == _field_term_by_term(frequencies, length, mean)
+    made_apart = FactorsField.of(frequencies).field(length, mean)  # by an import's worker, then filled in
+    assert made_apart is None or made_apart == factors_field(frequencies, length, mean)
 
 
 def _field_term_by_term(frequencies: dict[str, float], length: int, mean: float) -> str:

@@ -85,7 +85,7 @@ _SEP = "\x1f"
 class Derived(NamedTuple):
     """What writing a lesson takes, worked out from the lesson alone (``RedisLessonIndex.derive``)."""
 
-    frequencies: dict[str, float]
+    frequencies: dict[str, float] | None  # None: made by an import's worker (worked out if needed)
     length: int
     row: list[str]
     factors: str
@@ -96,20 +96,21 @@ class Made(NamedTuple):
     """A new lesson as stored and what writing it takes but its BM25 factors (:func:`import_rows`)."""
 
     lesson: Lesson
-    frequencies: dict[str, float]
+    factors: FactorsField
     length: int
     row: list[str]
     vector: bytes
 
 
 def import_rows(lessons: Sequence[Lesson]) -> list[Made]:
-    """Each lesson as stored (``LessonWriter.prepared``), its row, term frequencies and term vector:
-    pure and picklable both ways, so an import's worker process makes them (``RedisStore.import_preparer``)."""
+    """Each lesson as stored (``LessonWriter.prepared``), its row, factors field but for the mean
+    length, and term vector: pure and picklable both ways, so an import's worker process makes them
+    (``RedisStore.import_preparer``)."""
     made = []
     for lesson in map(LessonWriter.prepared, lessons):
         frequencies, length = weighted_terms(lesson, FIELD_WEIGHTS)
         vector = weighted_term_vector(frequencies, length, lesson)
-        made.append(Made(lesson, frequencies, length, _flat(_row(lesson)), vector))
+        made.append(Made(lesson, FactorsField.of(frequencies), length, _flat(_row(lesson)), vector))
     return made
 
 
@@ -188,11 +189,11 @@ class RedisLessonIndex:
                 self.derived[lesson.id] = (lesson, self._derive(lesson))
             return
         for lesson, ahead in zip(lessons, made, strict=True):
-            factors = factors_field(ahead.frequencies, ahead.length, self.avg_len(lesson.namespace))
-            self.derived[lesson.id] = (
-                lesson,
-                Derived(ahead.frequencies, ahead.length, ahead.row, factors, ahead.vector),
-            )
+            mean = self.avg_len(lesson.namespace)
+            factors = ahead.factors.field(ahead.length, mean)
+            if factors is None:  # two frequencies of one factor (rare): grouped term by term
+                factors = factors_field(weighted_terms(lesson, FIELD_WEIGHTS)[0], ahead.length, mean)
+            self.derived[lesson.id] = (lesson, Derived(None, ahead.length, ahead.row, factors, ahead.vector))
 
     def _derive(self, lesson: Lesson) -> Derived:
         frequencies, length = weighted_terms(lesson, FIELD_WEIGHTS)
@@ -209,8 +210,11 @@ class RedisLessonIndex:
         of the namespace's lesson count and length; return its new term vector, if it changed."""
         ns = lesson.namespace
         ahead = self.derived.pop(lesson.id, None)
+        frequencies: dict[str, float] | None
         if ahead is not None and ahead[0] is lesson:  # derived for this very lesson, not an older copy
             frequencies, length = ahead[1].frequencies, ahead[1].length
+            if frequencies is None and old is not None:  # compared with the old lesson's below
+                frequencies = weighted_terms(lesson, FIELD_WEIGHTS)[0]
         else:
             ahead = None
             frequencies, length = weighted_terms(lesson, FIELD_WEIGHTS)
@@ -419,31 +423,55 @@ def factors_field(frequencies: dict[str, float], length: int, avg_len: float) ->
     ``factor=token token;`` for each distinct factor (a lesson's factors take few values, one per term
     frequency), the factor as ``repr`` writes it (the double round-trips exactly). No key part holds
     a space, ``=`` or ``;``, and none of them needs escaping in the batch's JSON."""
-    # Grouped by term frequency, then one factor worked out per group: distinct frequencies take
-    # distinct factors (the factor grows with the frequency), so these are the groups by factor, in
-    # the same order; should two round to one factor, they are grouped by factor term by term.
+    field = FactorsField.of(frequencies).field(length, avg_len)
+    if field is not None:
+        return field
+    # Two frequencies round to one factor: grouped by factor term by term.
     groups: dict[float, list[str]] = {}
-    for term, tf in frequencies.items():
-        if tf > 0:  # bm25_factors leaves the others out
-            words = groups.get(tf)
-            if words is None:
-                words = groups[tf] = []
-            words.append(term)
-    named = dict(zip(map(str, range(len(groups))), groups, strict=True))
-    factors = list(bm25_factors(named, length, avg_len).values())
-    if len(set(factors)) == len(factors):
-        groups = dict(zip(factors, groups.values(), strict=True))
-    else:
-        groups = {}
-        for term, factor in bm25_factors(frequencies, length, avg_len).items():
-            words = groups.get(factor)
-            if words is None:
-                words = groups[factor] = []
-            words.append(term)
-    plain = "".join(frequencies)
-    if not (plain.isascii() and plain.isalnum()):  # plain words are their own key parts
-        groups = {factor: [key_part(term) for term in words] for factor, words in groups.items()}
+    for term, factor in bm25_factors(frequencies, length, avg_len).items():
+        words = groups.get(factor)
+        if words is None:
+            words = groups[factor] = []
+        words.append(key_part(term))
     return "".join(f"{factor!r}={' '.join(words)};" for factor, words in groups.items())
+
+
+class FactorsField(NamedTuple):
+    """:func:`factors_field` made before the mean length it takes is known (by an import's worker):
+    its text with ``%s`` where each group's factor goes, and each group's term frequency."""
+
+    text: str
+    frequencies: tuple[float, ...]
+
+    @classmethod
+    def of(cls, frequencies: dict[str, float]) -> FactorsField:
+        # Grouped by term frequency: distinct frequencies take distinct factors (the factor grows
+        # with the frequency), so these are the groups by factor, in the same order.
+        groups: dict[float, list[str]] = {}
+        for term, tf in frequencies.items():
+            if tf > 0:  # bm25_factors leaves the others out
+                words = groups.get(tf)
+                if words is None:
+                    words = groups[tf] = []
+                words.append(term)
+        plain = "".join(frequencies)
+        if plain.isascii() and plain.isalnum():  # plain words are their own key parts, with no "%"
+            text = "".join(f"%s={' '.join(words)};" for words in groups.values())
+        else:
+            parts = (
+                " ".join(key_part(term) for term in words).replace("%", "%%") for words in groups.values()
+            )
+            text = "".join(f"%s={words};" for words in parts)
+        return cls(text, tuple(groups))
+
+    def field(self, length: int, avg_len: float) -> str | None:
+        """The field at ``avg_len``, or None when two frequencies take one factor (then the terms
+        are grouped by factor, :func:`factors_field`)."""
+        named = dict(zip(map(str, range(len(self.frequencies))), self.frequencies, strict=True))
+        factors = list(bm25_factors(named, length, avg_len).values())
+        if len(set(factors)) != len(factors):
+            return None
+        return self.text % tuple(map(repr, factors))
 
 
 def _flat(mapping: dict[str, str]) -> list[str]:
