@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from lessonbank import LessonBank
 from lessonbank.ports import LessonQuery
 from lessonbank.services.import_pipeline import AHEAD
 from lessonbank.services.transfer import IMPORT_BATCH
+from lessonbank.stores.sql import postgres_bulk
 from lessonbank.stores.sql.postgres_bulk import DEFERRED
 from tests.contract.conftest import POSTGRES_URL, drop_postgres_schema, require
 
@@ -147,4 +149,21 @@ def test_indexes_an_import_left_dropped_are_built_when_the_bank_opens(schema: st
     assert not set(DEFERRED) & {name for name, _ in _indexes(schema)}
     with _bank(schema, tmp_path) as bank:
         assert [lesson.content for lesson in bank.lessons()] == ["a lesson already there"]
+    assert _indexes(schema) == _fresh(tmp_path)
+
+
+def test_builders_racing_build_each_index_once(schema: str, tmp_path: Path) -> None:
+    """Three rebuilds at once (as imports ending together in several processes): each index is built
+    by one of them, the others find it there, and none fails on a name another just took."""
+    with _bank(schema, tmp_path) as bank:
+        bank.add_lesson("a lesson to index")
+        dialect = bank.store.dialect
+        with dialect.tx() as conn:
+            for name in DEFERRED:
+                conn.execute(f"DROP INDEX IF EXISTS {name}")
+        with ThreadPoolExecutor(3) as pool:
+            for built in [pool.submit(postgres_bulk.rebuild, dialect.tx) for _ in range(3)]:
+                built.result()
+        with dialect.tx() as conn:
+            assert postgres_bulk.missing(conn) == []
     assert _indexes(schema) == _fresh(tmp_path)
