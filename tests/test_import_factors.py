@@ -12,7 +12,7 @@ from lessonbank.stores.lexical import bm25_factors
 from lessonbank.stores.redis import index
 from lessonbank.stores.redis.db import key_part
 from lessonbank.stores.redis.index import FactorsField, factors_field
-from lessonbank.stores.sql.postgres_import import Factors
+from lessonbank.stores.sql.postgres_import import Factors, FactorTexts
 from lessonbank.stores.sql.postgres_search import factors_json
 
 _TERMS = st.text(alphabet="abz019", min_size=1, max_size=6) | st.text(
@@ -55,3 +55,14 @@ def test_two_frequencies_of_one_factor_are_one_group(monkeypatch: pytest.MonkeyP
         index, "bm25_factors", lambda frequencies, length, mean: dict.fromkeys(frequencies, 0.5)
     )
     assert factors_field({"a": 1.0, "b": 2.0, "c": 1.0}, 10, 10.0) == "0.5=a b c;"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.dictionaries(_TERMS, _TFS, max_size=8), max_size=5), _MEANS)
+def test_factor_texts_shared_by_a_chunk_give_each_lesson_its_own(
+    lessons: list[dict[str, float]], mean: float
+) -> None:
+    texts = FactorTexts(120, mean)  # one chunk's, at one length: each factor worked out once
+    for frequencies in lessons:
+        expected = factors_json(bm25_factors(frequencies, 120, mean))
+        assert Factors.of(frequencies).json(120, mean, texts) == expected

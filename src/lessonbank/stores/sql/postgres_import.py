@@ -73,12 +73,25 @@ class Factors(NamedTuple):
             text = "{" + ", ".join(json.dumps(term).replace("%", "%%") + ": %s" for term in kept) + "}"
         return cls(text, values)
 
-    def json(self, length: int, mean: float) -> str:
-        """``factors_json(bm25_factors(frequencies, length, mean))`` of the frequencies made of."""
-        distinct = dict.fromkeys(self.frequencies)  # every one > 0
-        named = dict(zip(map(str, range(len(distinct))), distinct, strict=True))
-        texts = dict(zip(distinct, map(repr, bm25_factors(named, length, mean).values()), strict=True))
+    def json(self, length: int, mean: float, texts: FactorTexts | None = None) -> str:
+        """``factors_json(bm25_factors(frequencies, length, mean))`` of the frequencies made of;
+        ``texts``: the factors' texts at that length and mean, shared by the lessons of a chunk."""
+        texts = FactorTexts(length, mean) if texts is None else texts
         return self.text % tuple(map(texts.__getitem__, self.frequencies))
+
+
+class FactorTexts(dict[float, str]):
+    """The text (``repr``) of each term frequency's BM25 factor at one length and mean length, worked
+    out when first asked for: a chunk's lessons share its mean, and ~100 lengths and ~15 frequencies
+    make most of their factors, so each is worked out once a chunk instead of once a lesson."""
+
+    def __init__(self, length: int, mean: float) -> None:
+        super().__init__()
+        self.length, self.mean = length, mean
+
+    def __missing__(self, tf: float) -> str:
+        text = self[tf] = repr(bm25_factors({"": tf}, self.length, self.mean)[""])
+        return text
 
 
 class NewRow(NamedTuple):
@@ -99,9 +112,10 @@ class NewRow(NamedTuple):
         """The lesson the row was made of (read back from its JSON: only for a reinforce or a new id)."""
         return Lesson.model_validate_json(self.row[DATA])
 
-    def written(self, mean: float) -> tuple[tuple[Any, ...], bytes]:
-        """:func:`copy_row_and_terms` of the lesson with ``mean``: the row with its factors, the vector."""
-        factors = self.factors.json(self.length, mean)
+    def written(self, mean: float, texts: FactorTexts | None = None) -> tuple[tuple[Any, ...], bytes]:
+        """:func:`copy_row_and_terms` of the lesson with ``mean``: the row with its factors, the vector
+        (``texts``: its factors' texts at its length and ``mean``, see :meth:`Factors.json`)."""
+        factors = self.factors.json(self.length, mean, texts)
         return (*self.row[:WEIGHTS], factors, *self.row[WEIGHTS + 1 :]), self.vector
 
 
@@ -229,12 +243,17 @@ class BulkImport:
         raw = cast("PgConnection", conn).raw  # this dialect's transactions hand out PgConnections
         by_namespace: dict[str, list[tuple[str, bytes]]] = {}
         lengths: list[int] = []
+        factor_texts: dict[tuple[int, float], FactorTexts] = {}  # by length and mean, this chunk's
         with raw.cursor() as cur, cur.copy(f"COPY lessons ({COLUMNS}) FROM STDIN") as copy:
             for lesson in lessons:
                 mean = means[lesson.namespace]
-                row, vector = (
-                    lesson.written(mean) if isinstance(lesson, NewRow) else copy_row_and_terms(lesson, mean)
-                )
+                if isinstance(lesson, NewRow):
+                    texts = factor_texts.get((lesson.length, mean))
+                    if texts is None:
+                        texts = factor_texts[(lesson.length, mean)] = FactorTexts(lesson.length, mean)
+                    row, vector = lesson.written(mean, texts)
+                else:
+                    row, vector = copy_row_and_terms(lesson, mean)
                 copy.write_row(row)
                 lengths.append(int(row[DOC_LEN]))
                 by_namespace.setdefault(lesson.namespace, []).append((lesson.id, vector))
