@@ -8,11 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lessonbank.stores.lexical import bm25_factors
+from lessonbank.stores import lexical
+from lessonbank.stores.lexical import FactorTexts, bm25_factors
 from lessonbank.stores.redis import index
 from lessonbank.stores.redis.db import key_part
 from lessonbank.stores.redis.index import FactorsField, factors_field
-from lessonbank.stores.sql.postgres_import import Factors, FactorTexts
+from lessonbank.stores.sql.postgres_import import Factors
 from lessonbank.stores.sql.postgres_search import factors_json
 
 _TERMS = st.text(alphabet="abz019", min_size=1, max_size=6) | st.text(
@@ -51,9 +52,11 @@ def test_many_distinct_frequencies_are_filled_in_too() -> None:
 
 
 def test_two_frequencies_of_one_factor_are_one_group(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(
-        index, "bm25_factors", lambda frequencies, length, mean: dict.fromkeys(frequencies, 0.5)
-    )
+    def one_factor(frequencies: dict[str, float], length: int, mean: float) -> dict[str, float]:
+        return dict.fromkeys(frequencies, 0.5)
+
+    monkeypatch.setattr(index, "bm25_factors", one_factor)
+    monkeypatch.setattr(lexical, "bm25_factors", one_factor)  # FactorTexts' (the grouped path)
     assert factors_field({"a": 1.0, "b": 2.0, "c": 1.0}, 10, 10.0) == "0.5=a b c;"
 
 

@@ -344,6 +344,21 @@ def bm25_factors(frequencies: Mapping[str, float], length: int, avg_len: float) 
     return {term: tf * (BM25_K1 + 1.0) / (tf + norm) for term, tf in frequencies.items() if tf > 0}
 
 
+class FactorTexts(dict[float, str]):
+    """The text (``repr``, which round-trips the double) of each term frequency's BM25 factor
+    (:func:`bm25_factors`) at one length and mean length, worked out when first asked for: an import
+    chunk's lessons share its mean, and ~100 lengths and ~15 frequencies make most of their factors,
+    so each is worked out once a chunk instead of once a lesson."""
+
+    def __init__(self, length: int, mean: float) -> None:
+        super().__init__()
+        self.length, self.mean = length, mean
+
+    def __missing__(self, tf: float) -> str:
+        text = self[tf] = repr(bm25_factors({"": tf}, self.length, self.mean)[""])
+        return text
+
+
 def query_terms(terms: Sequence[str]) -> list[str]:
     """Query words as the index holds them: stemmed, each once."""
     return list(dict.fromkeys(stem(term.lower()) for term in terms if term))

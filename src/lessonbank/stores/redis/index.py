@@ -35,6 +35,7 @@ from lessonbank.stores.lexical import (
     FIELD_WEIGHTS,
     LEXICAL_SPACE,
     POSTINGS_BUDGET,
+    FactorTexts,
     bm25_factors,
     common_idf,
     idf,
@@ -188,9 +189,13 @@ class RedisLessonIndex:
             for lesson in lessons:
                 self.derived[lesson.id] = (lesson, self._derive(lesson))
             return
+        shared: dict[tuple[int, float], FactorTexts] = {}  # by length and mean
         for lesson, ahead in zip(lessons, made, strict=True):
             mean = self.avg_len(lesson.namespace)
-            factors = ahead.factors.field(ahead.length, mean)
+            texts = shared.get((ahead.length, mean))
+            if texts is None:
+                texts = shared[(ahead.length, mean)] = FactorTexts(ahead.length, mean)
+            factors = ahead.factors.field(ahead.length, mean, texts)
             if factors is None:  # two frequencies of one factor (rare): grouped term by term
                 factors = factors_field(weighted_terms(lesson, FIELD_WEIGHTS)[0], ahead.length, mean)
             self.derived[lesson.id] = (lesson, Derived(None, ahead.length, ahead.row, factors, ahead.vector))
@@ -464,14 +469,15 @@ class FactorsField(NamedTuple):
             text = "".join(f"%s={words};" for words in parts)
         return cls(text, tuple(groups))
 
-    def field(self, length: int, avg_len: float) -> str | None:
+    def field(self, length: int, avg_len: float, texts: FactorTexts | None = None) -> str | None:
         """The field at ``avg_len``, or None when two frequencies take one factor (then the terms
-        are grouped by factor, :func:`factors_field`)."""
-        named = dict(zip(map(str, range(len(self.frequencies))), self.frequencies, strict=True))
-        factors = list(bm25_factors(named, length, avg_len).values())
-        if len(set(factors)) != len(factors):
+        are grouped by factor, :func:`factors_field`); ``texts``: the factors' texts at ``length``
+        and ``avg_len``, shared by the lessons of an import chunk."""
+        texts = FactorTexts(length, avg_len) if texts is None else texts
+        factors = tuple(map(texts.__getitem__, self.frequencies))
+        if len(set(factors)) != len(factors):  # repr round-trips: equal texts, equal factors
             return None
-        return self.text % tuple(map(repr, factors))
+        return self.text % factors
 
 
 def _flat(mapping: dict[str, str]) -> list[str]:

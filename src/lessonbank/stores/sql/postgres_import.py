@@ -27,7 +27,7 @@ from lessonbank.models import Lesson
 from lessonbank.stores.lexical import (
     FIELD_WEIGHTS,
     LEXICAL_SPACE,
-    bm25_factors,
+    FactorTexts,
     weighted_term_vector,
     weighted_terms,
 )
@@ -78,20 +78,6 @@ class Factors(NamedTuple):
         ``texts``: the factors' texts at that length and mean, shared by the lessons of a chunk."""
         texts = FactorTexts(length, mean) if texts is None else texts
         return self.text % tuple(map(texts.__getitem__, self.frequencies))
-
-
-class FactorTexts(dict[float, str]):
-    """The text (``repr``) of each term frequency's BM25 factor at one length and mean length, worked
-    out when first asked for: a chunk's lessons share its mean, and ~100 lengths and ~15 frequencies
-    make most of their factors, so each is worked out once a chunk instead of once a lesson."""
-
-    def __init__(self, length: int, mean: float) -> None:
-        super().__init__()
-        self.length, self.mean = length, mean
-
-    def __missing__(self, tf: float) -> str:
-        text = self[tf] = repr(bm25_factors({"": tf}, self.length, self.mean)[""])
-        return text
 
 
 class NewRow(NamedTuple):
