@@ -244,7 +244,9 @@ class RedisDatabase:
 # repeats most words: per lesson, that was most of the script's time). Keys are named inside the
 # script, as one Redis server allows (a cluster would need every key declared).
 BATCH_SCRIPT = """
-local post, counts, docs = {}, {}, {}  -- per key: records to append, df changes, new document ids
+-- post: per postings prefix, per token, the records to append (a token's key is made once a batch,
+-- not once a posting); counts, docs: per key, df changes and new document ids.
+local post, counts, docs = {}, {}, {}
 local function of(map, key)
   local t = map[key]
   if not t then t = {}; map[key] = t end
@@ -269,12 +271,13 @@ for _, op in ipairs(cjson.decode(ARGV[1])) do
     local lesson, base = op[2], op[3]
     if op[6] ~= '1' then unindex(lesson, base) end
     local doc = redis.call('INCR', base .. 'docctr')
-    local number, prefix, changes = struct.pack('<I', doc), base .. 'post:', of(counts, base .. 'df')
+    local number, postings, changes = struct.pack('<I', doc), of(post, base .. 'post:'), of(counts, base .. 'df')
     local names = {}
     for factor, words in string.gmatch(op[5], '([^=;]+)=([^;]*);') do
       local record = number .. struct.pack('<d', tonumber(factor))
       for suffix in string.gmatch(words, '[^ ]+') do
-        local records = of(post, prefix .. suffix)
+        local records = postings[suffix]
+        if not records then records = {}; postings[suffix] = records end
         records[#records + 1] = record
         changes[suffix] = (changes[suffix] or 0) + 1
         names[#names + 1] = suffix
@@ -311,13 +314,16 @@ for key, changes in pairs(counts) do
     end
   end
   for i = 1, #kept, 1000 do redis.call('HSET', key, unpack(kept, i, math.min(i + 999, #kept))) end
-  local base = string.sub(key, 1, -3)
+  local prefix = string.sub(key, 1, -3) .. 'post:'
+  local postings = post[prefix] or {}
   for _, suffix in ipairs(gone) do
     redis.call('HDEL', key, suffix)
-    if not post[base .. 'post:' .. suffix] then redis.call('DEL', base .. 'post:' .. suffix) end
+    if not postings[suffix] then redis.call('DEL', prefix .. suffix) end
   end
 end
-for key, records in pairs(post) do redis.call('APPEND', key, table.concat(records)) end
+for prefix, postings in pairs(post) do
+  for suffix, records in pairs(postings) do redis.call('APPEND', prefix .. suffix, table.concat(records)) end
+end
 return written
 """
 
