@@ -104,6 +104,7 @@ class RedisDatabase:
         client_url, options = split_options(url, _OPTIONS)
         self.prefix = options.get("prefix", "")
         self.base = f"{self.prefix}lb:"
+        self._heads: dict[str, str] = {}  # namespace → its keys' start (``k``): a few namespaces
         try:
             retry_s = float(options.get("retry_s", "15"))
         except ValueError as exc:
@@ -153,7 +154,12 @@ class RedisDatabase:
 
     def k(self, namespace: str, kind: str, *values: str) -> str:
         """The key of ``kind`` (a fixed word) in ``namespace``, for ``values`` (user-chosen parts)."""
-        key = self.base + key_part(namespace) + ":" + kind
+        head = self._heads.get(namespace)
+        if head is None:
+            head = self.base + key_part(namespace) + ":"
+            if len(self._heads) < 1024:
+                self._heads[namespace] = head
+        key = head + kind
         for value in values:
             key += ":" + key_part(value)
         return key
