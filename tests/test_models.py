@@ -260,3 +260,20 @@ def test_ids_made_later_sort_later() -> None:
     time.sleep(0.003)
     second = new_id("ep")
     assert first < second
+
+
+def test_id_digits_are_the_values_crockford_base32(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 26 digits are the 130-bit value (time in ms, then 80 random bits), 5 bits a digit, most
+    significant first, in Crockford's alphabet."""
+    for stamp, noise in [
+        (0.0, bytes(10)),
+        (1_700_000_000.123, bytes(range(10))),
+        (2**47 / 1000, b"\xff" * 10),
+    ]:
+        monkeypatch.setattr(models.time, "time", lambda stamp=stamp: stamp)
+        monkeypatch.setattr(models.os, "urandom", lambda size, noise=noise: noise)
+        value = (int(stamp * 1000) << 80) | int.from_bytes(noise, "big")
+        digits = "".join(
+            "0123456789abcdefghjkmnpqrstvwxyz"[(value >> (5 * (25 - i))) & 31] for i in range(26)
+        )
+        assert new_id("les") == f"les_{digits}"

@@ -12,7 +12,6 @@ naming the field.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import time
@@ -73,16 +72,17 @@ DEFER_BUILD = hasattr(pydantic.main, "_rebuild_lock")
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 
 
-_FROM_BASE32 = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _CROCKFORD)
+# Every pair of digits, by the 10 bits it stands for: an id's 26 digits are 13 look-ups.
+_DIGIT_PAIRS = [high + low for high in _CROCKFORD for low in _CROCKFORD]
+_PAIR_SHIFTS = range(120, -1, -10)
 
 
 def new_id(prefix: str) -> str:
     """A sortable unique id: ``prefix_`` + 48-bit millisecond time + 80 random bits, base32."""
     value = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
-    # The 26 digits of the 130-bit value, most significant first: the first 26 of base64's base32 of
-    # the value shifted to fill 160 bits, in Crockford's digits (one C call, not a loop per digit).
-    digits = base64.b32encode((value << 30).to_bytes(20, "big"))[:26].decode("ascii")
-    return f"{prefix}_{digits.translate(_FROM_BASE32)}"
+    # The 26 digits of the 130-bit value, most significant first, two at a time (base64's base32 is
+    # pure Python before 3.13: a loop over 5-byte groups, twice as slow).
+    return f"{prefix}_{''.join([_DIGIT_PAIRS[(value >> shift) & 1023] for shift in _PAIR_SHIFTS])}"
 
 
 def utcnow() -> datetime:
