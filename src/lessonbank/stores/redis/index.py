@@ -235,7 +235,9 @@ class RedisLessonIndex:
             if emptied:
                 batch.add("HDEL", key, *sorted(emptied))
         if reindex:  # a status or counter change keeps the postings (and document number) it had
-            factors = ahead[1].factors if ahead else factors_field(frequencies, length, self.avg_len(ns))
+            factors = (
+                ahead[1].factors if ahead else factors_field(_known(frequencies), length, self.avg_len(ns))
+            )
             batch.add("INDEX", key, self.postings.base(ns), lesson.id, factors, "")
         old_tags = set(old.tags) if old is not None else set()
         for tag in old_tags - set(lesson.tags):
@@ -255,7 +257,7 @@ class RedisLessonIndex:
         batch.add("HSET", self.db.where_key, lesson.id, ns)
         if not term_vector_changed(lesson, old):
             return None
-        return ahead[1].vector if ahead else weighted_term_vector(frequencies, length, lesson)
+        return ahead[1].vector if ahead else weighted_term_vector(_known(frequencies), length, lesson)
 
     def q_put_vectors(
         self, pipe: Any, namespace: str, model: str, rows: Sequence[tuple[str, str, bytes]]
@@ -478,6 +480,12 @@ class FactorsField(NamedTuple):
         if len(set(factors)) != len(factors):  # repr round-trips: equal texts, equal factors
             return None
         return self.text % factors
+
+
+def _known(frequencies: dict[str, float] | None) -> dict[str, float]:
+    """Frequencies ``_write`` worked out itself (only derived ones may be left out)."""
+    assert frequencies is not None, "a lesson written without derived figures has its own frequencies"
+    return frequencies
 
 
 def _flat(mapping: dict[str, str]) -> list[str]:
