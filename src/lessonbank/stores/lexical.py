@@ -359,6 +359,14 @@ class FactorTexts(dict[float, str]):
         return text
 
 
+class ChunkFactorTexts(dict[tuple[int, float], FactorTexts]):
+    """An import chunk's :class:`FactorTexts`, by (length, mean length), made when first asked for."""
+
+    def __missing__(self, key: tuple[int, float]) -> FactorTexts:
+        texts = self[key] = FactorTexts(*key)
+        return texts
+
+
 def query_terms(terms: Sequence[str]) -> list[str]:
     """Query words as the index holds them: stemmed, each once."""
     return list(dict.fromkeys(stem(term.lower()) for term in terms if term))

@@ -35,6 +35,7 @@ from lessonbank.stores.lexical import (
     FIELD_WEIGHTS,
     LEXICAL_SPACE,
     POSTINGS_BUDGET,
+    ChunkFactorTexts,
     FactorTexts,
     bm25_factors,
     common_idf,
@@ -189,13 +190,10 @@ class RedisLessonIndex:
             for lesson in lessons:
                 self.derived[lesson.id] = (lesson, self._derive(lesson))
             return
-        shared: dict[tuple[int, float], FactorTexts] = {}  # by length and mean
+        shared = ChunkFactorTexts()
         for lesson, ahead in zip(lessons, made, strict=True):
             mean = self.avg_len(lesson.namespace)
-            texts = shared.get((ahead.length, mean))
-            if texts is None:
-                texts = shared[(ahead.length, mean)] = FactorTexts(ahead.length, mean)
-            factors = ahead.factors.field(ahead.length, mean, texts)
+            factors = ahead.factors.field(ahead.length, mean, shared[ahead.length, mean])
             if factors is None:  # two frequencies of one factor (rare): grouped term by term
                 factors = factors_field(weighted_terms(lesson, FIELD_WEIGHTS)[0], ahead.length, mean)
             self.derived[lesson.id] = (lesson, Derived(None, ahead.length, ahead.row, factors, ahead.vector))

@@ -27,6 +27,7 @@ from lessonbank.models import Lesson
 from lessonbank.stores.lexical import (
     FIELD_WEIGHTS,
     LEXICAL_SPACE,
+    ChunkFactorTexts,
     FactorTexts,
     weighted_term_vector,
     weighted_terms,
@@ -229,15 +230,12 @@ class BulkImport:
         raw = cast("PgConnection", conn).raw  # this dialect's transactions hand out PgConnections
         by_namespace: dict[str, list[tuple[str, bytes]]] = {}
         lengths: list[int] = []
-        factor_texts: dict[tuple[int, float], FactorTexts] = {}  # by length and mean, this chunk's
+        factor_texts = ChunkFactorTexts()
         with raw.cursor() as cur, cur.copy(f"COPY lessons ({COLUMNS}) FROM STDIN") as copy:
             for lesson in lessons:
                 mean = means[lesson.namespace]
                 if isinstance(lesson, NewRow):
-                    texts = factor_texts.get((lesson.length, mean))
-                    if texts is None:
-                        texts = factor_texts[(lesson.length, mean)] = FactorTexts(lesson.length, mean)
-                    row, vector = lesson.written(mean, texts)
+                    row, vector = lesson.written(mean, factor_texts[lesson.length, mean])
                 else:
                     row, vector = copy_row_and_terms(lesson, mean)
                 copy.write_row(row)
