@@ -80,19 +80,6 @@ class Word:
     member: Membership | None = None  # the base slice as bits (long lists only)
 
 
-def impact_bound(max_tf: float, min_length: float, impact: float, at: float, per_token: float) -> float:
-    """An upper bound of ``tf / (tf + norm)`` over a word's postings, with BM25's norm at
-    ``per_token`` (k1·b / mean length): from the highest tf and the shortest lesson, and from
-    ``impact``, the exact maximum when the norm's per-token term was ``at`` (a norm that grew can only
-    lower it; one that shrank by a factor raises it by that factor at most)."""
-    if max_tf <= 0:
-        return 0.0
-    loose = max_tf / (max_tf + BM25_K1 * (1.0 - BM25_B) + per_token * min_length)
-    if at <= 0 or per_token <= 0:
-        return loose
-    return min(loose, impact * drift(at, per_token))
-
-
 def drift(at: float, per_token: float) -> float:
     """How much a ratio taken with the norm's per-token term ``at`` can grow at ``per_token``."""
     return max(1.0, at / per_token) if per_token > 0 else float("inf")
@@ -123,6 +110,8 @@ class WordBounds:
         self.codes: dict[int, Any] = {}
         self.coded: Any = None  # every word's codes at once, one per base posting (``fill_all``)
         self.members: dict[int, Membership] = {}  # the long lists' bits (``membership``)
+        # Every word's figures and bits are here (``fill_all``): ``fill`` has nothing to do.
+        self.complete = False
         self.at_token = at_token
 
     @classmethod
@@ -134,6 +123,8 @@ class WordBounds:
         return bounds
 
     def fill(self, starts: Any, docs: Any, tf: Any, length: Any, words: Sequence[int]) -> None:
+        if self.complete:
+            return
         for word in words:
             lo, hi = int(starts[word]), int(starts[word + 1])
             if (hi - lo) * MEMBER_SHARE >= len(length) and word not in self.members:
@@ -177,6 +168,7 @@ class WordBounds:
             lo, hi = int(starts[word]), int(starts[word + 1])
             self.members[word] = Membership(docs[lo:hi], len(length))
             self.members[word].build()
+        self.complete = True
 
     def word_codes(self, word: int, starts: Any) -> Any:
         """The codes of ``word``'s postings (``fill`` or ``fill_all`` computed them)."""
@@ -184,19 +176,23 @@ class WordBounds:
             return self.coded[int(starts[word]) : int(starts[word + 1])]
         return self.codes[word]
 
-    def bound(self, word: int, per_token: float) -> float:
-        """The word's ``impact_bound`` with the norm's per-token term ``per_token``."""
-        return impact_bound(
-            float(self.max_tf[word]),
-            float(self.min_length[word]),
-            float(self.impact[word]),
-            self.at_token,
-            per_token,
+    def bounds(self, words: Any, per_token: float) -> tuple[Any, Any]:
+        """Per word of ``words`` (an array): an upper bound of ``tf / (tf + norm)`` over its postings
+        with BM25's norm at ``per_token`` (k1·b / mean length), from the highest tf and the shortest
+        lesson, and from ``impact``, the exact maximum when the norm's per-token term was ``at_token``
+        (a norm that grew can only lower it; one that shrank by a factor raises it by that factor at
+        most); and the unit a posting's code is counted in (a ratio is at most its code times it)."""
+        max_tf, min_length, impact = self.max_tf[words], self.min_length[words], self.impact[words]
+        loose = np.zeros(len(words))
+        np.divide(
+            max_tf,
+            max_tf + BM25_K1 * (1.0 - BM25_B) + per_token * min_length,
+            out=loose,
+            where=max_tf > 0,
         )
-
-    def unit(self, word: int, per_token: float) -> float:
-        """A ratio at ``per_token`` is at most its code times this."""
-        return float(self.impact[word]) * drift(self.at_token, per_token) / LEVELS
+        grown = drift(self.at_token, per_token)
+        bound = loose if self.at_token <= 0 or per_token <= 0 else np.minimum(loose, impact * grown)
+        return bound, impact * grown / LEVELS
 
     def nbytes(self) -> int:
         codes = sum(int(codes.nbytes) for codes in self.codes.values())
