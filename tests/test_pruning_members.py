@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from lessonbank.ports import LessonQuery
 from lessonbank.retrieval import lexical_index, pruning
 from lessonbank.retrieval.lexical_index import LexicalIndex
-from lessonbank.retrieval.membership import Membership
+from lessonbank.retrieval.membership import Membership, held_at
 from lessonbank.stores.sqlite import SQLiteStore
 from tests.contract.conftest import Clock
 from tests.test_lexical_index import NS, random_lesson, vocabulary, zipf_words
@@ -47,6 +47,27 @@ def test_bits_find_a_slot_where_a_binary_search_does(
     assert found.tolist() == np.searchsorted(docs, needles).tolist()
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    slots=st.integers(1, 700),
+    shares=st.lists(st.sampled_from([0.0, 0.02, 0.5, 1.0]), min_size=1, max_size=6),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_many_lists_bits_find_slots_where_binary_searches_do(
+    slots: int, shares: list[float], seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    lists = [np.flatnonzero(rng.random(slots) < share).astype(np.int32) for share in shares]
+    members = [Membership(docs, slots) for docs in lists]
+    for member in members:
+        member.build()
+    needles = np.sort(rng.integers(0, slots, size=int(rng.integers(1, 200)))).astype(np.int32)
+    held, at = held_at(members, needles)
+    for row, docs in enumerate(lists):
+        assert at[row].tolist() == np.searchsorted(docs, needles).tolist()
+        assert held[row].tolist() == np.isin(needles, docs).tolist()
+
+
 def pooled(words: list[pruning.Word], bits: list[bool]) -> list[pruning.Word]:
     """The same words with their base postings cut from one pair of arrays (as an index's base
     holds them), some with bits."""
@@ -62,6 +83,8 @@ def pooled(words: list[pruning.Word], bits: list[bool]) -> list[pruning.Word]:
         )  # fmt: skip
         copy.within = (pool_docs, pool_tf, start)
         copy.member = Membership(copy.docs, slots) if bit else None
+        if copy.member is not None and start % 2:
+            copy.member.build()  # built ones are read together (``held_at``), the rest on first use
         out.append(copy)
         start = end
     return out

@@ -56,3 +56,16 @@ class Membership:
     @property
     def nbytes(self) -> int:
         return 0 if self.bits is None else int(self.bits.nbytes + self.before.nbytes)
+
+
+def held_at(members: list[Membership], slots: Any) -> tuple[Any, Any]:
+    """For each of ``members`` (built, each over more slots than the highest of ``slots``) and each
+    slot: whether the list holds it, and how many of its postings are below it; one set of
+    vectorised operations for them all (a list's own ``searchsorted`` costs a dozen numpy calls,
+    which is most of it for a few slots)."""
+    word = np.asarray(slots, dtype=np.int64) >> 6
+    shift = (np.asarray(slots) & 63).astype(np.uint64)
+    bits = np.stack([member.bits[word] for member in members])
+    at = np.stack([member.before[word] for member in members]).astype(np.int64)
+    at += np.bitwise_count(bits & ((_ONE << shift) - _ONE))
+    return ((bits >> shift) & _ONE).astype(bool), at

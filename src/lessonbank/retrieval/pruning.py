@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from lessonbank.retrieval.membership import Membership
+from lessonbank.retrieval.membership import Membership, held_at
 from lessonbank.stores.lexical import BM25_B, BM25_K1
 
 MARGIN = 1e-9  # relative slack on comparisons of float64 sums: rounding is ~1e-16 per addition
@@ -458,13 +458,16 @@ def exact_scores(words: Sequence[Word], slots: Any, norm: Any) -> Any:
 
 def _base_tf(words: Sequence[Word], slots: Any, tf: Any) -> None:
     """Each word's base frequency of each slot, into its row of ``tf``. The words cut from one pair
-    of arrays (``Word.within``) take one binary search each and are gathered from the pair at once:
-    with a few slots, numpy's calls per word cost more than the searches themselves."""
+    of arrays (``Word.within``) take one binary search each, or a look at their bits for the long
+    lists that have them built (``held_at``: a binary search there misses the cache at every step),
+    and are gathered from the pair at once: with a few slots, numpy's calls per word cost more than
+    the searches themselves."""
     rows: list[int] = []
     found: list[Any] = []
     bounds: list[tuple[int, int]] = []
+    bitted: list[tuple[int, Membership, int]] = []  # (row, bits, where the slice starts)
     pool: tuple[Any, Any, int] | None = None
-    needle = slots
+    needle, highest = slots, int(slots.max())
     for row, word in enumerate(words):
         if not len(word.docs):
             continue
@@ -474,18 +477,29 @@ def _base_tf(words: Sequence[Word], slots: Any, tf: Any) -> None:
             continue
         if pool is None:
             pool, needle = within, slots.astype(word.docs.dtype, copy=False)
+        member = word.member
+        if member is not None and member.bits is not None and highest < member.slots:
+            bitted.append((row, member, within[2]))
+            continue
         rows.append(row)
         found.append(
             word.docs.searchsorted(needle)
-            if word.member is None or len(slots) < BITS_FROM
-            else word.member.searchsorted(slots)
+            if member is None or len(slots) < BITS_FROM
+            else member.searchsorted(slots)
         )
         bounds.append((within[2], within[2] + len(word.docs) - 1))
-    if pool is not None:
+    if pool is None:
+        return
+    if rows:
         at, (start, last) = np.stack(found), np.array(bounds).T[:, :, None]
         at += start  # where each word's slice starts in the pool
         np.minimum(at, last, out=at)
         tf[rows] = np.where(pool[0][at] == slots, pool[1][at], 0.0)
+    if bitted:
+        held, at = held_at([member for _, member, _ in bitted], slots)
+        at += np.array([start for _, _, start in bitted])[:, None]
+        np.minimum(at, len(pool[1]) - 1, out=at)  # a slot past a list's last posting is not held
+        tf[[row for row, _, _ in bitted]] = np.where(held, pool[1][at], 0.0)
 
 
 def _tf_at(docs: Any, tf: Any, slots: Any) -> Any:
