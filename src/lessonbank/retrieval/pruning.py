@@ -326,7 +326,7 @@ class _Search:
                 upper *= np.float32(word.weight * word.unit)
             else:
                 upper = _contribution(word.weight, tf, self.norm[docs]).astype(np.float32)
-            np.add.at(self.partial, docs, upper)
+            np.add.at(self.partial, docs.astype(np.intp), upper)  # its own cast of the slots is slower
             self.touched.append(docs)
             self.read += len(docs)
 
