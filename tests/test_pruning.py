@@ -250,3 +250,24 @@ def test_exact_scores_are_the_word_by_word_sums(
     for word in words:
         expected += pruning._looked_up(word, slots, norm)
     assert pruning.exact_scores(words, slots, norm).tolist() == expected.tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(postings(), st.integers(0, 2**32 - 1))
+def test_a_search_scores_each_slot_once_and_the_same_in_any_batch(
+    case: tuple[list[pruning.Word], Any, Any, int, int], pick: int
+) -> None:
+    """Batches of slots that overlap, in any order: a slot scored before is not scored again, and
+    every score is what ``exact_scores`` gives that slot alone."""
+    words, norm, keep, want, seed = case
+    rng = np.random.default_rng(pick)
+    search = pruning._Search(words, norm, keep, want, np.zeros(len(norm), dtype=np.float32), seed)
+    scored = 0
+    for _ in range(3):
+        slots = rng.choice(len(norm), size=int(rng.integers(1, min(len(norm), 30) + 1)), replace=False)
+        fresh = len(set(slots.tolist()) - set(search.scored.tolist()))
+        got = search._exact(slots)
+        scored += fresh
+        assert len(search.scored) == scored
+        for slot, score in zip(slots.tolist(), got.tolist(), strict=True):
+            assert score == pruning.exact_scores(words, np.array([slot]), norm)[0]

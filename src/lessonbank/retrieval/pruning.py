@@ -267,6 +267,10 @@ class _Search:
         self.touched: list[Any] = []  # slots of every posting read, to clear `partial` after
         self.read = 0
         self.threshold = 0.0  # a score that `want` slots reach exactly
+        # The slots scored exactly so far (ascending) and their scores: the lessons that raised the
+        # threshold are most of the last candidates, and a slot's score is the same in any batch.
+        self.scored = np.zeros(0, dtype=np.int64)
+        self.scores = np.zeros(0)
 
     def run(self) -> tuple[Any, Any]:
         words = self.words
@@ -380,7 +384,23 @@ class _Search:
         self.threshold = max(self.threshold, _kth(self._exact(slots), self.want))
 
     def _exact(self, slots: Any) -> Any:
-        return exact_scores(self.words, slots, self.norm)
+        """The exact scores of ``slots``, each slot scored once per search."""
+        if not len(slots):
+            return np.zeros(0)
+        known = np.zeros(len(slots), dtype=bool)
+        at = np.zeros(len(slots), dtype=np.int64)
+        if len(self.scored):
+            at = np.minimum(np.searchsorted(self.scored, slots), len(self.scored) - 1)
+            known = self.scored[at] == slots
+        out = np.empty(len(slots))
+        out[known] = self.scores[at[known]]
+        fresh = slots[~known]
+        if len(fresh):
+            out[~known] = found = exact_scores(self.words, fresh, self.norm)
+            order = np.argsort(np.concatenate((self.scored, fresh)), kind="stable")
+            self.scored = np.concatenate((self.scored, fresh))[order]
+            self.scores = np.concatenate((self.scores, found))[order]
+        return out
 
 
 def _distinct(parts: list[Any]) -> Any:
