@@ -293,6 +293,14 @@ class _Search:
         above = self._above()  # the slots whose bound alone reaches the threshold: few
         if len(above) >= self.want:  # raised first, so that fewer slots are candidates
             self._raise(above)
+            # A word whose postings are few beside the candidates is read whole (as the loop below
+            # does) before they are listed: counting them costs a tenth of listing them, and the
+            # list taken after such reads is shorter (a common word read raises the floor).
+            while done < len(order) and self.read > len(self.norm) // 8:
+                if self._count(float(left[done])) * LOOKUP_COST < sizes[order[done]]:
+                    break
+                self._read(words[order[done]])
+                done += 1
             candidates = self._seen(float(left[done]))
         else:
             candidates = self._seen(float(left[done]))
@@ -353,6 +361,17 @@ class _Search:
         else:  # the slots of each word read that reach, then each once
             seen = _distinct([docs[self.partial[docs] >= floor] for docs in self.touched])
         return self._kept(seen)
+
+    def _count(self, rest: float) -> int:
+        """How many slots ``_seen(rest)`` would list, by one pass over every slot's bound."""
+        floor = self._floor(rest)
+        if floor is None:
+            return len(self.norm)
+        reaching = self.partial >= floor
+        if self.keep is not None:  # it may run past the slots (an index's capacity): none beyond scores
+            size = min(len(reaching), len(self.keep))
+            reaching = reaching[:size] & self.keep[:size]
+        return int(np.count_nonzero(reaching))
 
     def _kept(self, slots: Any) -> Any:
         return slots if self.keep is None else slots[self.keep[slots]]
