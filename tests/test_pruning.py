@@ -106,6 +106,22 @@ def test_top_slots_is_the_head_of_the_exhaustive_ranking(
     assert scores.tolist() == expected_scores.tolist()  # bit for bit: same sums in the same order
 
 
+@settings(max_examples=200, deadline=None)
+@given(postings(), st.integers(1, 40))
+def test_words_read_together_in_small_chunks_rank_the_same(
+    case: tuple[list[pruning.Word], Any, Any, int, int], chunk: int
+) -> None:
+    """The words read at once are laid end to end a few postings at a time (a word longer than a
+    chunk alone): the bounds summed are the same, so the ranking is still the exhaustive one."""
+    words, norm, keep, want, seed = case
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pruning, "READ_CHUNK", chunk)
+        slots, scores = pruning.top_slots(words, norm, keep, want, seed=seed)
+    expected_slots, expected_scores = exhaustive(words, norm, keep, want)
+    assert slots.tolist() == expected_slots.tolist()
+    assert scores.tolist() == expected_scores.tolist()
+
+
 def test_a_low_bound_would_be_caught() -> None:
     """The check above can fail: a word whose bound is below what it gives loses lessons."""
     norm = np.full(51, 1.0)

@@ -57,6 +57,7 @@ SAMPLE = 64  # every this many partial bounds are a sample that bounds the best 
 MEMBER_SHARE = 32  # a base word held by this share of the slots or more is kept as bits too ...
 BITS_FROM = 256  # ... searched by them for this many slots or more (fewer: a binary search is cheaper)
 FILL_CHUNK = 1 << 18  # postings coded at once when a base's every word is (``WordBounds.fill_all``)
+READ_CHUNK = 1 << 15  # postings of short lists read at once laid end to end, at most; longer ones alone
 
 
 @dataclass
@@ -283,13 +284,13 @@ class _Search:
         # threshold (with fewer there is none: every word would be read whole).
         enough = int(np.searchsorted(held, SEED_SHARE * self.want)) + 1
         seed = min(len(order), max(1, int(np.searchsorted(held, self.seed, side="right")), enough))
-        for index in order[:seed]:
-            self._read(words[index])
+        self._read(*(words[index] for index in order[:seed]))
         self._raise(self._kept(_distinct(self.touched)))
+        # Every word the threshold leaves essential, read at once (the threshold stays as it is).
         done = seed
         while done < len(order) and not _below(float(left[done]), self.threshold):
-            self._read(words[order[done]])
             done += 1
+        self._read(*(words[index] for index in order[seed:done]))
         above = self._above()  # the slots whose bound alone reaches the threshold: few
         if len(above) >= self.want:  # raised first, so that fewer slots are candidates
             self._raise(above)
@@ -327,20 +328,48 @@ class _Search:
         ranked = np.lexsort((candidates, -exact))[: self.want]
         return candidates[ranked].astype(np.int64), exact[ranked]
 
-    def _read(self, word: Word) -> None:
-        """Add an upper bound of ``word``'s contribution to every slot holding it."""
-        parts = [(word.docs, word.tf, word.codes), (word.extra_docs, word.extra_tf, None)]
-        for docs, tf, codes in parts:
-            if not len(docs):
+    def _read(self, *read: Word) -> None:
+        """Add an upper bound of each word's contribution to every slot holding it. The short
+        lists are laid end to end, up to ``READ_CHUNK`` postings at a time, for one ``np.add.at``
+        (it sums a slot held by several words; numpy's calls per word cost more than a rare word's
+        postings); a long one is added alone (copying it costs more than the calls)."""
+        parts = [
+            (word, docs, tf, codes)
+            for word in read
+            for docs, tf, codes in ((word.docs, word.tf, word.codes), (word.extra_docs, word.extra_tf, None))
+            if len(docs)
+        ]
+        short: list[tuple[Word, Any, Any, Any]] = []
+        size = 0
+        for part in parts:
+            if len(part[1]) >= READ_CHUNK:
+                self._add([part], len(part[1]))
                 continue
+            if size + len(part[1]) > READ_CHUNK:
+                self._add(short, size)
+                short, size = [], 0
+            short.append(part)
+            size += len(part[1])
+        if short:
+            self._add(short, size)
+
+    def _add(self, parts: list[tuple[Word, Any, Any, Any]], size: int) -> None:
+        # The slots in the platform's index type: np.add.at's own cast of them is slower.
+        slots, upper = np.empty(size, dtype=np.intp), np.empty(size, dtype=np.float32)
+        start = 0
+        for word, docs, tf, codes in parts:
+            end = start + len(docs)
+            slots[start:end] = docs
             if codes is not None:
-                upper = codes.astype(np.float32)
-                upper *= np.float32(word.weight * word.unit)
+                bound = upper[start:end]
+                bound[:] = codes
+                bound *= np.float32(word.weight * word.unit)
             else:
-                upper = _contribution(word.weight, tf, self.norm[docs]).astype(np.float32)
-            np.add.at(self.partial, docs.astype(np.intp), upper)  # its own cast of the slots is slower
+                upper[start:end] = _contribution(word.weight, tf, self.norm[docs])
             self.touched.append(docs)
-            self.read += len(docs)
+            start = end
+        np.add.at(self.partial, slots, upper)
+        self.read += size
 
     def _above(self) -> Any:
         """The slots read whose partial bound alone reaches the threshold, each once."""
