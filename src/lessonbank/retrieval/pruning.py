@@ -11,21 +11,24 @@ short to read and weigh most).
    scores is the threshold: ``want`` real lessons reach it, so the true ``want``-th score does too.
 2. *Essential words.* Words are read whole while the bounds of the words left add up to the
    threshold or more (a lesson holding none of the words read could still reach it). Reading is
-   the cost that counts, so it adds *upper bounds* in float32 with one ``np.add.at`` per word:
-   each base posting carries a one-byte code of its ratio (``WordBounds.codes``: ratio ≤ code ×
-   step), so a word is read as a cast and a product, with no look at the lessons' lengths.
+   the cost that counts, so it adds *upper bounds* in float32 with ``np.add.at`` (a long list
+   alone, the short ones laid end to end): each base posting carries a one-byte code of its ratio
+   (``WordBounds.codes``: ratio ≤ code × step), so a word is read as a cast and a product, with no
+   look at the lessons' lengths.
 3. *Candidates.* The lessons whose partial bound plus the bounds of the words left reach the
    threshold (every other one is out for good). The threshold is raised first, by scoring exactly
    the best few of the slots whose partial bound alone reaches it (few: a pass over those read, not a
-   look at every candidate), so that the candidates are taken with the higher one. Each word left
-   is then looked up for the candidates (a binary search in its slot-ordered postings, or its bits
-   for a long list: ``Word.member``) or, when they are many beside its postings, read whole, and
-   each narrows the candidates again.
+   look at every candidate), so that the candidates are taken with the higher one. While they would
+   be many beside the next word's postings (counted, not listed), that word is read whole too; then
+   they are listed, and each word left is looked up for them (a binary search in its slot-ordered
+   postings, or its bits for a long list: ``Word.member``) or, when they are many beside its
+   postings, read whole, and each narrows the candidates again.
 
-Exact scores (``exact_scores``) take one search per word, one gather of every word's frequencies from
-the base arrays (``Word.within``) and the arithmetic of every word at once; with a few lessons numpy's
-calls per word are most of their cost, with many the searches, so few lessons are scored
-(``SEED_SHARE``).
+Exact scores (``exact_scores``) take one search per word (the long lists' built bits are read for
+all of them at once: ``membership.held_at``), one gather of every word's frequencies from the base
+arrays (``Word.within``) and the arithmetic of every word at once; with a few lessons numpy's calls
+per word are most of their cost, with many the searches, so few lessons are scored (``SEED_SHARE``),
+each once a search.
 
 Exactness: a lesson is dropped only when an upper bound of its score is below a score that
 ``want`` lessons reach exactly, with a relative margin (``UPPER_MARGIN``) far above the rounding of
