@@ -77,14 +77,16 @@ class PrunedWords(IndexArrays):
                     bounds.members.get(at),
                     bounds.word_codes(at, self._starts),
                 )
-            delta = self._delta.get(term) if self._delta else None
-            if delta:
-                delta = [(slot, tf) for slot, tf in delta if self._alive[slot]]
+            delta = (
+                [(slot, tf) for slot, tf in self._delta.get(term, ()) if self._alive[slot]]
+                if self._delta
+                else []
+            )
             if mask is not None:
-                delta = [(slot, tf) for slot, tf in delta or () if mask[slot]]
+                delta = [(slot, tf) for slot, tf in delta if mask[slot]]
                 df = int(np.count_nonzero(mask[base_docs])) + len(delta)
             else:
-                df = len(base_docs) - (self._dead_in(base_docs) if self._base_dead else 0) + len(delta or ())
+                df = len(base_docs) - self._dead_in(base_docs) + len(delta)
             if not df:
                 continue
             extra_docs, extra_tf = no_docs, no_tf

@@ -43,14 +43,9 @@ class Membership:
         if self.bits is None:
             self.build()
         needles = np.asarray(needles, dtype=np.int64)
-        word = needles >> 6
-        beyond = word >= len(self.bits)  # past every slot the list was built over
-        np.minimum(word, len(self.bits) - 1, out=word)
-        below = (_ONE << (needles & 63).astype(np.uint64)) - _ONE  # the bits of lower slots
-        np.bitwise_and(below, self.bits[word], out=below)
-        at = self.before[word] + np.bitwise_count(below)
-        if beyond.any():
-            at[beyond] = self.size
+        last = len(self.bits) * 64 - 1
+        at = held_at([self], np.minimum(needles, last))[1][0]
+        at[needles > last] = self.size  # past every slot the list was built over
         return at
 
     @property
@@ -59,10 +54,10 @@ class Membership:
 
 
 def held_at(members: list[Membership], slots: Any) -> tuple[Any, Any]:
-    """For each of ``members`` (built, each over more slots than the highest of ``slots``) and each
+    """For each of ``members`` (built, their bits reaching past the highest of ``slots``) and each
     slot: whether the list holds it, and how many of its postings are below it; one set of
-    vectorised operations for them all (a list's own ``searchsorted`` costs a dozen numpy calls,
-    which is most of it for a few slots)."""
+    vectorised operations for them all (a dozen numpy calls per list is most of the cost for a few
+    slots)."""
     word = np.asarray(slots, dtype=np.int64) >> 6
     shift = (np.asarray(slots) & 63).astype(np.uint64)
     bits = np.stack([member.bits[word] for member in members])
