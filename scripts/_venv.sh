@@ -7,7 +7,9 @@ if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
 stamp="$venv/.lessonbank-installed"
-want="$(cat "$root/pyproject.toml" "$root/scripts/_venv.sh" | sha256sum | cut -c1-16)-$1"
+# The C sources too: an editable install compiles them once, so a change to them needs a new install.
+want="$(cat "$root/pyproject.toml" "$root/setup.py" "$root/scripts/_venv.sh" "$root"/src/lessonbank/*/*.c \
+  | sha256sum | cut -c1-16)-$1"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$venv/bin/python" -m pip install --quiet --upgrade "pip>=25.1"
   if [ "$1" = dev ]; then

@@ -27,6 +27,19 @@ from lessonbank.stores.sqlite import SQLiteStore
 from tests.contract.conftest import Clock
 from tests.test_lexical_index import NS, random_lesson, vocabulary, zipf_words
 
+# The reads and passes run compiled (retrieval/_postings.c) or with numpy: both give the same ranking.
+LOOPS = pytest.mark.parametrize("loops", ["compiled", "numpy"])
+
+
+@contextlib.contextmanager
+def running(loops: str) -> Any:
+    if loops == "compiled" and pruning._postings is None:
+        pytest.skip("the compiled loops (retrieval/_postings.c) were not built here")
+    with pytest.MonkeyPatch.context() as patch:
+        if loops == "numpy":
+            patch.setattr(pruning, "_postings", None)
+        yield
+
 
 @pytest.fixture(autouse=True)
 def always_pruned(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -94,13 +107,15 @@ def exhaustive(words: list[pruning.Word], norm: Any, keep: Any, want: int) -> tu
     return found[order], acc[found[order]]
 
 
+@LOOPS
 @settings(max_examples=400, deadline=None)
 @given(postings())
 def test_top_slots_is_the_head_of_the_exhaustive_ranking(
-    case: tuple[list[pruning.Word], Any, Any, int, int],
+    loops: str, case: tuple[list[pruning.Word], Any, Any, int, int]
 ) -> None:
     words, norm, keep, want, seed = case
-    slots, scores = pruning.top_slots(words, norm, keep, want, seed=seed)
+    with running(loops):
+        slots, scores = pruning.top_slots(words, norm, keep, want, seed=seed)
     expected_slots, expected_scores = exhaustive(words, norm, keep, want)
     assert slots.tolist() == expected_slots.tolist()
     assert scores.tolist() == expected_scores.tolist()  # bit for bit: same sums in the same order
@@ -111,10 +126,10 @@ def test_top_slots_is_the_head_of_the_exhaustive_ranking(
 def test_words_read_together_in_small_chunks_rank_the_same(
     case: tuple[list[pruning.Word], Any, Any, int, int], chunk: int
 ) -> None:
-    """The words read at once are laid end to end a few postings at a time (a word longer than a
-    chunk alone): the bounds summed are the same, so the ranking is still the exhaustive one."""
+    """The words numpy reads at once are laid end to end a few postings at a time (a word longer
+    than a chunk alone): the bounds summed are the same, so the ranking is still the exhaustive one."""
     words, norm, keep, want, seed = case
-    with pytest.MonkeyPatch.context() as patch:
+    with running("numpy"), pytest.MonkeyPatch.context() as patch:
         patch.setattr(pruning, "READ_CHUNK", chunk)
         slots, scores = pruning.top_slots(words, norm, keep, want, seed=seed)
     expected_slots, expected_scores = exhaustive(words, norm, keep, want)
@@ -122,7 +137,8 @@ def test_words_read_together_in_small_chunks_rank_the_same(
     assert scores.tolist() == expected_scores.tolist()
 
 
-def test_a_low_bound_would_be_caught() -> None:
+@LOOPS
+def test_a_low_bound_would_be_caught(loops: str) -> None:
     """The check above can fail: a word whose bound is below what it gives loses lessons."""
     norm = np.full(51, 1.0)
     empty_docs, empty_tf = np.zeros(0, np.int32), np.zeros(0, np.float32)
@@ -132,7 +148,8 @@ def test_a_low_bound_would_be_caught() -> None:
     common_tf = np.ones(45, np.float32)
     common_tf[40:] = 40.0  # the bound says at most 0.01; slots 46-50 get ~4.9
     common = pruning.Word(np.arange(6, 51, dtype=np.int32), common_tf, empty_docs, empty_tf, 5.0, 0.01)
-    slots, _ = pruning.top_slots([rare, common], norm, None, 3, seed=1)
+    with running(loops):
+        slots, _ = pruning.top_slots([rare, common], norm, None, 3, seed=1)
     assert slots.tolist() == [0, 1, 2]
     assert exhaustive([rare, common], norm, None, 3)[0].tolist() == [46, 47, 48]
 
@@ -166,10 +183,11 @@ def answers(
     return out
 
 
+@LOOPS
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), lessons=st.integers(1, 120), words=st.integers(5, 80))
 def test_the_index_ranks_as_the_exhaustive_scorer_through_changes_and_filters(
-    seed: int, lessons: int, words: int
+    loops: str, seed: int, lessons: int, words: int
 ) -> None:
     rng, clock = random.Random(seed), Clock()
     vocab = vocabulary(rng, words)
@@ -204,7 +222,8 @@ def test_the_index_ranks_as_the_exhaustive_scorer_through_changes_and_filters(
                     ]
                 )
                 terms = zipf_words(rng, vocab, rng.choice([1, 3, 8, 30, 64]))
-                pruned, reference = answers(index, store, terms, rng.choice([1, 3, 5, 20]), query)
+                with running(loops):
+                    pruned, reference = answers(index, store, terms, rng.choice([1, 3, 5, 20]), query)
                 assert pruned == reference, f"step {step}"
         finally:
             store.close()

@@ -49,6 +49,11 @@ import numpy as np
 from lessonbank.retrieval.membership import Membership, held_at
 from lessonbank.stores.lexical import BM25_B, BM25_K1
 
+try:  # the reads and the candidates' passes in C (setup.py builds them where a compiler is at hand)
+    from lessonbank.retrieval import _postings
+except ImportError:  # numpy runs the same steps, to the same bounds
+    _postings = None  # type: ignore[assignment]
+
 MARGIN = 1e-9  # relative slack on comparisons of float64 sums: rounding is ~1e-16 per addition
 UPPER_MARGIN = 1e-4  # ... and of float32 sums of upper bounds (~6e-8 per addition, 64 words at most)
 NARROW_SHARE = 4  # candidates are narrowed before a word's read when fewer than this many times its postings
@@ -224,17 +229,29 @@ def dead_in(docs: Any, dead: Any, alive: Any) -> int:
     return int(np.count_nonzero(docs[at] == dead))
 
 
+def compiled() -> bool:
+    """Whether the compiled loops (``_postings``) run the reads and passes, rather than numpy."""
+    return _postings is not None
+
+
 class Scratch:
-    """A per-slot work array kept between searches (one search at a time), all zero between them: a
-    fresh zeroed array per search would cost a page fault per 4 KB it touches."""
+    """Per-slot work arrays kept between searches (one search at a time): the partial bounds, all
+    zero between searches (a fresh zeroed array per search would cost a page fault per 4 KB it
+    touches), and room for as many slots, where the compiled pass lists the slots that reach."""
 
     def __init__(self) -> None:
         self.partial = np.zeros(0, dtype=np.float32)
+        self.slots = np.zeros(0, dtype=np.int32)
 
     def take(self, size: int) -> Any:
         if len(self.partial) < size:
             self.partial = np.zeros(size, dtype=np.float32)
         return self.partial[:size]
+
+    def room(self, size: int) -> Any:
+        if len(self.slots) < size:
+            self.slots = np.empty(size, dtype=np.int32)
+        return self.slots[:size]
 
 
 def top_slots(
@@ -252,8 +269,9 @@ def top_slots(
     words = [w for w in words if len(w.docs) or len(w.extra_docs)]
     if not words or want <= 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0)
-    partial = (scratch or Scratch()).take(len(norm))  # upper bounds of the words read so far, per slot
-    search = _Search(words, norm, keep, want, partial, SEED_POSTINGS if seed is None else seed)
+    scratch = scratch or Scratch()
+    partial = scratch.take(len(norm))  # upper bounds of the words read so far, per slot
+    search = _Search(words, norm, keep, want, partial, SEED_POSTINGS if seed is None else seed, scratch)
     try:
         return search.run()
     finally:
@@ -265,9 +283,18 @@ def top_slots(
 
 
 class _Search:
-    def __init__(self, words: list[Word], norm: Any, keep: Any, want: int, partial: Any, seed: int) -> None:
+    def __init__(
+        self,
+        words: list[Word],
+        norm: Any,
+        keep: Any,
+        want: int,
+        partial: Any,
+        seed: int,
+        scratch: Scratch | None = None,
+    ) -> None:
         self.words, self.norm, self.keep, self.want, self.partial = words, norm, keep, want, partial
-        self.seed = seed
+        self.seed, self.scratch = seed, scratch or Scratch()
         self.touched: list[Any] = []  # slots of every posting read, to clear `partial` after
         self.read = 0
         self.threshold = 0.0  # a score that `want` slots reach exactly
@@ -332,16 +359,26 @@ class _Search:
         return candidates[ranked].astype(np.int64), exact[ranked]
 
     def _read(self, *read: Word) -> None:
-        """Add an upper bound of each word's contribution to every slot holding it. The short
-        lists are laid end to end, up to ``READ_CHUNK`` postings at a time, for one ``np.add.at``
-        (it sums a slot held by several words; numpy's calls per word cost more than a rare word's
-        postings); a long one is added alone (copying it costs more than the calls)."""
+        """Add an upper bound of each word's contribution to every slot holding it. Compiled, a
+        list is one pass over its postings (``_postings.add_coded`` or ``add_scored``). With numpy
+        the short lists are laid end to end, up to ``READ_CHUNK`` postings at a time, for one
+        ``np.add.at`` (it sums a slot held by several words; numpy's calls per word cost more than a
+        rare word's postings); a long one is added alone (copying it costs more than the calls)."""
         parts = [
             (word, docs, tf, codes)
             for word in read
             for docs, tf, codes in ((word.docs, word.tf, word.codes), (word.extra_docs, word.extra_tf, None))
             if len(docs)
         ]
+        if _postings is not None:
+            for word, docs, tf, codes in parts:
+                self.touched.append(docs)  # first: the slots are cleared after even if a call fails
+                if codes is not None:  # the float32 product numpy's path takes: ``_add``
+                    _postings.add_coded(self.partial, docs, codes, word.weight * word.unit)
+                else:
+                    _postings.add_scored(self.partial, docs, tf, self.norm, word.weight)
+                self.read += len(docs)
+            return
         short: list[tuple[Word, Any, Any, Any]] = []
         size = 0
         for part in parts:
@@ -378,7 +415,7 @@ class _Search:
         """The slots read whose partial bound alone reaches the threshold, each once."""
         floor = np.float32(self.threshold)
         if self.read > len(self.norm) // 8:  # one pass over every slot
-            return self._kept(np.flatnonzero(self.partial >= floor).astype(np.int32))
+            return self._passed(floor)
         return self._kept(_distinct([docs[self.partial[docs] >= floor] for docs in self.touched]))
 
     def _seen(self, rest: float) -> Any:
@@ -386,24 +423,36 @@ class _Search:
         floor = self._floor(rest)
         if floor is None:  # every slot read
             if self.read > len(self.norm) // 8:
-                return self._kept(np.flatnonzero(self.partial).astype(np.int32))
+                return self._passed(None)
             return self._kept(_distinct(self.touched))
         if self.read > len(self.norm) // 8:  # one pass over every slot
-            seen = np.flatnonzero(self.partial >= floor).astype(np.int32)  # the postings' type
-        else:  # the slots of each word read that reach, then each once
-            seen = _distinct([docs[self.partial[docs] >= floor] for docs in self.touched])
-        return self._kept(seen)
+            return self._passed(floor)
+        # The slots of each word read that reach, then each once.
+        return self._kept(_distinct([docs[self.partial[docs] >= floor] for docs in self.touched]))
 
     def _count(self, rest: float) -> int:
         """How many slots ``_seen(rest)`` would list, by one pass over every slot's bound."""
         floor = self._floor(rest)
         if floor is None:
             return len(self.norm)
+        if _postings is not None:
+            return _postings.count(self.partial, floor, self.keep)
         reaching = self.partial >= floor
         if self.keep is not None:  # it may run past the slots (an index's capacity): none beyond scores
             size = min(len(reaching), len(self.keep))
             reaching = reaching[:size] & self.keep[:size]
         return int(np.count_nonzero(reaching))
+
+    def _passed(self, floor: Any) -> Any:
+        """The slots that may score whose partial bound reaches ``floor`` (None: is above 0, that
+        is, some word read holds them), ascending, in the postings' type: one pass over every slot."""
+        if _postings is not None:
+            room = self.scratch.room(len(self.partial))
+            lowest = np.float32(np.finfo(np.float32).smallest_subnormal)  # bounds are never negative
+            found = _postings.reaching(self.partial, lowest if floor is None else floor, self.keep, room)
+            return room[:found].copy()
+        reaching = self.partial > 0 if floor is None else self.partial >= floor
+        return self._kept(np.flatnonzero(reaching).astype(np.int32))
 
     def _kept(self, slots: Any) -> Any:
         return slots if self.keep is None else slots[self.keep[slots]]

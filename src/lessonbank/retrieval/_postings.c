@@ -1,0 +1,289 @@
+/* The hot loops of the pruned lexical search (retrieval/pruning.py), compiled at install where a C
+ * compiler is at hand; pruning.py runs the same steps with numpy where it is not.
+ *
+ * Each loop reads a query word's postings once and writes one float32 per posting into the search's
+ * per-slot array, where numpy's ufuncs first write the slots (as intp) and the bounds (as float32)
+ * to arrays of their own and read them back in np.add.at: at a million lessons a heavy query's
+ * essential words hold a million postings, and those extra passes over memory were most of their
+ * cost. The loops release the GIL, so another thread's search (or anything else) runs meanwhile.
+ *
+ * Arguments are any objects with the buffer protocol (numpy arrays), C-contiguous, of the item
+ * sizes below; every slot is checked against the arrays it indexes, so a bad slot raises
+ * IndexError instead of writing out of bounds. The stable ABI of Python 3.11 (one build for every
+ * later Python). */
+
+#ifndef Py_LIMITED_API
+#define Py_LIMITED_API 0x030B0000
+#endif
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+    Py_buffer view;
+    int held;
+} Buffer;
+
+static void release(Buffer *buffers, int count) {
+    for (int i = 0; i < count; i++) {
+        if (buffers[i].held) {
+            PyBuffer_Release(&buffers[i].view);
+            buffers[i].held = 0;
+        }
+    }
+}
+
+/* A C-contiguous view of `object` whose items are `itemsize` bytes of one of `formats` (numpy's
+ * struct codes: "i" or "l" for int32 depending on the platform). */
+static int take(PyObject *object, Buffer *buffer, const char *name, Py_ssize_t itemsize,
+                const char *formats, int writable) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(object, &buffer->view, flags) != 0) {
+        return -1;
+    }
+    buffer->held = 1;
+    const char *format = buffer->view.format ? buffer->view.format : "B";
+    if (*format == '<' || *format == '=' || *format == '@') {
+        format++; /* native little-endian is the only order numpy gives a contiguous array here */
+    }
+    if (buffer->view.itemsize != itemsize || format[0] == '\0' || format[1] != '\0' ||
+        strchr(formats, format[0]) == NULL) {
+        PyErr_Format(PyExc_TypeError, "%s: expected %zd-byte items of type '%s', got '%s' (%zd bytes)",
+                     name, itemsize, formats, buffer->view.format ? buffer->view.format : "B",
+                     buffer->view.itemsize);
+        return -1;
+    }
+    return 0;
+}
+
+static Py_ssize_t items(Buffer *buffer) { return buffer->view.len / buffer->view.itemsize; }
+
+static PyObject *out_of_range(Py_ssize_t at, int32_t slot, Py_ssize_t size) {
+    PyErr_Format(PyExc_IndexError, "posting %zd: slot %ld is outside 0..%zd", at, (long)slot, size - 1);
+    return NULL;
+}
+
+PyDoc_STRVAR(add_coded_doc,
+             "add_coded(partial, docs, codes, unit)\n--\n\n"
+             "partial[docs[i]] += codes[i] * unit for every posting i, in float32 (partial: float32, "
+             "written; docs: int32; codes: uint8, one per posting).");
+
+static PyObject *add_coded(PyObject *Py_UNUSED(module), PyObject *args) {
+    PyObject *partial_object, *docs_object, *codes_object;
+    float unit;
+    if (!PyArg_ParseTuple(args, "OOOf:add_coded", &partial_object, &docs_object, &codes_object, &unit)) {
+        return NULL;
+    }
+    Buffer buffers[3];
+    memset(buffers, 0, sizeof buffers);
+    if (take(partial_object, &buffers[0], "partial", 4, "f", 1) || take(docs_object, &buffers[1], "docs", 4, "il", 0) ||
+        take(codes_object, &buffers[2], "codes", 1, "B", 0)) {
+        release(buffers, 3);
+        return NULL;
+    }
+    Py_ssize_t size = items(&buffers[0]), count = items(&buffers[1]);
+    if (items(&buffers[2]) != count) {
+        release(buffers, 3);
+        return PyErr_Format(PyExc_ValueError, "docs and codes differ in length (%zd and %zd)", count,
+                            items(&buffers[2]));
+    }
+    float *partial = buffers[0].view.buf;
+    const int32_t *docs = buffers[1].view.buf;
+    const uint8_t *codes = buffers[2].view.buf;
+    Py_ssize_t bad = -1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < count; i++) {
+        uint32_t slot = (uint32_t)docs[i];
+        if ((Py_ssize_t)slot >= size) {
+            bad = i;
+            break;
+        }
+        partial[slot] += (float)codes[i] * unit;
+    }
+    Py_END_ALLOW_THREADS
+    int32_t slot = bad >= 0 ? docs[bad] : 0;
+    release(buffers, 3);
+    if (bad >= 0) {
+        return out_of_range(bad, slot, size);
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(add_scored_doc,
+             "add_scored(partial, docs, tf, norm, weight)\n--\n\n"
+             "partial[docs[i]] += float32(weight * tf[i] / (tf[i] + norm[docs[i]])) for every posting "
+             "i, the ratio in float64 with the exhaustive scorer's operations (partial: float32, written; "
+             "docs: int32; tf: float32; norm: float64, one per slot).");
+
+static PyObject *add_scored(PyObject *Py_UNUSED(module), PyObject *args) {
+    PyObject *partial_object, *docs_object, *tf_object, *norm_object;
+    double weight;
+    if (!PyArg_ParseTuple(args, "OOOOd:add_scored", &partial_object, &docs_object, &tf_object, &norm_object,
+                          &weight)) {
+        return NULL;
+    }
+    Buffer buffers[4];
+    memset(buffers, 0, sizeof buffers);
+    if (take(partial_object, &buffers[0], "partial", 4, "f", 1) || take(docs_object, &buffers[1], "docs", 4, "il", 0) ||
+        take(tf_object, &buffers[2], "tf", 4, "f", 0) || take(norm_object, &buffers[3], "norm", 8, "d", 0)) {
+        release(buffers, 4);
+        return NULL;
+    }
+    Py_ssize_t size = items(&buffers[0]), count = items(&buffers[1]), slots = items(&buffers[3]);
+    if (items(&buffers[2]) != count) {
+        release(buffers, 4);
+        return PyErr_Format(PyExc_ValueError, "docs and tf differ in length (%zd and %zd)", count,
+                            items(&buffers[2]));
+    }
+    if (slots < size) {
+        size = slots;
+    }
+    float *partial = buffers[0].view.buf;
+    const int32_t *docs = buffers[1].view.buf;
+    const float *tf = buffers[2].view.buf;
+    const double *norm = buffers[3].view.buf;
+    Py_ssize_t bad = -1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < count; i++) {
+        uint32_t slot = (uint32_t)docs[i];
+        if ((Py_ssize_t)slot >= size) {
+            bad = i;
+            break;
+        }
+        double held = (double)tf[i];
+        partial[slot] += (float)(held / (norm[slot] + held) * weight);
+    }
+    Py_END_ALLOW_THREADS
+    int32_t slot = bad >= 0 ? docs[bad] : 0;
+    release(buffers, 4);
+    if (bad >= 0) {
+        return out_of_range(bad, slot, size);
+    }
+    Py_RETURN_NONE;
+}
+
+/* The slots to pass over: every one of `partial`, or those `keep` covers (a slot past it may not
+ * score). */
+static int pass_buffers(PyObject *partial_object, PyObject *keep_object, Buffer *buffers, Py_ssize_t *size) {
+    if (take(partial_object, &buffers[0], "partial", 4, "f", 0) ||
+        (keep_object != Py_None && take(keep_object, &buffers[1], "keep", 1, "?B", 0))) {
+        return -1;
+    }
+    *size = items(&buffers[0]);
+    if (keep_object != Py_None && items(&buffers[1]) < *size) {
+        *size = items(&buffers[1]);
+    }
+    if (*size > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "%zd slots do not fit int32", *size);
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(count_doc,
+             "count(partial, floor, keep) -> int\n--\n\n"
+             "How many slots s have partial[s] >= floor and (keep is None or s < len(keep) and keep[s]) "
+             "(partial: float32; keep: bool, one per slot, or None).");
+
+static PyObject *count(PyObject *Py_UNUSED(module), PyObject *args) {
+    PyObject *partial_object, *keep_object;
+    float floor;
+    if (!PyArg_ParseTuple(args, "OfO:count", &partial_object, &floor, &keep_object)) {
+        return NULL;
+    }
+    Buffer buffers[2];
+    memset(buffers, 0, sizeof buffers);
+    Py_ssize_t size = 0, found = 0;
+    if (pass_buffers(partial_object, keep_object, buffers, &size)) {
+        release(buffers, 2);
+        return NULL;
+    }
+    const float *partial = buffers[0].view.buf;
+    const uint8_t *keep = keep_object != Py_None ? buffers[1].view.buf : NULL;
+    Py_BEGIN_ALLOW_THREADS
+    /* Sums of comparisons, no branch: the compiler runs them several slots at a time. */
+    if (keep == NULL) {
+        for (Py_ssize_t slot = 0; slot < size; slot++) {
+            found += partial[slot] >= floor;
+        }
+    } else {
+        for (Py_ssize_t slot = 0; slot < size; slot++) {
+            found += (partial[slot] >= floor) & keep[slot];
+        }
+    }
+    Py_END_ALLOW_THREADS
+    release(buffers, 2);
+    return PyLong_FromSsize_t(found);
+}
+
+PyDoc_STRVAR(reaching_doc,
+             "reaching(partial, floor, keep, out) -> int\n--\n\n"
+             "Write the slots s with partial[s] >= floor and (keep is None or s < len(keep) and keep[s]) "
+             "to out, ascending, and return how many there are (partial: float32; keep: bool, one per "
+             "slot, or None; out: int32, room for every slot).");
+
+static PyObject *reaching(PyObject *Py_UNUSED(module), PyObject *args) {
+    PyObject *partial_object, *keep_object, *out_object;
+    float floor;
+    if (!PyArg_ParseTuple(args, "OfOO:reaching", &partial_object, &floor, &keep_object, &out_object)) {
+        return NULL;
+    }
+    Buffer buffers[3];
+    memset(buffers, 0, sizeof buffers);
+    Py_ssize_t size = 0, found = 0;
+    if (pass_buffers(partial_object, keep_object, buffers, &size) ||
+        take(out_object, &buffers[2], "out", 4, "il", 1)) {
+        release(buffers, 3);
+        return NULL;
+    }
+    if (items(&buffers[2]) < size) {
+        release(buffers, 3);
+        return PyErr_Format(PyExc_ValueError, "out holds %zd slots of %zd", items(&buffers[2]), size);
+    }
+    const float *partial = buffers[0].view.buf;
+    const uint8_t *keep = keep_object != Py_None ? buffers[1].view.buf : NULL;
+    int32_t *out = buffers[2].view.buf;
+    Py_BEGIN_ALLOW_THREADS
+    /* A block of slots none of which reaches is passed over after one comparison of all of them
+     * (the compiler runs it several slots at a time): after a threshold's raise few reach. In a
+     * block where some do, every slot is written and the count moves only past those that reach,
+     * with no branch to guess wrong. */
+    enum { BLOCK = 32 };
+    Py_ssize_t whole = size - size % BLOCK;
+    for (Py_ssize_t start = 0; start < size; start += BLOCK) {
+        Py_ssize_t end = start < whole ? start + BLOCK : size;
+        int any = 0;
+        for (Py_ssize_t slot = start; slot < end; slot++) {
+            any |= partial[slot] >= floor;
+        }
+        if (!any) {
+            continue;
+        }
+        for (Py_ssize_t slot = start; slot < end; slot++) {
+            out[found] = (int32_t)slot;
+            found += (partial[slot] >= floor) & (keep == NULL || keep[slot] != 0);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    release(buffers, 3);
+    return PyLong_FromSsize_t(found);
+}
+
+static PyMethodDef methods[] = {
+    {"add_coded", add_coded, METH_VARARGS, add_coded_doc},
+    {"add_scored", add_scored, METH_VARARGS, add_scored_doc},
+    {"count", count, METH_VARARGS, count_doc},
+    {"reaching", reaching, METH_VARARGS, reaching_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef postings_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_postings",
+    .m_doc = "Compiled loops of the pruned lexical search (see pruning.py).",
+    .m_size = 0,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__postings(void) { return PyModuleDef_Init(&postings_module); }

@@ -1,0 +1,148 @@
+"""The compiled loops of the pruned lexical search (``retrieval/_postings.c``) do what numpy's steps
+do, to the bit: the bounds a read adds to each slot, the slots a pass lists and counts. Bad arrays
+(another type, another length, a slot past the end, read-only) raise a clear error instead of
+writing out of bounds. Where no compiler built them, the tests skip (and CI, which builds them, fails
+instead)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lessonbank.retrieval import pruning
+
+if pruning._postings is None:
+    if os.environ.get("CI"):
+        pytest.fail("the compiled loops (retrieval/_postings.c) were not built", pytrace=False)
+    pytest.skip("the compiled loops (retrieval/_postings.c) were not built here", allow_module_level=True)
+
+kernel = pruning._postings
+
+
+def random_postings(rng: Any, slots: int, share: float) -> Any:
+    return np.flatnonzero(rng.random(slots) < share).astype(np.int32)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 5_000), st.sampled_from([0.001, 0.1, 0.7, 1.0]), st.integers(0, 2**32 - 1))
+def test_coded_bounds_add_as_numpy_adds_them(slots: int, share: float, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    start = rng.random(slots).astype(np.float32) * (rng.random() < 0.5)
+    words = [(random_postings(rng, slots, share), float(rng.random() * 3)) for _ in range(3)]
+    compiled, expected = start.copy(), start.copy()
+    for docs, unit in words:
+        codes = rng.integers(1, 256, len(docs)).astype(np.uint8)
+        kernel.add_coded(compiled, docs, codes, unit)
+        np.add.at(expected, docs.astype(np.intp), codes.astype(np.float32) * np.float32(unit))
+    assert compiled.tobytes() == expected.tobytes()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 5_000), st.sampled_from([0.001, 0.1, 0.7, 1.0]), st.integers(0, 2**32 - 1))
+def test_scored_bounds_add_as_numpy_adds_them(slots: int, share: float, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    norm = rng.choice([0.3, 0.9, 1.4, 7.0], size=slots)
+    compiled, expected = np.zeros(slots, np.float32), np.zeros(slots, np.float32)
+    for _ in range(3):
+        docs = random_postings(rng, slots, share)
+        tf = rng.choice(np.array([1.0, 2.0, 1.5, 40.0], dtype=np.float32), size=len(docs))
+        weight = float(rng.random() * 5)
+        kernel.add_scored(compiled, docs, tf, norm, weight)
+        bounds = pruning._contribution(weight, tf, norm[docs]).astype(np.float32)
+        np.add.at(expected, docs.astype(np.intp), bounds)
+    assert compiled.tobytes() == expected.tobytes()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 3_000),
+    st.sampled_from([0.0, 0.5, 0.99, 1.5]),
+    st.sampled_from(["none", "full", "short", "long"]),
+    st.integers(0, 2**32 - 1),
+)
+def test_a_pass_lists_and_counts_the_slots_numpy_finds(
+    slots: int, floor: float, keep_kind: str, seed: int
+) -> None:
+    """Slots whose bound reaches the floor and that ``keep`` keeps; a ``keep`` shorter than the
+    slots (an index's capacity past its lessons) keeps none past its end."""
+    rng = np.random.default_rng(seed)
+    partial = (rng.random(slots) * (rng.random(slots) < 0.6)).astype(np.float32)
+    partial[rng.random(slots) < 0.05] = np.float32(floor)  # ties with the floor reach it
+    sizes = {"none": 0, "full": slots, "short": slots // 2, "long": slots + 7}
+    keep = None if keep_kind == "none" else rng.random(sizes[keep_kind]) < 0.8
+    reaching = partial >= np.float32(floor)
+    if keep is not None:
+        kept = np.zeros(slots, dtype=bool)
+        kept[: min(slots, len(keep))] = keep[:slots]
+        reaching &= kept
+    expected = np.flatnonzero(reaching)
+    out = np.full(slots + 3, -1, dtype=np.int32)
+    found = kernel.reaching(partial, floor, keep, out)
+    assert out[:found].tolist() == expected.tolist()
+    assert kernel.count(partial, floor, keep) == len(expected)
+
+
+def test_a_slot_past_the_array_is_an_index_error_not_a_write() -> None:
+    """The loop stops at the bad posting: the ones before it were added, none after."""
+    codes = np.ones(3, np.uint8)
+    for docs in (np.array([1, 8, 2], np.int32), np.array([1, -1, 2], np.int32)):
+        partial = np.zeros(8, np.float32)
+        with pytest.raises(IndexError, match="posting 1: slot"):
+            kernel.add_coded(partial, docs, codes, 1.0)
+        with pytest.raises(IndexError, match="posting 1: slot"):
+            kernel.add_scored(partial, docs, np.ones(3, np.float32), np.ones(8), 1.0)
+        assert np.flatnonzero(partial).tolist() == [1]
+    # A norm shorter than the slots bounds them too (it is read at every slot).
+    with pytest.raises(IndexError):
+        kernel.add_scored(partial, np.array([5], np.int32), np.ones(1, np.float32), np.ones(4), 1.0)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda p: kernel.add_coded(p.astype(np.float64), np.zeros(1, np.int32), np.ones(1, np.uint8), 1.0),
+         TypeError, "partial: expected 4-byte items"),
+        (lambda p: kernel.add_coded(p, np.zeros(1, np.int64), np.ones(1, np.uint8), 1.0),
+         TypeError, "docs: expected 4-byte items"),
+        (lambda p: kernel.add_coded(p, np.zeros(1, np.float32), np.ones(1, np.uint8), 1.0),
+         TypeError, "docs: expected 4-byte items of type 'il', got 'f'"),
+        (lambda p: kernel.add_coded(p, np.zeros(2, np.int32), np.ones(1, np.uint8), 1.0),
+         ValueError, "docs and codes differ in length"),
+        (lambda p: kernel.add_scored(p, np.zeros(2, np.int32), np.ones(3, np.float32), np.ones(4), 1.0),
+         ValueError, "docs and tf differ in length"),
+        (lambda p: kernel.add_scored(p, np.zeros(1, np.int32), np.ones(1, np.float32), np.ones(4, np.float32), 1.0),
+         TypeError, "norm: expected 8-byte items"),
+        (lambda p: kernel.reaching(p, 0.5, None, np.zeros(2, np.int32)), ValueError, "out holds 2 slots of 4"),
+        (lambda p: kernel.count(p, 0.5, np.ones(4, np.int32)), TypeError, "keep: expected 1-byte items"),
+        (lambda p: kernel.add_coded(p, "not an array", np.ones(1, np.uint8), 1.0), TypeError, "bytes-like"),
+        (lambda p: kernel.add_coded(p, np.zeros(1, np.int32), np.ones(1, np.uint8), "x"), TypeError, "real number"),
+    ],
+)  # fmt: skip
+def test_bad_arrays_are_clear_errors(call: Any, error: type[Exception], message: str) -> None:
+    partial = np.zeros(4, np.float32)
+    with pytest.raises(error, match=message):
+        call(partial)
+    assert not partial.any()
+
+
+def test_read_only_or_strided_arrays_are_refused() -> None:
+    partial = np.zeros(4, np.float32)
+    partial.flags.writeable = False
+    with pytest.raises((BufferError, ValueError)):
+        kernel.add_coded(partial, np.zeros(1, np.int32), np.ones(1, np.uint8), 1.0)
+    strided = np.zeros(8, np.int32)[::2]
+    with pytest.raises((BufferError, ValueError)):
+        kernel.add_coded(np.zeros(4, np.float32), strided, np.ones(4, np.uint8), 1.0)
+
+
+def test_empty_arrays_do_nothing() -> None:
+    partial = np.zeros(0, np.float32)
+    kernel.add_coded(partial, np.zeros(0, np.int32), np.zeros(0, np.uint8), 1.0)
+    kernel.add_scored(partial, np.zeros(0, np.int32), np.zeros(0, np.float32), np.zeros(0), 1.0)
+    assert kernel.reaching(partial, 0.0, None, np.zeros(0, np.int32)) == 0
+    assert kernel.count(partial, 0.0, None) == 0
