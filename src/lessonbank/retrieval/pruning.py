@@ -302,6 +302,8 @@ class _Search:
         # threshold are most of the last candidates, and a slot's score is the same in any batch.
         self.scored = np.zeros(0, dtype=np.int64)
         self.scores = np.zeros(0)
+        # The compiled count's list (in ``scratch.room``): the postings read then, the floor, how many.
+        self.listed: tuple[int, float, int] | None = None
 
     def run(self) -> tuple[Any, Any]:
         words = self.words
@@ -347,6 +349,7 @@ class _Search:
                 candidates, stale = self._reaching(candidates, float(left[position])), False
             if len(candidates) * LOOKUP_COST < size:
                 self.partial[candidates] += _looked_up(word, candidates, self.norm)
+                self.listed = None  # bounds changed without a read
                 candidates = self._reaching(candidates, float(left[position + 1]))
             else:  # many candidates: narrowed again only when that may spare a read
                 self._read(word)
@@ -435,8 +438,10 @@ class _Search:
         floor = self._floor(rest)
         if floor is None:
             return len(self.norm)
-        if _postings is not None:
-            return _postings.count(self.partial, floor, self.keep)
+        if _postings is not None:  # listed as they are counted: ``_passed`` takes the list if no read came between
+            found = _postings.reaching(self.partial, floor, self.keep, self.scratch.room(len(self.partial)))
+            self.listed = (self.read, float(floor), found)
+            return found
         reaching = self.partial >= floor
         if self.keep is not None:  # it may run past the slots (an index's capacity): none beyond scores
             size = min(len(reaching), len(self.keep))
@@ -449,8 +454,11 @@ class _Search:
         if _postings is not None:
             room = self.scratch.room(len(self.partial))
             lowest = np.float32(np.finfo(np.float32).smallest_subnormal)  # bounds are never negative
-            found = _postings.reaching(self.partial, lowest if floor is None else floor, self.keep, room)
-            return room[:found].copy()
+            floor = lowest if floor is None else floor
+            listed = self.listed
+            if listed is None or listed[:2] != (self.read, float(floor)):
+                listed = (self.read, float(floor), _postings.reaching(self.partial, floor, self.keep, room))
+            return room[: listed[2]].copy()
         reaching = self.partial > 0 if floor is None else self.partial >= floor
         return self._kept(np.flatnonzero(reaching).astype(np.int32))
 
