@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from lessonbank.retrieval import pruning
 from tests.npm_packages import npm_program
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,6 +111,44 @@ def test_the_wheel_the_install_builds_has_the_lessonbank_command(tmp_path: Path)
         metadata = archive.read(entry_points.replace("entry_points.txt", "METADATA")).decode()
     assert "lessonbank = lessonbank.cli:main" in scripts
     assert 'Requires-Dist: mcp>=2.0; extra == "server"' in metadata
+    if (
+        pruning.compiled()
+    ):  # this install found a compiler: so does the wheel's build, for every Python from 3.11
+        assert "-cp311-abi3-" in wheel.name
+        assert any(
+            name.startswith("lessonbank/retrieval/_postings.")
+            for name in names(wheel)
+            if name.endswith((".so", ".pyd"))
+        )
+
+
+def test_a_build_without_a_c_compiler_goes_on_without_the_compiled_loops(tmp_path: Path) -> None:
+    """The C loops are optional: where the compiler fails, the wheel is built without them and
+    numpy runs the same steps (``pruning.compiled()`` is then False). Built from a copy of the
+    sources, so no earlier build's objects stand in for the compiler."""
+    source = tmp_path / "source"
+    shutil.copytree(
+        ROOT / "src", source / "src", ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__")
+    )
+    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
+        if (ROOT / name).exists():
+            shutil.copy(ROOT / name, source / name)
+    built = subprocess.run(
+        [*PIP_WHEEL, "-w", str(tmp_path), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PIP_NO_INPUT": "1", "CC": "false", "LDSHARED": "false"},
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    (wheel,) = tmp_path.glob("lessonbank-*.whl")
+    assert "lessonbank/retrieval/pruning.py" in names(wheel)
+    assert not any("_postings." in name for name in names(wheel) if name.endswith((".so", ".pyd")))
+
+
+def names(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as archive:
+        return archive.namelist()
 
 
 def test_the_claude_code_lines_parse_as_claude_code_reads_them() -> None:

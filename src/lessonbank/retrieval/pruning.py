@@ -11,10 +11,11 @@ short to read and weigh most).
    scores is the threshold: ``want`` real lessons reach it, so the true ``want``-th score does too.
 2. *Essential words.* Words are read whole while the bounds of the words left add up to the
    threshold or more (a lesson holding none of the words read could still reach it). Reading is
-   the cost that counts, so it adds *upper bounds* in float32 with ``np.add.at`` (a long list
-   alone, the short ones laid end to end): each base posting carries a one-byte code of its ratio
-   (``WordBounds.codes``: ratio ≤ code × step), so a word is read as a cast and a product, with no
-   look at the lessons' lengths.
+   the cost that counts, so it adds *upper bounds* in float32: each base posting carries a one-byte
+   code of its ratio (``WordBounds.codes``: ratio ≤ code × step), so a word is read as a cast and a
+   product, with no look at the lessons' lengths. The compiled loops (``_postings.c``) read a list
+   in one pass; numpy's steps, where they were not built, take ``np.add.at`` (a long list alone,
+   the short ones laid end to end) to the same sums.
 3. *Candidates.* The lessons whose partial bound plus the bounds of the words left reach the
    threshold (every other one is out for good). The threshold is raised first, by scoring exactly
    the best few of the slots whose partial bound alone reaches it (few: a pass over those read, not a
@@ -438,7 +439,7 @@ class _Search:
         floor = self._floor(rest)
         if floor is None:
             return len(self.norm)
-        if _postings is not None:  # listed as they are counted: ``_passed`` takes the list if no read came between
+        if _postings is not None:  # listed as counted: ``_passed`` takes the list if no read came between
             found = _postings.reaching(self.partial, floor, self.keep, self.scratch.room(len(self.partial)))
             self.listed = (self.read, float(floor), found)
             return found
