@@ -87,6 +87,45 @@ def test_a_pass_lists_and_counts_the_slots_numpy_finds(
     assert kernel.count(partial, floor, keep) == len(expected)
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(0, 400), min_size=1, max_size=6),
+    st.lists(st.integers(-3, 1_100), max_size=40),
+    st.integers(0, 2**32 - 1),
+)
+def test_lower_bounds_are_numpys_searchsorted_in_each_list(
+    sizes: list[int], slots: list[int], seed: int
+) -> None:
+    """Lists cut from one pool (ascending each, with gaps between them), slots in any order, past
+    either end or held: each answer is numpy's, moved to where its list starts."""
+    rng = np.random.default_rng(seed)
+    lists = [np.sort(rng.choice(1_000, size=size, replace=False)).astype(np.int32) for size in sizes]
+    parts, starts, end = [], [], 0
+    for part in lists:
+        gap = rng.integers(0, 5, size=int(rng.integers(0, 3))).astype(np.int32)
+        parts += [gap, part]
+        starts.append(end + len(gap))
+        end += len(gap) + len(part)
+    pool = np.concatenate(parts)
+    needles = np.array(slots, dtype=np.int32)
+    out = np.full(len(lists) * len(needles), -1, dtype=np.int64)
+    kernel.lower_bounds(pool, np.array(starts, dtype=np.int64), np.array(sizes, dtype=np.int64), needles, out)
+    expected = [start + np.searchsorted(part, needles) for start, part in zip(starts, lists, strict=True)]
+    assert out.tolist() == (np.concatenate(expected).tolist() if expected else [])
+
+
+def test_lower_bounds_refuse_a_list_outside_the_pool() -> None:
+    pool, slots = np.arange(10, dtype=np.int32), np.array([3], np.int32)
+    out = np.zeros(1, np.int64)
+    for start, size in ((8, 3), (-1, 2), (0, -1)):
+        with pytest.raises(IndexError, match="outside the pool's 10"):
+            kernel.lower_bounds(pool, np.array([start], np.int64), np.array([size], np.int64), slots, out)
+    with pytest.raises(ValueError, match="need 2 outputs, got 1"):
+        kernel.lower_bounds(pool, np.array([0, 5], np.int64), np.array([5, 5], np.int64), slots, out)
+    with pytest.raises(TypeError, match="starts: expected 8-byte items"):
+        kernel.lower_bounds(pool, np.array([0], np.int32), np.array([5], np.int64), slots, out)
+
+
 def test_a_slot_past_the_array_is_an_index_error_not_a_write() -> None:
     """The loop stops at the bad posting: the ones before it were added, none after."""
     codes = np.ones(3, np.uint8)
@@ -117,6 +156,8 @@ def test_a_slot_past_the_array_is_an_index_error_not_a_write() -> None:
          ValueError, "docs and tf differ in length"),
         (lambda p: kernel.add_scored(p, np.zeros(1, np.int32), np.ones(1, np.float32), np.ones(4, np.float32), 1.0),
          TypeError, "norm: expected 8-byte items"),
+        (lambda p: kernel.add_coded(p, np.zeros(1, ">i4"), np.ones(1, np.uint8), 1.0),
+         TypeError, "docs: expected 4-byte items of type 'il', got '>i'"),
         (lambda p: kernel.reaching(p, 0.5, None, np.zeros(2, np.int32)), ValueError, "out holds 2 slots of 4"),
         (lambda p: kernel.count(p, 0.5, np.ones(4, np.int32)), TypeError, "keep: expected 1-byte items"),
         (lambda p: kernel.add_coded(p, "not an array", np.ones(1, np.uint8), 1.0), TypeError, "bytes-like"),
@@ -146,3 +187,5 @@ def test_empty_arrays_do_nothing() -> None:
     kernel.add_scored(partial, np.zeros(0, np.int32), np.zeros(0, np.float32), np.zeros(0), 1.0)
     assert kernel.reaching(partial, 0.0, None, np.zeros(0, np.int32)) == 0
     assert kernel.count(partial, 0.0, None) == 0
+    kernel.lower_bounds(np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(3, np.int32),
+                        np.zeros(0, np.int64))  # fmt: skip

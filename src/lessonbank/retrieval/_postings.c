@@ -44,8 +44,13 @@ static int take(PyObject *object, Buffer *buffer, const char *name, Py_ssize_t i
     }
     buffer->held = 1;
     const char *format = buffer->view.format ? buffer->view.format : "B";
-    if (*format == '<' || *format == '=' || *format == '@') {
-        format++; /* native little-endian is the only order numpy gives a contiguous array here */
+#if PY_LITTLE_ENDIAN
+    const char native = '<';
+#else
+    const char native = '>';
+#endif
+    if (*format == '@' || *format == '=' || *format == native) {
+        format++; /* the machine's own byte order; another one is refused below */
     }
     if (buffer->view.itemsize != itemsize || format[0] == '\0' || format[1] != '\0' ||
         strchr(formats, format[0]) == NULL) {
@@ -270,11 +275,81 @@ static PyObject *reaching(PyObject *Py_UNUSED(module), PyObject *args) {
     return PyLong_FromSsize_t(found);
 }
 
+PyDoc_STRVAR(lower_bounds_doc,
+             "lower_bounds(pool, starts, sizes, slots, out)\n--\n\n"
+             "For each list r, pool[starts[r] : starts[r] + sizes[r]] (ascending), and each slot j: "
+             "out[r * len(slots) + j] = starts[r] + how many of the list's postings are below slots[j] "
+             "(numpy's searchsorted, side left, moved to the pool). The searches of one list run side "
+             "by side, a step of each in turn, so their cache misses overlap where numpy's wait for "
+             "each other (pool, slots: int32; starts, sizes, out: int64).");
+
+static PyObject *lower_bounds(PyObject *Py_UNUSED(module), PyObject *args) {
+    PyObject *pool_object, *starts_object, *sizes_object, *slots_object, *out_object;
+    if (!PyArg_ParseTuple(args, "OOOOO:lower_bounds", &pool_object, &starts_object, &sizes_object, &slots_object,
+                          &out_object)) {
+        return NULL;
+    }
+    Buffer buffers[5];
+    memset(buffers, 0, sizeof buffers);
+    if (take(pool_object, &buffers[0], "pool", 4, "il", 0) || take(starts_object, &buffers[1], "starts", 8, "lq", 0) ||
+        take(sizes_object, &buffers[2], "sizes", 8, "lq", 0) || take(slots_object, &buffers[3], "slots", 4, "il", 0) ||
+        take(out_object, &buffers[4], "out", 8, "lq", 1)) {
+        release(buffers, 5);
+        return NULL;
+    }
+    const int32_t *pool = buffers[0].view.buf;
+    const int64_t *starts = buffers[1].view.buf, *sizes = buffers[2].view.buf;
+    const int32_t *slots = buffers[3].view.buf;
+    int64_t *out = buffers[4].view.buf;
+    Py_ssize_t held = items(&buffers[0]), lists = items(&buffers[1]), count = items(&buffers[3]);
+    if (items(&buffers[2]) != lists || items(&buffers[4]) != lists * count) {
+        release(buffers, 5);
+        return PyErr_Format(PyExc_ValueError, "%zd starts, %zd sizes and %zd slots need %zd outputs, got %zd", lists,
+                            items(&buffers[2]), count, lists * count, items(&buffers[4]));
+    }
+    for (Py_ssize_t list = 0; list < lists; list++) {
+        if (starts[list] < 0 || sizes[list] < 0 || starts[list] > held - sizes[list]) {
+            release(buffers, 5);
+            return PyErr_Format(PyExc_IndexError, "list %zd: postings %lld..%lld are outside the pool's %zd", list,
+                                (long long)starts[list], (long long)(starts[list] + sizes[list]), held);
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t list = 0; list < lists; list++) {
+        int64_t *at = out + list * count; /* where each slot's search stands, from the list's start */
+        int64_t size = sizes[list];
+        const int32_t *first = pool + starts[list];
+        for (Py_ssize_t j = 0; j < count; j++) {
+            at[j] = 0;
+        }
+        if (size > 0) {
+            /* The branchless lower bound: halve the range, moving past the half whose last
+             * posting is below the slot; every search of the list takes the same steps. */
+            for (int64_t left = size; left > 1; left -= left / 2) {
+                int64_t half = left / 2;
+                for (Py_ssize_t j = 0; j < count; j++) {
+                    at[j] += (first[at[j] + half] < slots[j]) ? half : 0;
+                }
+            }
+            for (Py_ssize_t j = 0; j < count; j++) {
+                at[j] += first[at[j]] < slots[j];
+            }
+        }
+        for (Py_ssize_t j = 0; j < count; j++) {
+            at[j] += starts[list];
+        }
+    }
+    Py_END_ALLOW_THREADS
+    release(buffers, 5);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"add_coded", add_coded, METH_VARARGS, add_coded_doc},
     {"add_scored", add_scored, METH_VARARGS, add_scored_doc},
     {"count", count, METH_VARARGS, count_doc},
     {"reaching", reaching, METH_VARARGS, reaching_doc},
+    {"lower_bounds", lower_bounds, METH_VARARGS, lower_bounds_doc},
     {NULL, NULL, 0, NULL},
 };
 

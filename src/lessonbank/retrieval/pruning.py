@@ -560,11 +560,25 @@ def _looked_up(word: Word, candidates: Any, norm: Any) -> Any:
 
 def _positions(docs: Any, member: Membership | None, slots: Any) -> Any:
     """How many of ``docs`` (ascending) are below each slot: by the bits for many slots when there
-    are some, else by binary search in the postings' own type (another would convert every posting
-    on each call)."""
+    are some, else by binary search (``_lower_bounds``)."""
     if member is not None and len(slots) >= BITS_FROM:
         return member.searchsorted(slots)
-    return np.searchsorted(docs, slots.astype(docs.dtype, copy=False))
+    return _lower_bounds(docs, slots)
+
+
+def _lower_bounds(docs: Any, slots: Any) -> Any:
+    """``np.searchsorted(docs, slots)``: compiled, the slots' searches run side by side
+    (``_postings.lower_bounds``); with numpy, in the postings' own type (another would convert every
+    posting on each call)."""
+    needle = slots.astype(docs.dtype, copy=False)
+    if _postings is None or docs.dtype != np.int32:
+        return np.searchsorted(docs, needle)
+    at = np.empty(len(slots), dtype=np.int64)
+    _postings.lower_bounds(docs, _FROM_START, np.array([len(docs)]), np.ascontiguousarray(needle), at)
+    return at
+
+
+_FROM_START = np.zeros(1, dtype=np.int64)
 
 
 def exact_scores(words: Sequence[Word], slots: Any, norm: Any) -> Any:
@@ -587,10 +601,10 @@ def exact_scores(words: Sequence[Word], slots: Any, norm: Any) -> Any:
 
 def _base_tf(words: Sequence[Word], slots: Any, tf: Any) -> None:
     """Each word's base frequency of each slot, into its row of ``tf``. The words cut from one pair
-    of arrays (``Word.within``) take one binary search each, or a look at their bits for the long
-    lists that have them built (``held_at``: a binary search there misses the cache at every step),
-    and are gathered from the pair at once: with a few slots, numpy's calls per word cost more than
-    the searches themselves."""
+    of arrays (``Word.within``) take one binary search each (compiled: every word's in one call, the
+    slots' searches side by side), or a look at their bits for the long lists that have them built
+    (``held_at``: a binary search there misses the cache at every step), and are gathered from the
+    pair at once: with a few slots, numpy's calls per word cost more than the searches themselves."""
     rows: list[int] = []
     found: list[Any] = []
     bounds: list[tuple[int, int]] = []
@@ -611,18 +625,24 @@ def _base_tf(words: Sequence[Word], slots: Any, tf: Any) -> None:
             bitted.append((row, member, within[2]))
             continue
         rows.append(row)
-        found.append(
-            word.docs.searchsorted(needle)
-            if member is None or len(slots) < BITS_FROM
-            else member.searchsorted(slots)
-        )
-        bounds.append((within[2], within[2] + len(word.docs) - 1))
+        bounds.append((within[2], len(word.docs)))
+        if _postings is None:
+            found.append(
+                word.docs.searchsorted(needle)
+                if member is None or len(slots) < BITS_FROM
+                else member.searchsorted(slots)
+            )
     if pool is None:
         return
     if rows:
-        at, (start, last) = np.stack(found), np.array(bounds).T[:, :, None]
-        at += start  # where each word's slice starts in the pool
-        np.minimum(at, last, out=at)
+        start, size = np.array(bounds, dtype=np.int64).T.copy()  # each contiguous
+        if _postings is not None:  # every word's searches in one call, from the pool's start
+            at = np.empty((len(rows), len(slots)), dtype=np.int64)
+            _postings.lower_bounds(pool[0], start, size, np.ascontiguousarray(needle), at)
+        else:
+            at = np.stack(found)
+            at += start[:, None]  # where each word's slice starts in the pool
+        np.minimum(at, (start + size - 1)[:, None], out=at)
         tf[rows] = np.where(pool[0][at] == slots, pool[1][at], 0.0)
     if bitted:
         held, at = held_at([member for _, member, _ in bitted], slots)
@@ -633,7 +653,7 @@ def _base_tf(words: Sequence[Word], slots: Any, tf: Any) -> None:
 
 def _tf_at(docs: Any, tf: Any, slots: Any) -> Any:
     """``tf`` of each slot among ``docs`` (ascending), 0 where it is not."""
-    at = np.searchsorted(docs, slots.astype(docs.dtype, copy=False))
+    at = _lower_bounds(docs, slots)
     np.minimum(at, len(docs) - 1, out=at)
     return np.where(docs[at] == slots, tf[at], 0.0)
 
