@@ -43,6 +43,42 @@ def test_coded_bounds_add_as_numpy_adds_them(slots: int, share: float, seed: int
 
 
 @settings(max_examples=200, deadline=None)
+@given(st.integers(1, 5_000), st.integers(0, 6), st.sampled_from([1, 2]), st.integers(0, 2**32 - 1))
+def test_lists_added_by_two_threads_sum_as_one_by_one(
+    slots: int, lists: int, threads: int, seed: int
+) -> None:
+    """Each thread adds to one half of the slots, taking the words in order: every sum is the one
+    the words give added one after another, to the bit."""
+    rng = np.random.default_rng(seed)
+    docs = [random_postings(rng, slots, float(rng.choice([0.001, 0.1, 0.7, 1.0]))) for _ in range(lists)]
+    codes = [rng.integers(1, 256, len(d)).astype(np.uint8) for d in docs]
+    units = (rng.random(lists) * 3).astype(np.float32)
+    together, apart = np.zeros(slots, np.float32), np.zeros(slots, np.float32)
+    kernel.add_coded_lists(together, docs, codes, units, threads)
+    for d, c, unit in zip(docs, codes, units.tolist(), strict=True):
+        kernel.add_coded(apart, d, c, unit)
+    assert together.tobytes() == apart.tobytes()
+
+
+def test_lists_out_of_order_or_range_are_refused() -> None:
+    partial, codes = np.zeros(10, np.float32), [np.ones(3, np.uint8)]
+    units = np.ones(1, np.float32)
+    with pytest.raises(ValueError, match="list 0, posting 0: slot 8 is out of ascending order"):
+        kernel.add_coded_lists(partial, [np.array([8, 1, 9], np.int32)], codes, units, 2)
+    for docs in ([1, 10, 2], [1, -4, 2]):
+        with pytest.raises(IndexError, match=r"list 0, posting 1: slot -?[0-9]+ is outside 0\.\.9"):
+            kernel.add_coded_lists(partial, [np.array(docs, np.int32)], codes, units, 1)
+    with pytest.raises(ValueError, match="2 units for 1 lists"):
+        kernel.add_coded_lists(partial, [np.zeros(3, np.int32)], codes, np.ones(2, np.float32), 1)
+    with pytest.raises(ValueError, match="list 0: docs and codes differ in length"):
+        kernel.add_coded_lists(partial, [np.zeros(2, np.int32)], codes, units, 1)
+    with pytest.raises(ValueError, match="sequences of as many arrays"):
+        kernel.add_coded_lists(partial, [np.zeros(3, np.int32)], [], units, 1)
+    with pytest.raises(TypeError, match="codes: expected 1-byte items"):
+        kernel.add_coded_lists(partial, [np.zeros(3, np.int32)], [np.ones(3, np.int32)], units, 2)
+
+
+@settings(max_examples=200, deadline=None)
 @given(st.integers(1, 5_000), st.sampled_from([0.001, 0.1, 0.7, 1.0]), st.integers(0, 2**32 - 1))
 def test_scored_bounds_add_as_numpy_adds_them(slots: int, share: float, seed: int) -> None:
     rng = np.random.default_rng(seed)
@@ -81,10 +117,11 @@ def test_a_pass_lists_and_counts_the_slots_numpy_finds(
         kept[: min(slots, len(keep))] = keep[:slots]
         reaching &= kept
     expected = np.flatnonzero(reaching)
-    out = np.full(slots + 3, -1, dtype=np.int32)
-    found = kernel.reaching(partial, floor, keep, out)
-    assert out[:found].tolist() == expected.tolist()
-    assert kernel.count(partial, floor, keep) == len(expected)
+    for threads in (1, 2):
+        out = np.full(slots + 3, -1, dtype=np.int32)
+        found = kernel.reaching(partial, floor, keep, out, threads)
+        assert out[:found].tolist() == expected.tolist()
+        assert kernel.count(partial, floor, keep, threads) == len(expected)
 
 
 @settings(max_examples=300, deadline=None)
@@ -184,6 +221,7 @@ def test_read_only_or_strided_arrays_are_refused() -> None:
 def test_empty_arrays_do_nothing() -> None:
     partial = np.zeros(0, np.float32)
     kernel.add_coded(partial, np.zeros(0, np.int32), np.zeros(0, np.uint8), 1.0)
+    kernel.add_coded_lists(partial, [], [], np.zeros(0, np.float32), 2)
     kernel.add_scored(partial, np.zeros(0, np.int32), np.zeros(0, np.float32), np.zeros(0), 1.0)
     assert kernel.reaching(partial, 0.0, None, np.zeros(0, np.int32)) == 0
     assert kernel.count(partial, 0.0, None) == 0

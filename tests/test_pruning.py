@@ -27,17 +27,21 @@ from lessonbank.stores.sqlite import SQLiteStore
 from tests.contract.conftest import Clock
 from tests.test_lexical_index import NS, random_lesson, vocabulary, zipf_words
 
-# The reads and passes run compiled (retrieval/_postings.c) or with numpy: both give the same ranking.
-LOOPS = pytest.mark.parametrize("loops", ["compiled", "numpy"])
+# The reads and passes run compiled (retrieval/_postings.c; "threads": every read by two threads) or
+# with numpy: each gives the same ranking.
+LOOPS = pytest.mark.parametrize("loops", ["compiled", "threads", "numpy"])
 
 
 @contextlib.contextmanager
 def running(loops: str) -> Any:
-    if loops == "compiled" and pruning._postings is None:
+    if loops != "numpy" and pruning._postings is None:
         pytest.skip("the compiled loops (retrieval/_postings.c) were not built here")
     with pytest.MonkeyPatch.context() as patch:
         if loops == "numpy":
             patch.setattr(pruning, "_postings", None)
+        if loops == "threads":
+            patch.setattr(pruning, "THREADS_FROM", 0)
+            patch.setattr(pruning, "READ_THREADS", 2)
         yield
 
 

@@ -19,6 +19,9 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#ifndef _WIN32
+#include <pthread.h>
+#endif
 
 typedef struct {
     Py_buffer view;
@@ -115,6 +118,166 @@ static PyObject *add_coded(PyObject *Py_UNUSED(module), PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* Several words' coded postings added by one or two threads: each takes one half of the slots
+ * (every list is cut where its postings pass the middle slot), so each half of the sums stays in
+ * its core's cache, and a slot's sum takes the words in the same order as with one thread. */
+typedef struct {
+    float *partial;
+    uint32_t low, high; /* the slots this share adds to */
+    Py_ssize_t lists;
+    const int32_t **docs;
+    const uint8_t **codes;
+    const float *units;
+    const Py_ssize_t *from, *to; /* each list's postings of this share */
+    Py_ssize_t bad_list, bad_at; /* the first posting out of the share's slots, or -1 */
+} Share;
+
+static void add_share(Share *share) {
+    uint32_t low = share->low, width = share->high - share->low;
+    for (Py_ssize_t list = 0; list < share->lists; list++) {
+        const int32_t *docs = share->docs[list];
+        const uint8_t *codes = share->codes[list];
+        float unit = share->units[list];
+        for (Py_ssize_t i = share->from[list]; i < share->to[list]; i++) {
+            uint32_t slot = (uint32_t)docs[i];
+            if (slot - low >= width) { /* past the sums, or in the other share's half: not ascending */
+                share->bad_list = list;
+                share->bad_at = i;
+                return;
+            }
+            share->partial[slot] += (float)codes[i] * unit;
+        }
+    }
+}
+
+#ifndef _WIN32
+static void *add_share_thread(void *share) {
+    add_share((Share *)share);
+    return NULL;
+}
+#endif
+
+PyDoc_STRVAR(add_coded_lists_doc,
+             "add_coded_lists(partial, docs, codes, units, threads)\n--\n\n"
+             "add_coded(partial, docs[w], codes[w], units[w]) for each word w in turn (docs, codes: "
+             "sequences of arrays, each docs ascending; units: float32, one per word), by two threads "
+             "when threads is 2 (each adding to one half of the slots: the sums are the same).");
+
+static PyObject *add_coded_lists(PyObject *Py_UNUSED(module), PyObject *args) {
+    PyObject *partial_object, *docs_object, *codes_object, *units_object;
+    int threads;
+    if (!PyArg_ParseTuple(args, "OOOOi:add_coded_lists", &partial_object, &docs_object, &codes_object, &units_object,
+                          &threads)) {
+        return NULL;
+    }
+    Py_ssize_t lists = PySequence_Size(docs_object);
+    if (lists < 0 || PySequence_Size(codes_object) != lists) {
+        PyErr_Clear();
+        return PyErr_Format(PyExc_ValueError, "docs and codes must be sequences of as many arrays");
+    }
+    PyObject *result = NULL;
+    Buffer head[2];
+    memset(head, 0, sizeof head);
+    Buffer *views = PyMem_Calloc((size_t)(2 * lists + 1), sizeof(Buffer)); /* each list's docs and codes */
+    const void **arrays = PyMem_Calloc((size_t)(2 * lists + 1), sizeof(void *));
+    Py_ssize_t *marks = PyMem_Calloc((size_t)(3 * lists + 1), sizeof(Py_ssize_t)); /* 0s, cuts, ends */
+    if (views == NULL || arrays == NULL || marks == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const int32_t **docs = (const int32_t **)arrays;
+    const uint8_t **codes = (const uint8_t **)(arrays + lists);
+    Py_ssize_t *zeros = marks, *cuts = marks + lists, *ends = marks + 2 * lists;
+    if (take(partial_object, &head[0], "partial", 4, "f", 1) || take(units_object, &head[1], "units", 4, "f", 0)) {
+        goto done;
+    }
+    Py_ssize_t size = items(&head[0]);
+    if (items(&head[1]) != lists) {
+        PyErr_Format(PyExc_ValueError, "%zd units for %zd lists", items(&head[1]), lists);
+        goto done;
+    }
+    if (size > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "%zd slots do not fit int32", size);
+        goto done;
+    }
+    uint32_t middle = threads == 2 ? (uint32_t)(size / 2) : (uint32_t)size;
+    for (Py_ssize_t list = 0; list < lists; list++) {
+        PyObject *docs_item = PySequence_GetItem(docs_object, list);
+        PyObject *codes_item = docs_item != NULL ? PySequence_GetItem(codes_object, list) : NULL;
+        int failed = codes_item == NULL || take(docs_item, &views[2 * list], "docs", 4, "il", 0) ||
+                     take(codes_item, &views[2 * list + 1], "codes", 1, "B", 0);
+        Py_XDECREF(docs_item);
+        Py_XDECREF(codes_item);
+        if (failed) {
+            goto done;
+        }
+        ends[list] = items(&views[2 * list]);
+        if (items(&views[2 * list + 1]) != ends[list]) {
+            PyErr_Format(PyExc_ValueError, "list %zd: docs and codes differ in length (%zd and %zd)", list, ends[list],
+                         items(&views[2 * list + 1]));
+            goto done;
+        }
+        docs[list] = views[2 * list].view.buf;
+        codes[list] = views[2 * list + 1].view.buf;
+        /* Where the list's postings reach the middle slot (every one is below it with one thread). */
+        Py_ssize_t low = 0, high = ends[list];
+        while (low < high) {
+            Py_ssize_t mid = low + (high - low) / 2;
+            if (docs[list][mid] >= 0 && (uint32_t)docs[list][mid] < middle) {
+                low = mid + 1;
+            } else {
+                high = mid;
+            }
+        }
+        cuts[list] = low;
+    }
+    const float *units = head[1].view.buf;
+    Share shares[2] = {
+        {head[0].view.buf, 0, middle, lists, docs, codes, units, zeros, cuts, -1, -1},
+        {head[0].view.buf, middle, (uint32_t)size, lists, docs, codes, units, cuts, ends, -1, -1},
+    };
+    Py_BEGIN_ALLOW_THREADS
+    int helped = 0;
+#ifndef _WIN32
+    pthread_t helper;
+    helped = middle < (uint32_t)size && pthread_create(&helper, NULL, add_share_thread, &shares[1]) == 0;
+#endif
+    add_share(&shares[0]);
+    if (helped) {
+#ifndef _WIN32
+        pthread_join(helper, NULL);
+#endif
+    } else {
+        add_share(&shares[1]);
+    }
+    Py_END_ALLOW_THREADS
+    for (int half = 0; half < 2; half++) {
+        if (shares[half].bad_list >= 0) {
+            Py_ssize_t list = shares[half].bad_list, at = shares[half].bad_at;
+            int32_t slot = docs[list][at];
+            if (slot >= 0 && (Py_ssize_t)slot < size) {
+                PyErr_Format(PyExc_ValueError, "list %zd, posting %zd: slot %ld is out of ascending order", list, at,
+                             (long)slot);
+            } else {
+                PyErr_Format(PyExc_IndexError, "list %zd, posting %zd: slot %ld is outside 0..%zd", list, at,
+                             (long)slot, size - 1);
+            }
+            goto done;
+        }
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    if (views != NULL) {
+        release(views, (int)(2 * lists));
+    }
+    release(head, 2);
+    PyMem_Free(views);
+    PyMem_Free(arrays);
+    PyMem_Free(marks);
+    return result;
+}
+
 PyDoc_STRVAR(add_scored_doc,
              "add_scored(partial, docs, tf, norm, weight)\n--\n\n"
              "partial[docs[i]] += float32(weight * tf[i] / (tf[i] + norm[docs[i]])) for every posting "
@@ -186,15 +349,109 @@ static int pass_buffers(PyObject *partial_object, PyObject *keep_object, Buffer 
     return 0;
 }
 
+/* One pass over slots low..high of the bounds: how many reach the floor (and are kept), written to
+ * out from out[low] on when out is not NULL. */
+typedef struct {
+    const float *partial;
+    const uint8_t *keep;
+    float floor;
+    Py_ssize_t low, high, found;
+    int32_t *out;
+} Pass;
+
+static void count_range(Pass *pass) {
+    const float *partial = pass->partial;
+    const uint8_t *keep = pass->keep;
+    float floor = pass->floor;
+    Py_ssize_t found = 0;
+    /* Sums of comparisons, no branch: the compiler runs them several slots at a time. */
+    if (keep == NULL) {
+        for (Py_ssize_t slot = pass->low; slot < pass->high; slot++) {
+            found += partial[slot] >= floor;
+        }
+    } else {
+        for (Py_ssize_t slot = pass->low; slot < pass->high; slot++) {
+            found += (partial[slot] >= floor) & keep[slot];
+        }
+    }
+    pass->found = found;
+}
+
+static void list_range(Pass *pass) {
+    const float *partial = pass->partial;
+    const uint8_t *keep = pass->keep;
+    float floor = pass->floor;
+    int32_t *out = pass->out + pass->low;
+    Py_ssize_t found = 0;
+    /* A block of slots none of which reaches is passed over after one comparison of all of them
+     * (the compiler runs it several slots at a time): after a threshold's raise few reach. In a
+     * block where some do, every slot is written and the count moves only past those that reach,
+     * with no branch to guess wrong. */
+    enum { BLOCK = 32 };
+    for (Py_ssize_t start = pass->low; start < pass->high; start += BLOCK) {
+        Py_ssize_t end = start + BLOCK < pass->high ? start + BLOCK : pass->high;
+        int any = 0;
+        for (Py_ssize_t slot = start; slot < end; slot++) {
+            any |= partial[slot] >= floor;
+        }
+        if (!any) {
+            continue;
+        }
+        for (Py_ssize_t slot = start; slot < end; slot++) {
+            out[found] = (int32_t)slot;
+            found += (partial[slot] >= floor) & (keep == NULL || keep[slot] != 0);
+        }
+    }
+    pass->found = found;
+}
+
+static void *pass_thread(void *pass) {
+    Pass *half = pass;
+    if (half->out == NULL) {
+        count_range(half);
+    } else {
+        list_range(half);
+    }
+    return NULL;
+}
+
+/* The pass over slots 0..size, by two threads (a half each) when asked; the slots listed end to end. */
+static Py_ssize_t run_pass(const float *partial, const uint8_t *keep, float floor, Py_ssize_t size, int32_t *out,
+                           int threads) {
+    Py_ssize_t middle = threads == 2 ? size / 2 : size;
+    Pass halves[2] = {
+        {partial, keep, floor, 0, middle, 0, out},
+        {partial, keep, floor, middle, size, 0, out},
+    };
+    int helped = 0;
+#ifndef _WIN32
+    pthread_t helper;
+    helped = middle < size && pthread_create(&helper, NULL, pass_thread, &halves[1]) == 0;
+#endif
+    pass_thread(&halves[0]);
+    if (helped) {
+#ifndef _WIN32
+        pthread_join(helper, NULL);
+#endif
+    } else {
+        pass_thread(&halves[1]);
+    }
+    if (out != NULL && halves[1].found > 0) { /* the second half's list, moved up to the first's end */
+        memmove(out + halves[0].found, out + middle, (size_t)halves[1].found * sizeof(int32_t));
+    }
+    return halves[0].found + halves[1].found;
+}
+
 PyDoc_STRVAR(count_doc,
-             "count(partial, floor, keep) -> int\n--\n\n"
+             "count(partial, floor, keep, threads=1) -> int\n--\n\n"
              "How many slots s have partial[s] >= floor and (keep is None or s < len(keep) and keep[s]) "
-             "(partial: float32; keep: bool, one per slot, or None).");
+             "(partial: float32; keep: bool, one per slot, or None); threads=2 counts a half each.");
 
 static PyObject *count(PyObject *Py_UNUSED(module), PyObject *args) {
     PyObject *partial_object, *keep_object;
     float floor;
-    if (!PyArg_ParseTuple(args, "OfO:count", &partial_object, &floor, &keep_object)) {
+    int threads = 1;
+    if (!PyArg_ParseTuple(args, "OfO|i:count", &partial_object, &floor, &keep_object, &threads)) {
         return NULL;
     }
     Buffer buffers[2];
@@ -207,31 +464,23 @@ static PyObject *count(PyObject *Py_UNUSED(module), PyObject *args) {
     const float *partial = buffers[0].view.buf;
     const uint8_t *keep = keep_object != Py_None ? buffers[1].view.buf : NULL;
     Py_BEGIN_ALLOW_THREADS
-    /* Sums of comparisons, no branch: the compiler runs them several slots at a time. */
-    if (keep == NULL) {
-        for (Py_ssize_t slot = 0; slot < size; slot++) {
-            found += partial[slot] >= floor;
-        }
-    } else {
-        for (Py_ssize_t slot = 0; slot < size; slot++) {
-            found += (partial[slot] >= floor) & keep[slot];
-        }
-    }
+    found = run_pass(partial, keep, floor, size, NULL, threads);
     Py_END_ALLOW_THREADS
     release(buffers, 2);
     return PyLong_FromSsize_t(found);
 }
 
 PyDoc_STRVAR(reaching_doc,
-             "reaching(partial, floor, keep, out) -> int\n--\n\n"
+             "reaching(partial, floor, keep, out, threads=1) -> int\n--\n\n"
              "Write the slots s with partial[s] >= floor and (keep is None or s < len(keep) and keep[s]) "
              "to out, ascending, and return how many there are (partial: float32; keep: bool, one per "
-             "slot, or None; out: int32, room for every slot).");
+             "slot, or None; out: int32, room for every slot); threads=2 lists a half each.");
 
 static PyObject *reaching(PyObject *Py_UNUSED(module), PyObject *args) {
     PyObject *partial_object, *keep_object, *out_object;
     float floor;
-    if (!PyArg_ParseTuple(args, "OfOO:reaching", &partial_object, &floor, &keep_object, &out_object)) {
+    int threads = 1;
+    if (!PyArg_ParseTuple(args, "OfOO|i:reaching", &partial_object, &floor, &keep_object, &out_object, &threads)) {
         return NULL;
     }
     Buffer buffers[3];
@@ -250,26 +499,7 @@ static PyObject *reaching(PyObject *Py_UNUSED(module), PyObject *args) {
     const uint8_t *keep = keep_object != Py_None ? buffers[1].view.buf : NULL;
     int32_t *out = buffers[2].view.buf;
     Py_BEGIN_ALLOW_THREADS
-    /* A block of slots none of which reaches is passed over after one comparison of all of them
-     * (the compiler runs it several slots at a time): after a threshold's raise few reach. In a
-     * block where some do, every slot is written and the count moves only past those that reach,
-     * with no branch to guess wrong. */
-    enum { BLOCK = 32 };
-    Py_ssize_t whole = size - size % BLOCK;
-    for (Py_ssize_t start = 0; start < size; start += BLOCK) {
-        Py_ssize_t end = start < whole ? start + BLOCK : size;
-        int any = 0;
-        for (Py_ssize_t slot = start; slot < end; slot++) {
-            any |= partial[slot] >= floor;
-        }
-        if (!any) {
-            continue;
-        }
-        for (Py_ssize_t slot = start; slot < end; slot++) {
-            out[found] = (int32_t)slot;
-            found += (partial[slot] >= floor) & (keep == NULL || keep[slot] != 0);
-        }
-    }
+    found = run_pass(partial, keep, floor, size, out, threads);
     Py_END_ALLOW_THREADS
     release(buffers, 3);
     return PyLong_FromSsize_t(found);
@@ -346,6 +576,7 @@ static PyObject *lower_bounds(PyObject *Py_UNUSED(module), PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"add_coded", add_coded, METH_VARARGS, add_coded_doc},
+    {"add_coded_lists", add_coded_lists, METH_VARARGS, add_coded_lists_doc},
     {"add_scored", add_scored, METH_VARARGS, add_scored_doc},
     {"count", count, METH_VARARGS, count_doc},
     {"reaching", reaching, METH_VARARGS, reaching_doc},

@@ -41,6 +41,7 @@ order).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,6 +68,11 @@ MEMBER_SHARE = 32  # a base word held by this share of the slots or more is kept
 BITS_FROM = 256  # ... searched by them for this many slots or more (fewer: a binary search is cheaper)
 FILL_CHUNK = 1 << 18  # postings coded at once when a base's every word is (``WordBounds.fill_all``)
 READ_CHUNK = 1 << 15  # postings of short lists read at once laid end to end, at most; longer ones alone
+# Compiled reads of this many postings or more, and passes over as many slots, take two threads, each
+# on one half of the slots (its half of the sums stays in its core's cache: a heavy query's lists are
+# read 1.5-1.9 times faster).
+THREADS_FROM = 1 << 17
+READ_THREADS = 2 if (os.cpu_count() or 1) >= 2 else 1
 
 
 @dataclass
@@ -364,7 +370,8 @@ class _Search:
 
     def _read(self, *read: Word) -> None:
         """Add an upper bound of each word's contribution to every slot holding it. Compiled, a
-        list is one pass over its postings (``_postings.add_coded`` or ``add_scored``). With numpy
+        list is one pass over its postings (``_postings.add_coded_lists``, every coded list in one
+        call, two threads for many postings; ``add_scored`` for a delta's). With numpy
         the short lists are laid end to end, up to ``READ_CHUNK`` postings at a time, for one
         ``np.add.at`` (it sums a slot held by several words; numpy's calls per word cost more than a
         rare word's postings); a long one is added alone (copying it costs more than the calls)."""
@@ -375,13 +382,21 @@ class _Search:
             if len(docs)
         ]
         if _postings is not None:
+            coded = [(word, docs, codes) for word, docs, _, codes in parts if codes is not None]
+            self.touched += [docs for _, docs, _, _ in parts]  # first: cleared after even if a call fails
+            if coded:
+                size = sum(len(docs) for _, docs, _ in coded)
+                _postings.add_coded_lists(
+                    self.partial,
+                    [docs for _, docs, _ in coded],
+                    [codes for _, _, codes in coded],
+                    np.array([word.weight * word.unit for word, _, _ in coded], dtype=np.float32),
+                    self._threads(size),
+                )
             for word, docs, tf, codes in parts:
-                self.touched.append(docs)  # first: the slots are cleared after even if a call fails
-                if codes is not None:  # the float32 product numpy's path takes: ``_add``
-                    _postings.add_coded(self.partial, docs, codes, word.weight * word.unit)
-                else:
+                if codes is None:
                     _postings.add_scored(self.partial, docs, tf, self.norm, word.weight)
-                self.read += len(docs)
+            self.read += sum(len(docs) for _, docs, _, _ in parts)
             return
         short: list[tuple[Word, Any, Any, Any]] = []
         size = 0
@@ -440,7 +455,8 @@ class _Search:
         if floor is None:
             return len(self.norm)
         if _postings is not None:  # listed as counted: ``_passed`` takes the list if no read came between
-            found = _postings.reaching(self.partial, floor, self.keep, self.scratch.room(len(self.partial)))
+            room = self.scratch.room(len(self.partial))
+            found = _postings.reaching(self.partial, floor, self.keep, room, self._threads(len(self.partial)))
             self.listed = (self.read, float(floor), found)
             return found
         reaching = self.partial >= floor
@@ -458,10 +474,20 @@ class _Search:
             floor = lowest if floor is None else floor
             listed = self.listed
             if listed is None or listed[:2] != (self.read, float(floor)):
-                listed = (self.read, float(floor), _postings.reaching(self.partial, floor, self.keep, room))
+                threads = self._threads(len(self.partial))
+                listed = (
+                    self.read,
+                    float(floor),
+                    _postings.reaching(self.partial, floor, self.keep, room, threads),
+                )
             return room[: listed[2]].copy()
         reaching = self.partial > 0 if floor is None else self.partial >= floor
         return self._kept(np.flatnonzero(reaching).astype(np.int32))
+
+    @staticmethod
+    def _threads(size: int) -> int:
+        """The threads a compiled read of ``size`` postings, or pass over as many slots, takes."""
+        return READ_THREADS if size >= THREADS_FROM else 1
 
     def _kept(self, slots: Any) -> Any:
         return slots if self.keep is None else slots[self.keep[slots]]
