@@ -52,8 +52,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 
 
 def module_names() -> dict[str, Path]:
+    """Every module, the compiled ones too (by their type stubs: ``retrieval/_postings.pyi``)."""
     found = {}
-    for path in sorted((SRC / PACKAGE).rglob("*.py")):
+    stubs = [path for path in (SRC / PACKAGE).rglob("*.pyi") if not path.with_suffix(".py").exists()]
+    for path in sorted([*(SRC / PACKAGE).rglob("*.py"), *stubs]):
         parts = list(path.relative_to(SRC).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from lessonbank.errors import InputError
 from lessonbank.ports import LessonQuery
-from lessonbank.retrieval import lexical_index, pruning
+from lessonbank.retrieval import lexical_index, pruning, word_bounds
 from lessonbank.retrieval.lexical_index import LexicalIndex
 from lessonbank.stores.lexical import BM25_B, BM25_K1
 from lessonbank.stores.sqlite import SQLiteStore
@@ -87,8 +87,8 @@ def postings(draw: st.DrawFn) -> tuple[list[pruning.Word], Any, Any, int, int]:
                 tf[base] + BM25_K1 * (1.0 - BM25_B) + at * length[held[base]]
             )
             impact = float(at_ratio.max())
-            word.codes = pruning.quantize(at_ratio, impact)
-            word.unit = impact * pruning.drift(at, per_token) / pruning.LEVELS
+            word.codes = word_bounds.quantize(at_ratio, impact)
+            word.unit = impact * word_bounds.drift(at, per_token) / word_bounds.LEVELS
         words.append(word)
     return words, norm, keep, draw(st.integers(1, 40)), draw(st.sampled_from([1, 8, 64, 100_000]))
 
@@ -166,10 +166,12 @@ def test_a_low_bound_would_be_caught(loops: str) -> None:
 def test_a_code_bounds_its_ratio(ratios: list[float], looser: float) -> None:
     ratio = np.array(ratios)
     impact = float(ratio.max()) * looser
-    codes = pruning.quantize(ratio, impact)
+    codes = word_bounds.quantize(ratio, impact)
     assert codes.dtype == np.uint8 and codes.min() >= 1
-    assert (ratio <= codes * (impact / pruning.LEVELS) * (1 + 1e-12)).all()
-    assert (codes * (impact / pruning.LEVELS) <= ratio + impact / pruning.LEVELS * (1 + 1e-9)).all()  # tight
+    assert (ratio <= codes * (impact / word_bounds.LEVELS) * (1 + 1e-12)).all()
+    assert (
+        codes * (impact / word_bounds.LEVELS) <= ratio + impact / word_bounds.LEVELS * (1 + 1e-9)
+    ).all()  # tight
 
 
 # ------------------------------------------------------------------ the index on a real bank

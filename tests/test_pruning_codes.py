@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lessonbank.ports import LessonQuery
-from lessonbank.retrieval import lexical_index, pruning, snapshot
+from lessonbank.retrieval import lexical_index, snapshot, word_bounds
 from lessonbank.retrieval.lexical_index import LexicalIndex
 from lessonbank.stores.sqlite import SQLiteStore
 from tests.contract.conftest import Clock
@@ -41,10 +41,10 @@ def test_every_word_at_once_is_each_word_on_first_use(
     docs = docs.astype(np.int32)
     tf = rng.choice(np.array([1.0, 1.5, 2.0, 4.0], dtype=np.float32), size=len(docs))
     length = rng.integers(1, 60, size=slots).astype(np.float64)
-    each, whole = pruning.WordBounds(words, at_token), pruning.WordBounds(words, at_token)
+    each, whole = word_bounds.WordBounds(words, at_token), word_bounds.WordBounds(words, at_token)
     each.fill(starts, docs, tf, length, range(words))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(pruning, "FILL_CHUNK", chunk)  # runs of words cut anywhere
+        patch.setattr(word_bounds, "FILL_CHUNK", chunk)  # runs of words cut anywhere
         whole.fill_all(starts, docs, tf, length)
     for name in ("max_tf", "min_length", "impact"):
         assert np.array_equal(getattr(each, name), getattr(whole, name)), name
@@ -67,7 +67,7 @@ def test_a_base_built_from_rows_is_bounded_before_any_query(tmp_path: Path) -> N
         store.import_lessons([random_lesson(rng, vocab, clock) for _ in range(60)])
         index = LexicalIndex(store, NS)
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(pruning, "MEMBER_SHARE", 4)  # lists of a quarter of the lessons get bits
+            patch.setattr(word_bounds, "MEMBER_SHARE", 4)  # lists of a quarter of the lessons get bits
             index.sync()
             ready(index)
             patch.setattr("lessonbank.retrieval.lexical_index.DELTA_MIN", 4)

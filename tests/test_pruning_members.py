@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lessonbank.ports import LessonQuery
-from lessonbank.retrieval import lexical_index, pruning
+from lessonbank.retrieval import lexical_index, pruning, word_bounds
 from lessonbank.retrieval.lexical_index import LexicalIndex
 from lessonbank.retrieval.membership import Membership, held_at
 from lessonbank.stores.sqlite import SQLiteStore
@@ -125,7 +125,7 @@ def test_bits_follow_the_base_through_changes_and_a_restored_snapshot(seed: int)
         pytest.MonkeyPatch.context() as patch,
         tempfile.TemporaryDirectory() as tmp,
     ):
-        patch.setattr(pruning, "MEMBER_SHARE", 10**9)
+        patch.setattr(word_bounds, "MEMBER_SHARE", 10**9)
         patch.setattr(pruning, "BITS_FROM", 0)
         patch.setattr(pruning, "SEED_POSTINGS", 16)
         patch.setattr(lexical_index, "PRUNE_FROM", 0)

@@ -63,7 +63,7 @@ from lessonbank.stores.lexical import (
 if TYPE_CHECKING:
     import numpy as np
 
-    from lessonbank.retrieval.pruning import WordBounds
+    from lessonbank.retrieval.word_bounds import WordBounds
 
 log = logging.getLogger("lessonbank.retrieval")
 

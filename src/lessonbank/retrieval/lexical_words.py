@@ -16,8 +16,9 @@ from lessonbank.stores.lexical import BM25_B, BM25_K1, idf
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from lessonbank.retrieval.pruning import Word, WordBounds
+    from lessonbank.retrieval.pruning import Word
     from lessonbank.retrieval.snapshot import WordFigures
+    from lessonbank.retrieval.word_bounds import WordBounds
 
 
 class IndexArrays:
@@ -126,17 +127,17 @@ class PrunedWords(IndexArrays):
 
     def _restore_figures(self, figures: WordFigures) -> None:
         """Take every base word's figures and codes from a snapshot."""
-        from lessonbank.retrieval import pruning
+        from lessonbank.retrieval import word_bounds  # numpy too: only a search gets here
 
-        self._bounds = pruning.WordBounds.whole(
+        self._bounds = word_bounds.WordBounds.whole(
             figures.max_tf, figures.min_length, figures.impact, figures.codes, figures.at_token
         )
 
     def _new_bounds(self) -> WordBounds:
-        from lessonbank.retrieval import pruning
+        from lessonbank.retrieval import word_bounds
 
         at_token = BM25_K1 * BM25_B * self._live / (self._total_length or 1.0)
-        return pruning.WordBounds(len(self._terms), at_token)
+        return word_bounds.WordBounds(len(self._terms), at_token)
 
     def _dead_in(self, docs: Any) -> int:
         """How many of a base word's postings are dead slots."""

@@ -4,12 +4,12 @@ and, per 64 slots, how many postings come before them.
 A pruned search looks up many candidates in the longest lists of its words (a binary search there
 misses the cache at nearly every step); with these bits a lookup is a few vectorised operations per
 word whatever the list's length. The bits of a base word are built with the base when it is built
-from rows (``pruning.WordBounds.fill_all``), else (a base read from a snapshot) the first time a search
+from rows (``word_bounds.WordBounds.fill_all``), else (a base read from a snapshot) the first time a search
 looks up many slots in it (``pruning.BITS_FROM``), and live as long as that base
-(``pruning.WordBounds``): a rebuild, a reload or a restored snapshot starts a new base and so new bits. They never change the results:
+(``word_bounds.WordBounds``): a rebuild, a reload or a restored snapshot starts a new base and so new bits. They never change the results:
 ``Membership.searchsorted`` is ``numpy.searchsorted(docs, needles)``, to the element. At a million
 lessons one word's bits and counts take 190 KB; only lists of 1/32 of the lessons or more get them
-(``pruning.MEMBER_SHARE``), whose postings alone take more.
+(``word_bounds.MEMBER_SHARE``), whose postings alone take more.
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ BLOCK = 1 << 16  # postings a block holds (512 KB of docs and tf)
 
 @dataclass
 class WordFigures:
-    """What pruning keeps per word of a base (:class:`~lessonbank.retrieval.pruning.WordBounds`):
+    """What pruning keeps per word of a base (:class:`~lessonbank.retrieval.word_bounds.WordBounds`):
     its highest frequency, shortest lesson and highest ratio at the norm's per-token term
     ``at_token``, and a one-byte code per posting (parallel to the postings)."""
 

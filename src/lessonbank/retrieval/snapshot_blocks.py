@@ -18,7 +18,7 @@ from lessonbank.stores.lexical import query_terms, scope_hash, term_hash
 
 if TYPE_CHECKING:
     from lessonbank.ports import LessonQuery
-    from lessonbank.retrieval.pruning import WordBounds
+    from lessonbank.retrieval.word_bounds import WordBounds
 
 
 class CheckedPostings(IndexArrays):
