@@ -24,6 +24,11 @@ if pruning._postings is None:
 kernel = pruning._postings
 
 
+def add_coded(partial: Any, docs: Any, codes: Any, unit: Any, threads: int = 1) -> None:
+    """One word's coded postings added (``add_coded_lists`` with one list)."""
+    kernel.add_coded_lists(partial, [docs], [codes], np.array([unit], dtype=np.float32), threads)
+
+
 def random_postings(rng: Any, slots: int, share: float) -> Any:
     return np.flatnonzero(rng.random(slots) < share).astype(np.int32)
 
@@ -37,7 +42,7 @@ def test_coded_bounds_add_as_numpy_adds_them(slots: int, share: float, seed: int
     compiled, expected = start.copy(), start.copy()
     for docs, unit in words:
         codes = rng.integers(1, 256, len(docs)).astype(np.uint8)
-        kernel.add_coded(compiled, docs, codes, unit)
+        add_coded(compiled, docs, codes, unit)
         np.add.at(expected, docs.astype(np.intp), codes.astype(np.float32) * np.float32(unit))
     assert compiled.tobytes() == expected.tobytes()
 
@@ -56,7 +61,7 @@ def test_lists_added_by_two_threads_sum_as_one_by_one(
     together, apart = np.zeros(slots, np.float32), np.zeros(slots, np.float32)
     kernel.add_coded_lists(together, docs, codes, units, threads)
     for d, c, unit in zip(docs, codes, units.tolist(), strict=True):
-        kernel.add_coded(apart, d, c, unit)
+        add_coded(apart, d, c, unit)
     assert together.tobytes() == apart.tobytes()
 
 
@@ -169,7 +174,7 @@ def test_a_slot_past_the_array_is_an_index_error_not_a_write() -> None:
     for docs in (np.array([1, 8, 2], np.int32), np.array([1, -1, 2], np.int32)):
         partial = np.zeros(8, np.float32)
         with pytest.raises(IndexError, match="posting 1: slot"):
-            kernel.add_coded(partial, docs, codes, 1.0)
+            add_coded(partial, docs, codes, 1.0)
         with pytest.raises(IndexError, match="posting 1: slot"):
             kernel.add_scored(partial, docs, np.ones(3, np.float32), np.ones(8), 1.0)
         assert np.flatnonzero(partial).tolist() == [1]
@@ -181,24 +186,24 @@ def test_a_slot_past_the_array_is_an_index_error_not_a_write() -> None:
 @pytest.mark.parametrize(
     ("call", "error", "message"),
     [
-        (lambda p: kernel.add_coded(p.astype(np.float64), np.zeros(1, np.int32), np.ones(1, np.uint8), 1.0),
+        (lambda p: add_coded(p.astype(np.float64), np.zeros(1, np.int32), np.ones(1, np.uint8), 1.0),
          TypeError, "partial: expected 4-byte items"),
-        (lambda p: kernel.add_coded(p, np.zeros(1, np.int64), np.ones(1, np.uint8), 1.0),
+        (lambda p: add_coded(p, np.zeros(1, np.int64), np.ones(1, np.uint8), 1.0),
          TypeError, "docs: expected 4-byte items"),
-        (lambda p: kernel.add_coded(p, np.zeros(1, np.float32), np.ones(1, np.uint8), 1.0),
+        (lambda p: add_coded(p, np.zeros(1, np.float32), np.ones(1, np.uint8), 1.0),
          TypeError, "docs: expected 4-byte items of type 'il', got 'f'"),
-        (lambda p: kernel.add_coded(p, np.zeros(2, np.int32), np.ones(1, np.uint8), 1.0),
+        (lambda p: add_coded(p, np.zeros(2, np.int32), np.ones(1, np.uint8), 1.0),
          ValueError, "docs and codes differ in length"),
         (lambda p: kernel.add_scored(p, np.zeros(2, np.int32), np.ones(3, np.float32), np.ones(4), 1.0),
          ValueError, "docs and tf differ in length"),
         (lambda p: kernel.add_scored(p, np.zeros(1, np.int32), np.ones(1, np.float32), np.ones(4, np.float32), 1.0),
          TypeError, "norm: expected 8-byte items"),
-        (lambda p: kernel.add_coded(p, np.zeros(1, ">i4"), np.ones(1, np.uint8), 1.0),
+        (lambda p: add_coded(p, np.zeros(1, ">i4"), np.ones(1, np.uint8), 1.0),
          TypeError, "docs: expected 4-byte items of type 'il', got '>i'"),
         (lambda p: kernel.reaching(p, 0.5, None, np.zeros(2, np.int32)), ValueError, "out holds 2 slots of 4"),
         (lambda p: kernel.count(p, 0.5, np.ones(4, np.int32)), TypeError, "keep: expected 1-byte items"),
-        (lambda p: kernel.add_coded(p, "not an array", np.ones(1, np.uint8), 1.0), TypeError, "bytes-like"),
-        (lambda p: kernel.add_coded(p, np.zeros(1, np.int32), np.ones(1, np.uint8), "x"), TypeError, "real number"),
+        (lambda p: add_coded(p, "not an array", np.ones(1, np.uint8), 1.0), TypeError, "bytes-like"),
+        (lambda p: add_coded(p, np.zeros(1, np.int32), np.ones(1, np.uint8), 1.0, "x"), TypeError, "integer"),
     ],
 )  # fmt: skip
 def test_bad_arrays_are_clear_errors(call: Any, error: type[Exception], message: str) -> None:
@@ -212,15 +217,15 @@ def test_read_only_or_strided_arrays_are_refused() -> None:
     partial = np.zeros(4, np.float32)
     partial.flags.writeable = False
     with pytest.raises((BufferError, ValueError)):
-        kernel.add_coded(partial, np.zeros(1, np.int32), np.ones(1, np.uint8), 1.0)
+        add_coded(partial, np.zeros(1, np.int32), np.ones(1, np.uint8), 1.0)
     strided = np.zeros(8, np.int32)[::2]
     with pytest.raises((BufferError, ValueError)):
-        kernel.add_coded(np.zeros(4, np.float32), strided, np.ones(4, np.uint8), 1.0)
+        add_coded(np.zeros(4, np.float32), strided, np.ones(4, np.uint8), 1.0)
 
 
 def test_empty_arrays_do_nothing() -> None:
     partial = np.zeros(0, np.float32)
-    kernel.add_coded(partial, np.zeros(0, np.int32), np.zeros(0, np.uint8), 1.0)
+    add_coded(partial, np.zeros(0, np.int32), np.zeros(0, np.uint8), 1.0)
     kernel.add_coded_lists(partial, [], [], np.zeros(0, np.float32), 2)
     kernel.add_scored(partial, np.zeros(0, np.int32), np.zeros(0, np.float32), np.zeros(0), 1.0)
     assert kernel.reaching(partial, 0.0, None, np.zeros(0, np.int32)) == 0

@@ -72,52 +72,6 @@ static PyObject *out_of_range(Py_ssize_t at, int32_t slot, Py_ssize_t size) {
     return NULL;
 }
 
-PyDoc_STRVAR(add_coded_doc,
-             "add_coded(partial, docs, codes, unit)\n--\n\n"
-             "partial[docs[i]] += codes[i] * unit for every posting i, in float32 (partial: float32, "
-             "written; docs: int32; codes: uint8, one per posting).");
-
-static PyObject *add_coded(PyObject *Py_UNUSED(module), PyObject *args) {
-    PyObject *partial_object, *docs_object, *codes_object;
-    float unit;
-    if (!PyArg_ParseTuple(args, "OOOf:add_coded", &partial_object, &docs_object, &codes_object, &unit)) {
-        return NULL;
-    }
-    Buffer buffers[3];
-    memset(buffers, 0, sizeof buffers);
-    if (take(partial_object, &buffers[0], "partial", 4, "f", 1) || take(docs_object, &buffers[1], "docs", 4, "il", 0) ||
-        take(codes_object, &buffers[2], "codes", 1, "B", 0)) {
-        release(buffers, 3);
-        return NULL;
-    }
-    Py_ssize_t size = items(&buffers[0]), count = items(&buffers[1]);
-    if (items(&buffers[2]) != count) {
-        release(buffers, 3);
-        return PyErr_Format(PyExc_ValueError, "docs and codes differ in length (%zd and %zd)", count,
-                            items(&buffers[2]));
-    }
-    float *partial = buffers[0].view.buf;
-    const int32_t *docs = buffers[1].view.buf;
-    const uint8_t *codes = buffers[2].view.buf;
-    Py_ssize_t bad = -1;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < count; i++) {
-        uint32_t slot = (uint32_t)docs[i];
-        if ((Py_ssize_t)slot >= size) {
-            bad = i;
-            break;
-        }
-        partial[slot] += (float)codes[i] * unit;
-    }
-    Py_END_ALLOW_THREADS
-    int32_t slot = bad >= 0 ? docs[bad] : 0;
-    release(buffers, 3);
-    if (bad >= 0) {
-        return out_of_range(bad, slot, size);
-    }
-    Py_RETURN_NONE;
-}
-
 /* Several words' coded postings added by one or two threads: each takes one half of the slots
  * (every list is cut where its postings pass the middle slot), so each half of the sums stays in
  * its core's cache, and a slot's sum takes the words in the same order as with one thread. */
@@ -159,9 +113,10 @@ static void *add_share_thread(void *share) {
 
 PyDoc_STRVAR(add_coded_lists_doc,
              "add_coded_lists(partial, docs, codes, units, threads)\n--\n\n"
-             "add_coded(partial, docs[w], codes[w], units[w]) for each word w in turn (docs, codes: "
-             "sequences of arrays, each docs ascending; units: float32, one per word), by two threads "
-             "when threads is 2 (each adding to one half of the slots: the sums are the same).");
+             "partial[docs[w][i]] += codes[w][i] * units[w] in float32, for each word w in turn and each "
+             "of its postings i (partial: float32, written; docs, codes: sequences of int32 and uint8 "
+             "arrays, each docs ascending; units: float32, one per word), by two threads when threads "
+             "is 2 (each adding to one half of the slots: the sums are the same).");
 
 static PyObject *add_coded_lists(PyObject *Py_UNUSED(module), PyObject *args) {
     PyObject *partial_object, *docs_object, *codes_object, *units_object;
@@ -575,7 +530,6 @@ static PyObject *lower_bounds(PyObject *Py_UNUSED(module), PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
-    {"add_coded", add_coded, METH_VARARGS, add_coded_doc},
     {"add_coded_lists", add_coded_lists, METH_VARARGS, add_coded_lists_doc},
     {"add_scored", add_scored, METH_VARARGS, add_scored_doc},
     {"count", count, METH_VARARGS, count_doc},
