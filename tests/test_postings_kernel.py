@@ -126,7 +126,6 @@ def test_a_pass_lists_and_counts_the_slots_numpy_finds(
         out = np.full(slots + 3, -1, dtype=np.int32)
         found = kernel.reaching(partial, floor, keep, out, threads)
         assert out[:found].tolist() == expected.tolist()
-        assert kernel.count(partial, floor, keep, threads) == len(expected)
 
 
 @settings(max_examples=300, deadline=None)
@@ -201,7 +200,8 @@ def test_a_slot_past_the_array_is_an_index_error_not_a_write() -> None:
         (lambda p: add_coded(p, np.zeros(1, ">i4"), np.ones(1, np.uint8), 1.0),
          TypeError, "docs: expected 4-byte items of type 'il', got '>i'"),
         (lambda p: kernel.reaching(p, 0.5, None, np.zeros(2, np.int32)), ValueError, "out holds 2 slots of 4"),
-        (lambda p: kernel.count(p, 0.5, np.ones(4, np.int32)), TypeError, "keep: expected 1-byte items"),
+        (lambda p: kernel.reaching(p, 0.5, np.ones(4, np.int32), np.zeros(4, np.int32)),
+         TypeError, "keep: expected 1-byte items"),
         (lambda p: add_coded(p, "not an array", np.ones(1, np.uint8), 1.0), TypeError, "bytes-like"),
         (lambda p: add_coded(p, np.zeros(1, np.int32), np.ones(1, np.uint8), 1.0, "x"), TypeError, "integer"),
     ],
@@ -229,6 +229,5 @@ def test_empty_arrays_do_nothing() -> None:
     kernel.add_coded_lists(partial, [], [], np.zeros(0, np.float32), 2)
     kernel.add_scored(partial, np.zeros(0, np.int32), np.zeros(0, np.float32), np.zeros(0), 1.0)
     assert kernel.reaching(partial, 0.0, None, np.zeros(0, np.int32)) == 0
-    assert kernel.count(partial, 0.0, None) == 0
     kernel.lower_bounds(np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(3, np.int32),
                         np.zeros(0, np.int64))  # fmt: skip

@@ -304,8 +304,8 @@ static int pass_buffers(PyObject *partial_object, PyObject *keep_object, Buffer 
     return 0;
 }
 
-/* One pass over slots low..high of the bounds: how many reach the floor (and are kept), written to
- * out from out[low] on when out is not NULL. */
+/* One pass over slots low..high of the bounds: those that reach the floor (and are kept), written to
+ * out from out[low] on. */
 typedef struct {
     const float *partial;
     const uint8_t *keep;
@@ -313,24 +313,6 @@ typedef struct {
     Py_ssize_t low, high, found;
     int32_t *out;
 } Pass;
-
-static void count_range(Pass *pass) {
-    const float *partial = pass->partial;
-    const uint8_t *keep = pass->keep;
-    float floor = pass->floor;
-    Py_ssize_t found = 0;
-    /* Sums of comparisons, no branch: the compiler runs them several slots at a time. */
-    if (keep == NULL) {
-        for (Py_ssize_t slot = pass->low; slot < pass->high; slot++) {
-            found += partial[slot] >= floor;
-        }
-    } else {
-        for (Py_ssize_t slot = pass->low; slot < pass->high; slot++) {
-            found += (partial[slot] >= floor) & keep[slot];
-        }
-    }
-    pass->found = found;
-}
 
 static void list_range(Pass *pass) {
     const float *partial = pass->partial;
@@ -361,12 +343,7 @@ static void list_range(Pass *pass) {
 }
 
 static void *pass_thread(void *pass) {
-    Pass *half = pass;
-    if (half->out == NULL) {
-        count_range(half);
-    } else {
-        list_range(half);
-    }
+    list_range((Pass *)pass);
     return NULL;
 }
 
@@ -391,38 +368,10 @@ static Py_ssize_t run_pass(const float *partial, const uint8_t *keep, float floo
     } else {
         pass_thread(&halves[1]);
     }
-    if (out != NULL && halves[1].found > 0) { /* the second half's list, moved up to the first's end */
+    if (halves[1].found > 0) { /* the second half's list, moved up to the first's end */
         memmove(out + halves[0].found, out + middle, (size_t)halves[1].found * sizeof(int32_t));
     }
     return halves[0].found + halves[1].found;
-}
-
-PyDoc_STRVAR(count_doc,
-             "count(partial, floor, keep, threads=1) -> int\n--\n\n"
-             "How many slots s have partial[s] >= floor and (keep is None or s < len(keep) and keep[s]) "
-             "(partial: float32; keep: bool, one per slot, or None); threads=2 counts a half each.");
-
-static PyObject *count(PyObject *Py_UNUSED(module), PyObject *args) {
-    PyObject *partial_object, *keep_object;
-    float floor;
-    int threads = 1;
-    if (!PyArg_ParseTuple(args, "OfO|i:count", &partial_object, &floor, &keep_object, &threads)) {
-        return NULL;
-    }
-    Buffer buffers[2];
-    memset(buffers, 0, sizeof buffers);
-    Py_ssize_t size = 0, found = 0;
-    if (pass_buffers(partial_object, keep_object, buffers, &size)) {
-        release(buffers, 2);
-        return NULL;
-    }
-    const float *partial = buffers[0].view.buf;
-    const uint8_t *keep = keep_object != Py_None ? buffers[1].view.buf : NULL;
-    Py_BEGIN_ALLOW_THREADS
-    found = run_pass(partial, keep, floor, size, NULL, threads);
-    Py_END_ALLOW_THREADS
-    release(buffers, 2);
-    return PyLong_FromSsize_t(found);
 }
 
 PyDoc_STRVAR(reaching_doc,
@@ -532,7 +481,6 @@ static PyObject *lower_bounds(PyObject *Py_UNUSED(module), PyObject *args) {
 static PyMethodDef methods[] = {
     {"add_coded_lists", add_coded_lists, METH_VARARGS, add_coded_lists_doc},
     {"add_scored", add_scored, METH_VARARGS, add_scored_doc},
-    {"count", count, METH_VARARGS, count_doc},
     {"reaching", reaching, METH_VARARGS, reaching_doc},
     {"lower_bounds", lower_bounds, METH_VARARGS, lower_bounds_doc},
     {NULL, NULL, 0, NULL},
