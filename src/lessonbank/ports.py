@@ -36,7 +36,8 @@ Invariants every store keeps:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import inspect
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any, Literal, Protocol
@@ -95,11 +96,41 @@ class VectorChanges:
     ``seq`` of their last call. Sequence numbers only grow, but on a server store two writers may
     commit theirs out of order, and deletes have no sequence number: a reader whose cached id
     count differs from ``count`` reloads everything (``after=0``), which catches both.
+
+    Asked with a ``limit``, the rows are the first ``limit`` in sequence order and ``more`` says
+    whether others follow: ``seq`` is then the last row's, to pass as ``after`` for the next page (a
+    full load reads the store a page at a time, so no step holds every row at once).
     """
 
     rows: list[tuple[str, bytes]]  # (lesson_id, vector bytes) written after `after`, newest write per lesson
     seq: int  # the highest sequence now (pass it as `after` next time)
     count: int  # live vectors of (namespace, model) in all
+    more: bool = False  # a page cut at its ``limit``: rows after ``seq`` follow
+
+    @staticmethod
+    def limit_of(limit: int | None) -> int:
+        """A page's ``limit`` as a store's query takes it: -1 for none (SQL's ``LIMIT -1``, or a
+        count that nothing reaches)."""
+        if limit is None:
+            return -1
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"a page of vector changes holds 1 row or more, not {limit!r}")
+        return limit
+
+    @classmethod
+    def page(
+        cls, rows: Sequence[tuple[str, bytes, int]], after: int, top: int, count: int, limit: int | None
+    ) -> VectorChanges:
+        """The changes read as ``rows`` (lesson id, vector, sequence; in sequence order, at most
+        ``limit``) with the store's ``top`` sequence and ``count`` of the same moment."""
+        top = max(after, int(top))
+        more = limit is not None and len(rows) >= limit and int(rows[-1][2]) < top
+        return cls(
+            rows=[(lesson_id, vector) for lesson_id, vector, _ in rows],
+            seq=int(rows[-1][2]) if more else top,
+            count=int(count),
+            more=more,
+        )
 
 
 @dataclass(frozen=True)
@@ -343,8 +374,11 @@ class VectorStore(Protocol):
         """text_hash of the stored vector, per lesson id that has one for ``model``."""
         ...
 
-    def vector_changes(self, namespace: str, model: str, after: int) -> VectorChanges:
-        """Vectors of ``model`` in ``namespace`` written with sequence > ``after`` (see VectorChanges)."""
+    def vector_changes(
+        self, namespace: str, model: str, after: int, limit: int | None = None
+    ) -> VectorChanges:
+        """Vectors of ``model`` in ``namespace`` written with sequence > ``after``, in sequence order,
+        the first ``limit`` of them if given (see VectorChanges)."""
         ...
 
     def lessons_missing_vectors(
@@ -354,6 +388,26 @@ class VectorStore(Protocol):
         with ``after`` (the last lesson id of the previous page), those after it in that order, so
         every page costs the same (a lesson no longer there: from the first)."""
         ...
+
+
+def vector_pages(store: VectorStore, namespace: str, model: str, limit: int) -> Iterator[VectorChanges]:
+    """Every vector of ``model`` in ``namespace``, ``limit`` rows a page, in sequence order; the last
+    page's ``seq`` and ``count`` are the store's as a full read would give them. A store whose
+    ``vector_changes`` takes no ``limit`` (written before it could) gives every row in one page."""
+    try:
+        paged = "limit" in inspect.signature(store.vector_changes).parameters
+    except (TypeError, ValueError):  # no signature to read: ask for everything at once
+        paged = False
+    if not paged:
+        yield store.vector_changes(namespace, model, 0)
+        return
+    after = 0
+    while True:
+        page = store.vector_changes(namespace, model, after, limit)
+        yield page
+        if not page.more:
+            return
+        after = page.seq
 
 
 class JobQueue(Protocol):

@@ -166,6 +166,41 @@ def test_vectors_put_replace_hashes_and_changes(store: Store, clock: Clock) -> N
     assert store.vector_hashes(NS, MODEL, [a]) == {a: "ha2"}
 
 
+@pytest.mark.parametrize("limit", [1, 2, 3, 7, 50])
+def test_vector_changes_read_a_page_at_a_time(store: Store, clock: Clock, limit: int) -> None:
+    """Pages of ``limit`` rows in sequence order, each ending where the next starts, give what one
+    read gives; the last page carries the store's sequence and count."""
+    ids = [store.write_lesson(lesson(f"paged lesson number {n} text", clock)).lesson.id for n in range(12)]
+    for n, lesson_id in enumerate(ids):
+        store.put_vectors(NS, MODEL, [(lesson_id, f"h{n}", vec(n, 1))])
+    for n in (3, 0, 7):  # rewritten: each moves to the end of the sequence
+        store.put_vectors(NS, MODEL, [(ids[n], f"again{n}", vec(n, 2))])
+    whole = store.vector_changes(NS, MODEL, 0)
+    assert not whole.more
+    assert [lesson_id for lesson_id, _ in whole.rows[-3:]] == [ids[3], ids[0], ids[7]]
+    rows, after, pages = [], 0, []
+    while True:
+        page = store.vector_changes(NS, MODEL, after, limit)
+        pages.append(page)
+        assert len(page.rows) <= limit
+        rows += page.rows
+        if not page.more:
+            break
+        assert len(page.rows) == limit and page.seq > after
+        after = page.seq
+    assert rows == whole.rows
+    assert (pages[-1].seq, pages[-1].count) == (whole.seq, whole.count) == (whole.seq, 12)
+    assert len(pages) == -(-12 // limit)  # a full last page says no more when it reaches the top
+    tail = store.vector_changes(NS, MODEL, whole.seq, limit)
+    assert (tail.rows, tail.more, tail.seq) == ([], False, whole.seq)
+
+
+@pytest.mark.parametrize("limit", [0, -1, True, 2.5, "3"])
+def test_a_page_of_vector_changes_holds_one_row_or_more(store: Store, limit: object) -> None:
+    with pytest.raises(ValueError, match="1 row or more"):
+        store.vector_changes(NS, MODEL, 0, limit)  # type: ignore[arg-type]
+
+
 def test_vectors_go_with_their_lesson(store: Store, clock: Clock) -> None:
     a = store.write_lesson(lesson("keep me around", clock)).lesson.id
     b = store.write_lesson(lesson("forget me soon", clock)).lesson.id

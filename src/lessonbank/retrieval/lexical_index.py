@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from lessonbank.ports import Candidate, LessonQuery, Store
+from lessonbank.ports import Candidate, LessonQuery, Store, VectorChanges, vector_pages
 from lessonbank.retrieval.lexical_words import PrunedWords
 from lessonbank.retrieval.snapshot import IndexState, SnapshotIds, snapshot_of
 from lessonbank.retrieval.snapshot_blocks import CheckedPostings
@@ -70,6 +70,7 @@ log = logging.getLogger("lessonbank.retrieval")
 DELTA_MIN = 4_096  # slots written since the base was built, before it is rebuilt
 DELTA_SHARE = 8  # ... or this share of the index, whichever is larger
 GIVE_BACK_FROM = 10_000  # rows read by a sync past which freed memory is handed back
+LOAD_PAGE = 20_000  # rows a full load reads at a time (~10 MB of term vectors at ~500 bytes each)
 FIRST_BATCH = 2  # the first filter batch is this many times the limit; each next one doubles
 SNAPSHOT_MIN = 2_000  # lessons a freshly built index holds before it is worth a snapshot
 SNAPSHOT_REFRESH = 1_024  # rows or deletes applied over a snapshot before a newer one is written
@@ -160,11 +161,11 @@ class LexicalIndex(PrunedWords, CheckedPostings):
         """Apply what changed in the store; how many rows that read."""
         restored = self._seq == 0 and self._restore()
         builds = self._builds
-        changes = self.store.vector_changes(self.namespace, LEXICAL_SPACE, self._seq)
-        read = len(changes.rows)
-        if self._seq == 0 and changes.rows:
-            self._load(changes.rows)
+        if self._seq == 0:  # nothing held yet: every row, a page at a time
+            read, changes = self._load()
         else:
+            changes = self.store.vector_changes(self.namespace, LEXICAL_SPACE, self._seq)
+            read = len(changes.rows)
             self._apply(changes.rows)
         self._seq = max(self._seq, changes.seq)
         expected = changes.count + self._miscount
@@ -181,12 +182,10 @@ class LexicalIndex(PrunedWords, CheckedPostings):
 
     def _reload(self) -> int:
         """Load every row afresh; how many that read."""
-        full = self.store.vector_changes(self.namespace, LEXICAL_SPACE, 0)
-        self._clear()
-        self._load(full.rows)
-        self._seq = full.seq
-        self._miscount = miscount(self._live + len(self._ignored), full.count, self.namespace, "term vectors")
-        return len(full.rows)
+        read, last = self._load()
+        self._seq = last.seq
+        self._miscount = miscount(self._live + len(self._ignored), last.count, self.namespace, "term vectors")
+        return read
 
     def _refuse_snapshot(self, reason: str) -> int:
         """Refuse the snapshot (logged), reload the index in full and write a good snapshot; the
@@ -258,28 +257,28 @@ class LexicalIndex(PrunedWords, CheckedPostings):
                 self._kill(self._slot_of.pop(lesson_id))
         self._ignored &= present.keys()
 
-    def _load(self, rows: Sequence[tuple[str, bytes]]) -> None:
-        """Build the base from scratch out of every row (the first sync, or a reload)."""
-        np = self._np
+    def _load(self) -> tuple[int, VectorChanges]:
+        """Build the base from scratch out of every row, read a page at a time (the first sync, or
+        a reload); how many rows that read, and the last page (its sequence and count)."""
+        from lessonbank.retrieval.lexical_load import PagedBase
+
         self._clear()
-        rows = [row for row in _newest(rows) if self._well_formed(*row)]
-        if not rows:
-            return
-        blob = b"".join(vector for _, vector in rows)
-        records = np.frombuffer(blob, dtype=self._record)
-        counts = np.fromiter((len(vector) // TERM_RECORD.size for _, vector in rows), np.int64, len(rows))
-        slots = np.repeat(np.arange(len(rows), dtype=np.int32), counts)
-        header = records["term"] == 0
-        self._ids = [lesson_id for lesson_id, _ in rows]
-        self._slot_of = {lesson_id: slot for slot, lesson_id in enumerate(self._ids)}
-        lengths = np.zeros(len(rows), dtype=np.float64)
-        lengths[slots[header]] = records["length"][header]
-        self._length = lengths
-        self._alive = np.ones(len(rows), dtype=bool)
-        self._live = len(rows)
-        self._total_length = float(lengths.sum())
-        postings = ~header
-        self._build(records["term"][postings], slots[postings], records["tf"][postings], len(rows))
+        pages = PagedBase(self._well_formed)
+        read, page = 0, VectorChanges(rows=[], seq=0, count=0)
+        for page in vector_pages(self.store, self.namespace, LEXICAL_SPACE, LOAD_PAGE):
+            read += len(page.rows)
+            pages.add(page.rows)
+            page = replace(page, rows=[])  # its rows are postings now
+        if len(pages):
+            base = pages.finish()
+            self._ids = base.ids
+            self._slot_of = {lesson_id: slot for slot, lesson_id in enumerate(base.ids)}
+            self._length = base.length
+            self._alive = self._np.ones(len(base.ids), dtype=bool)
+            self._live = len(base.ids)
+            self._total_length = float(base.length.sum())
+            self._take_base(base.terms, base.starts, base.docs, base.tf, len(base.ids))
+        return read, page
 
     def _well_formed(self, lesson_id: str, vector: bytes) -> bool:
         """A term vector is whole records, its length record first; another row (a damaged file,
@@ -297,21 +296,24 @@ class LexicalIndex(PrunedWords, CheckedPostings):
         return False
 
     def _build(self, terms: np.ndarray, slots: np.ndarray, tf: np.ndarray, base_slots: int) -> None:
+        """The base out of postings sorted by term, slots ascending within a term."""
         np = self._np
-        order = np.argsort(terms, kind="stable")  # slots stay ascending within a term
-        terms = terms[order]
-        # Kept at 4 bytes each (slots are < 2^31; a weighted frequency is a sum of field weights,
-        # exact in float32): half the memory of intp and float64, cast per query for the scoring.
-        self._docs = np.ascontiguousarray(slots[order], dtype=np.int32)
-        self._tf = np.ascontiguousarray(tf[order], dtype=np.float32)
         if len(terms):
             change = np.flatnonzero(terms[1:] != terms[:-1]) + 1
             starts = np.concatenate(([0], change, [len(terms)])).astype(np.int64)
-            self._terms = terms[starts[:-1]]
+            unique = terms[starts[:-1]]
         else:
-            starts = np.zeros(1, dtype=np.int64)
-            self._terms = np.zeros(0, dtype=np.uint64)
-        self._starts = starts
+            starts, unique = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.uint64)
+        self._take_base(unique, starts, slots, tf, base_slots)
+
+    def _take_base(self, terms: Any, starts: Any, docs: Any, tf: Any, base_slots: int) -> None:
+        """Hold ``terms`` (each once, ascending) and their postings (``starts``) as the base."""
+        np = self._np
+        self._terms, self._starts = terms, starts
+        # Kept at 4 bytes each (slots are < 2^31; a weighted frequency is a sum of field weights,
+        # exact in float32): half the memory of intp and float64, cast per query for the scoring.
+        self._docs = np.ascontiguousarray(docs, dtype=np.int32)
+        self._tf = np.ascontiguousarray(tf, dtype=np.float32)
         self._base_slots = base_slots
         self._base_dead = 0
         self._delta = {}
@@ -323,9 +325,11 @@ class LexicalIndex(PrunedWords, CheckedPostings):
 
     def _apply(self, rows: Sequence[tuple[str, bytes]]) -> None:
         """Add rows written since the last sync to the delta (a rewritten lesson's old slot dies)."""
+        from lessonbank.retrieval.lexical_load import newest  # numpy too: loaded by then
+
         if len(rows) > SEARCHED_MAX and not isinstance(self._slot_of, dict):
             self._slot_of = dict(self._slot_of)  # one map of every id beats this many searches
-        for lesson_id, vector in _newest(rows):
+        for lesson_id, vector in newest(rows):
             old = self._slot_of.get(lesson_id)
             if old is not None:
                 self._kill(old)
@@ -579,15 +583,6 @@ class LexicalIndex(PrunedWords, CheckedPostings):
         if mask is None:
             self._norm_cache = (key, norm)
         return norm
-
-
-def _newest(rows: Sequence[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
-    """The last row of each lesson, in order of those last rows."""
-    last: dict[str, bytes] = {}
-    for lesson_id, vector in rows:
-        last.pop(lesson_id, None)
-        last[lesson_id] = vector
-    return list(last.items())
 
 
 def give_back_memory() -> None:

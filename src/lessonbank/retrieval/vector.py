@@ -41,11 +41,18 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, MutableMapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from lessonbank.ports import Store
+from lessonbank.ports import Store, VectorChanges, vector_pages
 from lessonbank.retrieval.blas import one_blas_thread
-from lessonbank.retrieval.lexical_index import GIVE_BACK_FROM, SEARCHED_MAX, give_back_memory, miscount
+from lessonbank.retrieval.lexical_index import (
+    GIVE_BACK_FROM,
+    LOAD_PAGE,
+    SEARCHED_MAX,
+    give_back_memory,
+    miscount,
+)
 from lessonbank.retrieval.snapshot import SnapshotIds
 from lessonbank.retrieval.vector_snapshot import RowFile, VectorState, row_sums, vector_snapshot_of
 
@@ -147,9 +154,12 @@ class VectorIndex:
                 if self._snapshot is not None:
                     self._restore()
             full = self._seq == 0  # every row is read: what a snapshot would have spared
-            changes = self.store.vector_changes(self.namespace, self.model, self._seq)
-            read = len(changes.rows)
-            self._apply(changes.rows)
+            if full:
+                read, changes = self._load()
+            else:
+                changes = self.store.vector_changes(self.namespace, self.model, self._seq)
+                read = len(changes.rows)
+                self._apply(changes.rows)
             self._since_snapshot += read
             self._seq = max(self._seq, changes.seq)
             expected = changes.count + self._miscount
@@ -533,13 +543,26 @@ class VectorIndex:
         self._bits, self._bits_rows, self._centred_at = None, 0, 0
         self._stale_bits.clear()
         self._unchecked = self._sums = None
-        changes = self.store.vector_changes(self.namespace, self.model, 0)
-        self._apply(changes.rows)
+        read, changes = self._load()
         self._seq = changes.seq
         self._miscount = miscount(
             len(self._ids) + len(self._ignored), changes.count, self.namespace, "vectors"
         )
-        return len(changes.rows)
+        return read
+
+    def _load(self) -> tuple[int, VectorChanges]:
+        """Every row, read and applied a page at a time (``LOAD_PAGE``): the rows read are never all
+        held at once beside the matrix. Room for the count the first page gives is made at once
+        (doubling would copy the rows held so far each time). How many rows that read, and the
+        last page (its sequence and count)."""
+        read, last = 0, VectorChanges(rows=[], seq=0, count=0)
+        for page in vector_pages(self.store, self.namespace, self.model, LOAD_PAGE):
+            if not read:
+                self._grow(page.count)
+            read += len(page.rows)
+            self._apply(page.rows)
+            last = replace(page, rows=[])
+        return read, last
 
 
 def nearest_rows(distance: np.ndarray, count: int) -> np.ndarray:

@@ -479,12 +479,18 @@ class MemoryStore(MemoryJobQueue, FinishesJobs, MemoryAuditLog, MemoryConsolidat
             vectors = db.vectors.get((namespace, model), {})
             return {i: vectors[i][0] for i in lesson_ids if i in vectors}
 
-    def vector_changes(self, namespace: str, model: str, after: int) -> VectorChanges:
+    def vector_changes(
+        self, namespace: str, model: str, after: int, limit: int | None = None
+    ) -> VectorChanges:
+        cut = VectorChanges.limit_of(limit)
         with self._db() as db:
             vectors = db.vectors.get((namespace, model), {})
-            rows = [(i, vector) for i, (_, vector, seq) in vectors.items() if seq > after]
+            rows = sorted(
+                ((i, vector, seq) for i, (_, vector, seq) in vectors.items() if seq > after),
+                key=lambda r: r[2],
+            )
             top = db.vector_seq.get((namespace, model), 0)
-            return VectorChanges(rows=rows, seq=max(after, top), count=len(vectors))
+            return VectorChanges.page(rows if cut < 0 else rows[:cut], after, top, len(vectors), limit)
 
     def lessons_missing_vectors(
         self, namespace: str, model: str, limit: int, after: str | None = None

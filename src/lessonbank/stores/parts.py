@@ -159,8 +159,10 @@ class ForwardsVectors:
     def vector_hashes(self, namespace: str, model: str, lesson_ids: Sequence[str]) -> dict[str, str]:
         return self.vectors.vector_hashes(namespace, model, lesson_ids)
 
-    def vector_changes(self, namespace: str, model: str, after: int) -> VectorChanges:
-        return self.vectors.vector_changes(namespace, model, after)
+    def vector_changes(
+        self, namespace: str, model: str, after: int, limit: int | None = None
+    ) -> VectorChanges:
+        return self.vectors.vector_changes(namespace, model, after, limit)
 
     def lessons_missing_vectors(
         self, namespace: str, model: str, limit: int, after: str | None = None

@@ -48,14 +48,18 @@ class RedisVectors:
         found = self.db.run(lambda: self.db.r.hmget(self.index.vec_key(namespace, "vechash", model), ids))
         return {lesson_id: text_hash for lesson_id, text_hash in zip(ids, found, strict=True) if text_hash}
 
-    def vector_changes(self, namespace: str, model: str, after: int) -> VectorChanges:
+    def vector_changes(
+        self, namespace: str, model: str, after: int, limit: int | None = None
+    ) -> VectorChanges:
+        cut = VectorChanges.limit_of(limit)
         keys = [self.index.vec_key(namespace, what, model) for what in ("vecctr", "vecseq", "vec")]
         rows: dict[str, bytes] = {}
         top: int | None = None
-        cursor, count = after, 0
-        while True:
+        cursor, count, full = after, 0, False
+        while cut < 0 or len(rows) < cut:
+            size = VECTOR_PAGE if cut < 0 else min(VECTOR_PAGE, cut - len(rows))
             page: list[Any] = self.db.run(
-                partial(self.index.vector_changes_script, keys=keys, args=[cursor, VECTOR_PAGE])
+                partial(self.index.vector_changes_script, keys=keys, args=[cursor, size])
             )
             if top is None:
                 top = int(page[0])  # every write numbered up to here was visible at this first read
@@ -66,8 +70,11 @@ class RedisVectors:
                 rows.pop(lesson_id, None)  # a later page may hold a newer write: keep write order
                 rows[lesson_id] = bytes(found[index + 2])
                 cursor = max(cursor, int(float(found[index + 1])))
-            if len(found) < 3 * VECTOR_PAGE:
+            full = len(found) >= 3 * size
+            if not full:
                 break
+        if cut >= 0 and full and cursor < (top or 0):  # a page cut at its limit: more follow from `cursor`
+            return VectorChanges(rows=list(rows.items()), seq=cursor, count=count, more=True)
         return VectorChanges(rows=list(rows.items()), seq=max(after, top or 0), count=count)
 
     def lessons_missing_vectors(

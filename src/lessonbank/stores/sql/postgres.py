@@ -512,7 +512,11 @@ class PostgresDialect:
 
         return {row[0]: row[1] for row in self.run(run) if row[2] == namespace}
 
-    def vector_changes(self, namespace: str, model: str, after: int) -> VectorChanges:
+    def vector_changes(
+        self, namespace: str, model: str, after: int, limit: int | None = None
+    ) -> VectorChanges:
+        cut = VectorChanges.limit_of(limit)
+
         def run() -> list[Any]:
             with self.read() if not after else self.tx() as conn:
                 if after:
@@ -525,15 +529,16 @@ class PostgresDialect:
                     "WITH totals AS (SELECT (SELECT coalesce(max(seq), 0) FROM lesson_vectors WHERE "
                     "namespace = ? AND model = ?) AS top, (SELECT coalesce(max(n), 0) FROM vector_counts "
                     "WHERE namespace = ? AND model = ?) AS n) "
-                    "SELECT t.top, t.n, v.lesson_id, v.vector FROM totals t LEFT JOIN lesson_vectors v "
-                    "ON v.namespace = ? AND v.model = ? AND v.seq > ? ORDER BY v.seq",
+                    "SELECT t.top, t.n, v.lesson_id, v.vector, v.seq FROM totals t LEFT JOIN lesson_vectors v "
+                    "ON v.namespace = ? AND v.model = ? AND v.seq > ? ORDER BY v.seq"
+                    + ("" if cut < 0 else f" LIMIT {cut}"),
                     (namespace, model, namespace, model, namespace, model, after),
                 ).fetchall()
 
         found = self.run(run)
         top, count = (int(found[0][0]), int(found[0][1])) if found else (0, 0)
-        rows = [(row[2], bytes(row[3])) for row in found if row[2] is not None]
-        return VectorChanges(rows=rows, seq=max(after, top), count=count)
+        rows = [(row[2], bytes(row[3]), row[4]) for row in found if row[2] is not None]
+        return VectorChanges.page(rows, after, top, count, limit)
 
     def lessons_missing_vectors(
         self, namespace: str, model: str, limit: int, after: str | None = None

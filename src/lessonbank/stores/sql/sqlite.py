@@ -483,7 +483,9 @@ class SQLiteDialect:
         )
         return {row[0]: row[1] for row in rows.fetchall()}
 
-    def vector_changes(self, namespace: str, model: str, after: int) -> VectorChanges:
+    def vector_changes(
+        self, namespace: str, model: str, after: int, limit: int | None = None
+    ) -> VectorChanges:
         conn = self.connection()
         own = not conn.in_transaction
         if own:
@@ -491,8 +493,8 @@ class SQLiteDialect:
         try:
             rows = conn.execute(
                 "SELECT l.id, v.vector, v.seq FROM lesson_vectors v JOIN lessons l ON l.rowid = v.lesson_rowid "
-                "WHERE v.namespace = ? AND v.model = ? AND v.seq > ? ORDER BY v.seq",
-                (namespace, model, after),
+                "WHERE v.namespace = ? AND v.model = ? AND v.seq > ? ORDER BY v.seq LIMIT ?",
+                (namespace, model, after, VectorChanges.limit_of(limit)),
             ).fetchall()
             top, count = conn.execute(
                 "SELECT (SELECT coalesce(max(seq), 0) FROM lesson_vectors WHERE namespace = ? AND model = ?), "
@@ -502,9 +504,7 @@ class SQLiteDialect:
         finally:
             if own:
                 conn.execute("COMMIT")
-        return VectorChanges(
-            rows=[(row[0], bytes(row[1])) for row in rows], seq=max(after, int(top)), count=int(count)
-        )
+        return VectorChanges.page([(row[0], bytes(row[1]), row[2]) for row in rows], after, top, count, limit)
 
     def lessons_missing_vectors(
         self, namespace: str, model: str, limit: int, after: str | None = None
