@@ -62,7 +62,9 @@ rows = st.lists(
             st.builds(
                 term_vector,
                 st.integers(1, 90),
-                st.lists(st.tuples(terms, st.sampled_from([1.0, 2.0, 0.5])), max_size=5, unique_by=lambda p: p[0]),
+                st.lists(
+                    st.tuples(terms, st.sampled_from([1.0, 2.0, 0.5])), max_size=5, unique_by=lambda p: p[0]
+                ),
             ),
             st.sampled_from([b"", b"\x01" * 16, b"\x00" * 7]),  # malformed: skipped, never a slot
         ),
@@ -220,7 +222,9 @@ def test_the_vector_index_loads_in_pages(store: SQLiteStore, monkeypatch: pytest
     lessons = [Lesson(namespace=NS, content=f"vector lesson {n}") for n in range(60)]
     store.import_lessons(lessons)
     rng = np.random.default_rng(3)
-    store.put_vectors(NS, model, [(x.id, f"h{n}", as_bytes(rng.standard_normal(dim))) for n, x in enumerate(lessons)])
+    store.put_vectors(
+        NS, model, [(x.id, f"h{n}", as_bytes(rng.standard_normal(dim))) for n, x in enumerate(lessons)]
+    )
     store.put_vectors(NS, model, [(lessons[4].id, "h4b", struct.pack("<8f", *([1.0] * 8)))])
 
     def answers(index: VectorIndex) -> list[list[tuple[str, float]]]:
