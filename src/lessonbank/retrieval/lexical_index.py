@@ -263,7 +263,7 @@ class LexicalIndex(PrunedWords, CheckedPostings):
         from lessonbank.retrieval.lexical_load import PagedBase
 
         self._clear()
-        pages = PagedBase(self._well_formed)
+        pages = PagedBase(self._well_formed, give_back_memory)
         read, page = 0, VectorChanges(rows=[], seq=0, count=0)
         for page in vector_pages(self.store, self.namespace, LEXICAL_SPACE, LOAD_PAGE):
             read += len(page.rows)
@@ -271,8 +271,8 @@ class LexicalIndex(PrunedWords, CheckedPostings):
             page = replace(page, rows=[])  # its rows are postings now
         if len(pages):
             base = pages.finish()
-            self._ids = base.ids
-            self._slot_of = {lesson_id: slot for slot, lesson_id in enumerate(base.ids)}
+            del pages
+            self._ids, self._slot_of = base.ids, base.slot_of
             self._length = base.length
             self._alive = self._np.ones(len(base.ids), dtype=bool)
             self._live = len(base.ids)

@@ -37,6 +37,7 @@ class LoadedBase:
     (slots ascending within a term), the terms once each with where each one's postings start."""
 
     ids: list[str]
+    slot_of: dict[str, int]  # lesson id → slot
     length: Any  # float64 per slot
     terms: Any  # uint64, ascending, each once
     starts: Any  # int64, len(terms) + 1
@@ -47,8 +48,13 @@ class LoadedBase:
 class PagedBase:
     """Rows added a page at a time (``add``), then one base (``finish``)."""
 
-    def __init__(self, well_formed: Callable[[str, bytes], bool]) -> None:
+    def __init__(
+        self, well_formed: Callable[[str, bytes], bool], give_back: Callable[[], None] = lambda: None
+    ) -> None:
         self._well_formed = well_formed  # logs and remembers a malformed row (the index's own check)
+        # Hands freed heap pages back to the system: a page's runs are small arrays, which the C
+        # heap keeps once freed, so without it the sorted arrays would be new memory beside them.
+        self._give_back = give_back
         self._ids: list[str] = []
         self._slot_of: dict[str, int] = {}
         self._superseded: list[int] = []  # slots of lessons met again in a later page
@@ -95,13 +101,14 @@ class PagedBase:
     def finish(self) -> LoadedBase:
         """The base of every row added (the pages' runs are given up as they are sorted)."""
         ids, length = self._ids, np.concatenate(self._lengths) if self._lengths else np.zeros(0)
-        self._lengths = []
+        slot_of, self._ids, self._slot_of, self._lengths = self._slot_of, [], {}, []
         keep = None
         if self._superseded:
             keep = np.ones(len(ids), dtype=bool)
             keep[self._superseded] = False
             renumber = (np.cumsum(keep, dtype=np.int64) - 1).astype(np.int32)
             ids = [lesson_id for lesson_id, kept in zip(ids, keep.tolist(), strict=True) if kept]
+            slot_of = {lesson_id: slot for slot, lesson_id in enumerate(ids)}
             length = length[keep]
         terms = np.empty(self._postings, dtype=np.uint64)
         docs = np.empty(self._postings, dtype=np.int32)
@@ -123,6 +130,8 @@ class PagedBase:
             np.take(run_terms, order, out=terms[start:end])
             np.take(run_slots, order, out=docs[start:end])
             np.take(run_tf, order, out=tf[start:end])
+            del run_terms, run_slots, run_tf, order
+            self._give_back()
         terms, docs, tf = terms[:end], docs[:end], tf[:end]
         if end:
             change = np.flatnonzero(terms[1:] != terms[:-1]) + 1
@@ -131,7 +140,9 @@ class PagedBase:
         else:
             starts, unique = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.uint64)
         del terms  # the base keeps each term once
-        return LoadedBase(ids=ids, length=length, terms=unique, starts=starts, docs=docs, tf=tf)
+        return LoadedBase(
+            ids=ids, slot_of=slot_of, length=length, terms=unique, starts=starts, docs=docs, tf=tf
+        )
 
 
 def newest(rows: Sequence[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
