@@ -62,6 +62,7 @@ LOOKUP_COST = 16  # a binary search for a candidate costs about this many postin
 SEED_POSTINGS = 4_096  # postings of the rarest words read to find the first exact threshold
 SEED_SHARE = 2  # lessons scored exactly for a threshold, per lesson wanted
 SAMPLE = 64  # every this many partial bounds are a sample that bounds the best few from below
+RELIST_SHARE = 4  # a count narrows the last list when it holds under this share of the slots
 BITS_FROM = 256  # a long list's bits (``word_bounds.MEMBER_SHARE``) are searched for this many slots or more (fewer: a binary search is cheaper)
 READ_CHUNK = 1 << 15  # postings of short lists read at once laid end to end, at most; longer ones alone
 # Compiled reads of this many postings or more, and passes over as many slots, take two threads, each
@@ -332,7 +333,18 @@ class _Search:
             return len(self.norm)
         if _postings is not None:  # listed as counted: ``_passed`` takes the list if no read came between
             room = self.scratch.room(len(self.partial))
-            found = _postings.reaching(self.partial, floor, self.keep, room, self._threads(len(self.partial)))
+            listed = self.listed
+            if listed is not None and listed[1] <= floor and listed[2] * RELIST_SHARE < len(self.partial):
+                # Every slot left out of the last list is out for good (its bound then, with the
+                # bounds of every word left then, fell short), so the new list is the last one's
+                # slots that still reach: a look at those few, not a pass over every slot.
+                slots = room[: listed[2]]
+                kept = slots[self.partial[slots] >= floor]
+                found = len(kept)
+                room[:found] = kept
+            else:
+                threads = self._threads(len(self.partial))
+                found = _postings.reaching(self.partial, floor, self.keep, room, threads)
             self.listed = (self.read, float(floor), found)
             return found
         reaching = self.partial >= floor
