@@ -93,7 +93,6 @@ class LexicalIndex(PrunedWords, CheckedPostings):
         self.store = store
         self.namespace = namespace
         self._np = np
-        self._record = np.dtype([("term", "<u8"), ("tf", "<f4"), ("length", "<u4")])
         self._lock = threading.Lock()
         self._seq = 0
         self._miscount = 0  # rows held minus the store's count at the last full load (0 unless it drifted)
