@@ -518,26 +518,29 @@ class PostgresDialect:
         cut = VectorChanges.limit_of(limit)
 
         def run() -> list[Any]:
-            with self.read() if not after else self.tx() as conn:
-                if after:
+            with self.read() if not after and cut < 0 else self.tx() as conn:
+                if after or cut >= 0:
                     # Sequences are shared by every model, so the planner cannot tell that few rows
                     # of this one follow ``after``: it scanned the whole table (65 ms at 100k
-                    # lessons and two models, for none) where the change index answers in 1 ms.
+                    # lessons and two models, for none) where the change index answers in 1 ms. A
+                    # page is the index's next ``limit`` entries, however many rows follow.
                     conn.execute("SET LOCAL enable_seqscan = off")
-                # One statement, one snapshot: the rows, the top sequence and the count agree.
+                # One statement, one snapshot: the rows, the top sequence and the count agree. The
+                # page is cut inside its own query, so the limit stops the index scan (in seq order).
                 return conn.execute(
                     "WITH totals AS (SELECT (SELECT coalesce(max(seq), 0) FROM lesson_vectors WHERE "
                     "namespace = ? AND model = ?) AS top, (SELECT coalesce(max(n), 0) FROM vector_counts "
-                    "WHERE namespace = ? AND model = ?) AS n) "
-                    "SELECT t.top, t.n, v.lesson_id, v.vector, v.seq FROM totals t LEFT JOIN lesson_vectors v "
-                    "ON v.namespace = ? AND v.model = ? AND v.seq > ? ORDER BY v.seq"
-                    + ("" if cut < 0 else f" LIMIT {cut}"),
+                    "WHERE namespace = ? AND model = ?) AS n), "
+                    "page AS (SELECT lesson_id, vector, seq FROM lesson_vectors WHERE namespace = ? AND "
+                    "model = ? AND seq > ? ORDER BY seq" + ("" if cut < 0 else f" LIMIT {cut}") + ") "
+                    "SELECT t.top, t.n, v.lesson_id, v.vector, v.seq FROM totals t LEFT JOIN page v ON true",
                     (namespace, model, namespace, model, namespace, model, after),
                 ).fetchall()
 
         found = self.run(run)
         top, count = (int(found[0][0]), int(found[0][1])) if found else (0, 0)
         rows = [(row[2], bytes(row[3]), row[4]) for row in found if row[2] is not None]
+        rows.sort(key=lambda row: row[2])  # here: a sort in the server spilled a page to disk
         return VectorChanges.page(rows, after, top, count, limit)
 
     def lessons_missing_vectors(
