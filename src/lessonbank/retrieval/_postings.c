@@ -104,12 +104,28 @@ static void add_share(Share *share) {
     }
 }
 
-#ifndef _WIN32
 static void *add_share_thread(void *share) {
     add_share((Share *)share);
     return NULL;
 }
+
+/* work(first) on this thread and work(second) on a helper thread when split (both here, in turn, where
+ * no thread can be made): the two halves of a read or a pass. */
+static void run_halves(void *(*work)(void *), void *first, void *second, int split) {
+    int helped = 0;
+#ifndef _WIN32
+    pthread_t helper;
+    helped = split && pthread_create(&helper, NULL, work, second) == 0;
 #endif
+    work(first);
+    if (helped) {
+#ifndef _WIN32
+        pthread_join(helper, NULL);
+#endif
+    } else {
+        work(second);
+    }
+}
 
 PyDoc_STRVAR(add_coded_lists_doc,
              "add_coded_lists(partial, docs, codes, units, threads)\n--\n\n"
@@ -192,19 +208,7 @@ static PyObject *add_coded_lists(PyObject *Py_UNUSED(module), PyObject *args) {
         {head[0].view.buf, middle, (uint32_t)size, lists, docs, codes, units, cuts, ends, -1, -1},
     };
     Py_BEGIN_ALLOW_THREADS
-    int helped = 0;
-#ifndef _WIN32
-    pthread_t helper;
-    helped = middle < (uint32_t)size && pthread_create(&helper, NULL, add_share_thread, &shares[1]) == 0;
-#endif
-    add_share(&shares[0]);
-    if (helped) {
-#ifndef _WIN32
-        pthread_join(helper, NULL);
-#endif
-    } else {
-        add_share(&shares[1]);
-    }
+    run_halves(add_share_thread, &shares[0], &shares[1], middle < (uint32_t)size);
     Py_END_ALLOW_THREADS
     for (int half = 0; half < 2; half++) {
         if (shares[half].bad_list >= 0) {
@@ -355,19 +359,7 @@ static Py_ssize_t run_pass(const float *partial, const uint8_t *keep, float floo
         {partial, keep, floor, 0, middle, 0, out},
         {partial, keep, floor, middle, size, 0, out},
     };
-    int helped = 0;
-#ifndef _WIN32
-    pthread_t helper;
-    helped = middle < size && pthread_create(&helper, NULL, pass_thread, &halves[1]) == 0;
-#endif
-    pass_thread(&halves[0]);
-    if (helped) {
-#ifndef _WIN32
-        pthread_join(helper, NULL);
-#endif
-    } else {
-        pass_thread(&halves[1]);
-    }
+    run_halves(pass_thread, &halves[0], &halves[1], middle < size);
     if (halves[1].found > 0) { /* the second half's list, moved up to the first's end */
         memmove(out + halves[0].found, out + middle, (size_t)halves[1].found * sizeof(int32_t));
     }
